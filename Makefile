@@ -1,0 +1,61 @@
+# spabench: set-up and the two quickstart commands (`make demo`, `make test`), plus `make bench`.
+# Finds a Python 3.12 by itself (PATH, pyenv, common prefixes), makes .venv, installs the project.
+
+SHELL := /bin/bash
+VENV  ?= .venv
+PY    := $(VENV)/bin/python
+STAMP := $(VENV)/.spabench-installed
+EXTRAS ?= bench,sim,dev
+export MUJOCO_GL ?= egl
+export PYOPENGL_PLATFORM ?= egl
+export HF_HUB_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+# The first Python 3.12 we can find: python3.12 on PATH, then pyenv's, then usual prefixes.
+PYTHON312 ?= $(shell for c in python3.12 \
+	  $$(command -v pyenv >/dev/null 2>&1 && echo $$(pyenv root)/versions/3.12*/bin/python3.12) \
+	  $$HOME/.pyenv/versions/3.12*/bin/python3.12 /root/.pyenv/versions/3.12*/bin/python3.12 \
+	  /usr/local/bin/python3.12 /usr/bin/python3.12 /opt/python*/bin/python3.12; do \
+	  if command -v $$c >/dev/null 2>&1 && $$c -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null; \
+	  then command -v $$c; break; fi; done)
+
+.PHONY: install demo test test-fast bench egl clean help
+
+help:
+	@echo "make demo   - install, then plan, run and report a small campaign on the MuJoCo twin"
+	@echo "make test   - install, then run the whole test suite"
+	@echo "make bench  - install, then run the performance benchmarks (benchmarks/)"
+
+$(STAMP): pyproject.toml
+	@if [ -z "$(PYTHON312)" ]; then \
+	  echo "error: no Python 3.12 found (LeRobot 0.6 needs it). Install one, e.g. 'pyenv install 3.12', or pass PYTHON312=/path/to/python3.12" >&2; exit 1; fi
+	@echo "using $(PYTHON312)"
+	@test -x $(PY) || $(PYTHON312) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[$(EXTRAS)]"
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+# Headless rendering for the twin needs Debian's EGL (Mesa llvmpipe). Installed only when missing.
+egl:
+	@if ! ldconfig -p 2>/dev/null | grep -q 'libEGL_mesa.so.0'; then \
+	  echo "installing Debian EGL packages for headless MuJoCo rendering"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq libegl1 libegl-mesa0 libgl1-mesa-dri >/dev/null; \
+	fi
+
+demo: install egl
+	$(VENV)/bin/spabench demo
+
+test: install egl
+	$(PY) -m pytest -q
+
+test-fast: install
+	$(PY) -m pytest -q -m "not slow"
+
+bench: install egl
+	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) demo-out .pytest_cache

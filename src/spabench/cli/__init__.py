@@ -1,0 +1,1 @@
+"""The `spabench` command line: one Hydra-composed config per command, no logic of its own."""

@@ -1,0 +1,56 @@
+"""The command table: which function serves which `spabench` command, and which config groups it reads.
+
+Targets are imported lazily so that `spabench report` never pays for (or needs) LeRobot and torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    target: str                  # "module:function", called with the composed DictConfig
+    groups: tuple[str, ...]      # config groups validated before the call
+    summary: str
+    path_keys: tuple[str, ...] = ()  # top-level keys holding paths relative to the caller's cwd
+
+
+COMMANDS: dict[str, Command] = {
+    c.name: c
+    for c in (
+        Command("suite generate", "spabench.suite.commands:generate", ("suite",),
+                "regenerate the frozen scene specifications (seeded)", ("out",)),
+        Command("suite validate", "spabench.suite.commands:validate", ("suite",),
+                "check the suite's data and design contracts"),
+        Command("plan", "spabench.plan.commands:plan", ("campaign", "suite"),
+                "write a campaign's trial plan into a new ledger: campaign=<name> out=DIR", ("out",)),
+        Command("run", "spabench.rollout.commands:run", ("bench", "operator", "suite"),
+                "run (or resume) a planned campaign at the bench: campaign=DIR", ("campaign_dir",)),
+        Command("score", "spabench.operator.commands:score", ("operator", "suite"),
+                "score recorded, unscored attempts: campaign=DIR", ("campaign_dir",)),
+        Command("report", "spabench.analysis.commands:report", (),
+                "statistics, tables and figures: campaign=DIR or outcomes=FILE.csv, out=DIR",
+                ("campaign_dir", "outcomes", "out")),
+        Command("export lerobot", "spabench.record.commands:export_lerobot", (),
+                "export recorded episodes as a LeRobotDataset v3: campaign=DIR out=DIR",
+                ("campaign_dir", "out")),
+        Command("serve lerobot", "spabench.serve.commands:serve_lerobot", (),
+                "serve a local LeRobot checkpoint over the openpi websocket protocol: checkpoint=DIR",
+                ("checkpoint",)),
+        Command("serve scripted", "spabench.sim.serve:serve_scripted", (),
+                "serve the twin's scripted stand-in policy (not a VLA): mode=compositional|memorising"),
+        Command("demo", "spabench.demo:demo", ("campaign", "bench", "operator", "suite"),
+                "plan, run and report a small campaign on the embedded MuJoCo twin", ("out",)),
+    )
+}
+
+# Which Python class validates each config group (imported lazily; none imports LeRobot).
+GROUP_SCHEMAS: dict[str, str] = {
+    "campaign": "spabench.plan.config:CampaignConfig",
+    "bench": "spabench.bench.config:BenchConfig",
+    "policy": "spabench.policy.card:PolicyCard",
+    "operator": "spabench.operator.config:OperatorConfig",
+    "suite": "spabench.suite.config:SuiteConfig",
+}
