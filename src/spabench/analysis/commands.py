@@ -1,0 +1,64 @@
+"""`spabench report`: outcomes (CSV or a campaign's ledger) -> tables, figures and report.md."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from spabench.analysis.outcomes import load_outcomes, outcomes_from_frame
+from spabench.analysis.report import analyse, write_report
+from spabench.errors import ConfigError, DataError
+
+DEFAULT_SEED = 0
+DEFAULT_BOOTSTRAP = 2000
+
+
+def _get(cfg: DictConfig, key: str, default=None):
+    value = OmegaConf.select(cfg, key, default=default)
+    return default if value is None else value
+
+
+def _integer(cfg: DictConfig, key: str, default: int, minimum: int) -> int:
+    value = _get(cfg, key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{key}={value!r} must be an integer >= {minimum}")
+    return value
+
+
+def load_campaign_outcomes(campaign_dir: Path):
+    """The outcomes view of a campaign's ledger, validated like a CSV."""
+    ledger_path = campaign_dir / "ledger.sqlite"
+    if not ledger_path.is_file():
+        raise ConfigError(f"campaign_dir={campaign_dir} has no ledger.sqlite (is it a campaign directory?)")
+    from spabench.ledger import Ledger  # lazy: the ledger is only needed for campaign input
+
+    frame = Ledger.open(ledger_path).outcomes()
+    return outcomes_from_frame(frame, source=f"{ledger_path} (outcomes view)")
+
+
+def report(cfg: DictConfig) -> int:
+    """Validate the outcomes completely, then write summary/contrasts/failure/invalid CSVs, figures
+    and report.md into `out` in one step. Keys: outcomes | campaign_dir, out, seed, bootstrap."""
+    outcomes_path = _get(cfg, "outcomes")
+    campaign_dir = _get(cfg, "campaign_dir")
+    out = _get(cfg, "out")
+    if (outcomes_path is None) == (campaign_dir is None):
+        raise ConfigError("report needs exactly one input: outcomes=FILE.csv or campaign=DIR "
+                          f"(got outcomes={outcomes_path!r}, campaign_dir={campaign_dir!r})")
+    if out is None or not str(out).strip():
+        raise ConfigError("report needs out=DIR (the report directory to write)")
+    seed = _integer(cfg, "seed", DEFAULT_SEED, 0)
+    n_resamples = _integer(cfg, "bootstrap", DEFAULT_BOOTSTRAP, 1)
+
+    if outcomes_path is not None:
+        outcomes = load_outcomes(Path(outcomes_path))
+    else:
+        outcomes = load_campaign_outcomes(Path(campaign_dir))
+    if outcomes.empty:
+        raise DataError(outcomes.attrs.get("source", outcomes_path or campaign_dir),
+                        "no rollouts: the outcomes table has a header but no data rows")
+    analysis = analyse(outcomes, n_resamples=n_resamples, seed=seed)
+    written = write_report(analysis, Path(out))
+    print(f"report: {len(outcomes)} rollouts, {len(analysis.policies)} policies -> {written[0].parent}")
+    return 0

@@ -1,0 +1,276 @@
+"""The report: every table computed in memory, then written all at once (or not at all).
+
+Outputs go to a temporary sibling of `out` that is renamed into place only when every file is
+written, so a failure never leaves a half-written report behind.
+"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from spabench.analysis import figures
+from spabench.analysis.contrasts import PAIRED_CONTRASTS, contrast_table
+from spabench.analysis.failures import FAILURE_MODE_ORDER, failure_mode_table
+from spabench.analysis.outcomes import invalid_rollouts, policies_in_order
+from spabench.analysis.rates import (ALL_TASKS, NON_RELATIONAL, NON_RELATIONAL_TASKS, TASK_ORDER, rate_of,
+                                     success_table)
+from spabench.errors import ConfigError
+
+OUTPUT_FILES = ("summary.csv", "contrasts.csv", "failure_modes.csv", "invalid.csv", "report.md")
+
+HEADLINE_CONDITIONS = ("id", "ood", "ood_matched", "direct", "paraphrase_ood", "paraphrase_direct",
+                       "cross_task", "novel_object", "no_intervention", "no_movement", "movement_required")
+# (title, context conditions shown only beside the section's own, the section's own conditions)
+SECTIONS = (
+    ("Spatial grounding: ID, OOD and the matched direct control", (), ("id", "ood", "ood_matched", "direct")),
+    ("Paraphrase subset (four conditions on the same scenes)", (),
+     ("ood_paraphrase_subset", "paraphrase_ood", "direct_paraphrase_subset", "paraphrase_direct")),
+    ("Cross-task objects (descriptive; not paired scenes)", ("id",), ("cross_task", "novel_object")),
+    ("No intervention", (), ("no_intervention", "no_movement", "movement_required")),
+)
+# In the cross-task table the 'all' ID cell is ID on the cross-task tasks only (like for like).
+ALL_ROW = {("id", SECTIONS[2][0]): "id_cross_task_subset"}
+INVALID_LIST_COLUMNS = ("row", "policy", "task", "condition", "evaluation_id", "matched_group",
+                        "instruction_variant")
+
+
+@dataclass
+class Analysis:
+    """Everything the report shows, computed from one validated outcomes table."""
+    outcomes: pd.DataFrame
+    summary: pd.DataFrame
+    contrasts: pd.DataFrame
+    failures: pd.DataFrame
+    invalid: pd.DataFrame
+    policies: list[str]
+    n_resamples: int
+    seed: int
+    id_only: list[str] = field(default_factory=list)
+
+
+def analyse(outcomes: pd.DataFrame, n_resamples: int = 2000, seed: int = 0) -> Analysis:
+    """Compute every table of the protocol from a validated outcomes frame."""
+    valid = outcomes[outcomes["valid"]]
+    policies = policies_in_order(valid)  # a policy with invalid attempts only appears in invalid.csv
+    id_only = [p for p in policies
+               if set(valid.loc[valid["policy"] == p, "condition"]) == {"id"}]
+    return Analysis(
+        outcomes=outcomes,
+        summary=success_table(outcomes),
+        contrasts=contrast_table(outcomes, n_resamples=n_resamples, seed=seed),
+        failures=failure_mode_table(outcomes),
+        invalid=invalid_rollouts(outcomes),
+        policies=policies,
+        n_resamples=n_resamples,
+        seed=seed,
+        id_only=id_only,
+    )
+
+
+# ---------------------------------------------------------------- formatting
+
+def format_rate(rate: float, low: float, high: float) -> str:
+    """'73.3% [64.8, 80.4]': a rate and its interval in percent, one decimal."""
+    return f"{100 * rate:.1f}% [{100 * low:.1f}, {100 * high:.1f}]"
+
+
+def format_difference(estimate: float, low: float, high: float) -> str:
+    """'+25.0 pp [5.0, 45.0]': a difference of rates in percentage points."""
+    return f"{100 * estimate:+.1f} pp [{100 * low:.1f}, {100 * high:.1f}]"
+
+
+def format_p(p: float) -> str:
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+
+    lines = [line(header), "|" + "|".join(["---"] * len(header)) + "|"]
+    lines += [line(row) for row in rows]
+    return lines + [""]
+
+
+def _cell(summary: pd.DataFrame, policy: str, task: str, condition: str) -> str:
+    row = rate_of(summary, policy, task, condition)
+    if row is None:
+        return ""
+    return f"{format_rate(row['rate'], row['wilson_low'], row['wilson_high'])} " \
+           f"({int(row['successes'])}/{int(row['trials'])})"
+
+
+def _label(condition: str) -> str:
+    return figures.CONDITION_LABELS.get(condition, condition)
+
+
+def _task_label(task: str) -> str:
+    return figures.TASK_LABELS.get(task, task).replace("\n", " ")
+
+
+# ---------------------------------------------------------------- markdown
+
+def render_markdown(analysis: Analysis, figure_names: list[str]) -> str:
+    """The human-readable report: headline table, per-policy tables, contrasts, failures, notes."""
+    summary, outcomes = analysis.summary, analysis.outcomes
+    n_valid = int(outcomes["valid"].sum())
+    lines = [
+        "# Spa-Bench report", "",
+        f"Source: `{outcomes.attrs.get('source', '?')}`: {len(outcomes)} rows, {n_valid} valid, "
+        f"{len(outcomes) - n_valid} invalid (excluded from every rate). "
+        f"Policies: {', '.join(analysis.policies) or 'none'}.", "",
+        "Rates are successes/trials with two-sided Wilson 95% intervals: `rate [low, high] (k/n)`.", "",
+    ]
+    if not outcomes.attrs.get("has_matched_group", True) and \
+            outcomes["condition"].isin(["direct", "paraphrase_ood", "paraphrase_direct"]).any():
+        lines += ["**Note:** the outcomes have no `matched_group` column, so matched subsets "
+                  "(`ood_matched`, paraphrase subsets) and paired contrasts are not computed.", ""]
+    lines += [
+        "## Success by condition (all tasks pooled)", "",
+    ]
+    conditions = [c for c in HEADLINE_CONDITIONS if (summary["condition"] == c).any()]
+    rows = []
+    for policy in analysis.policies:
+        rows.append([policy] + [
+            _cell(summary, policy, NON_RELATIONAL if c == "no_intervention" else ALL_TASKS, c)
+            for c in conditions])
+    header = ["policy"] + [_label(c) + (" (non-relational)" if c == "no_intervention" else "")
+                           for c in conditions]
+    lines += _table(header, rows)
+
+    if analysis.id_only:
+        lines += ["## ID-only diagnostic baselines", ""]
+        for policy in analysis.id_only:
+            lines.append(f"- **{policy}** has ID rollouts only. It is reported as an ID-only "
+                         "diagnostic baseline (the protocol's treatment of a policy whose ID success "
+                         "is inadequate for OOD evaluation); no OOD, matched or contrast statistic "
+                         "exists for it.")
+        lines.append("")
+
+    for policy in analysis.policies:
+        lines += [f"## {policy}", ""]
+        mine = summary[summary["policy"] == policy]
+        for title, context, own in SECTIONS:
+            if not mine["condition"].isin(own).any():
+                continue
+            used = [c for c in context + own if (mine["condition"] == c).any()]
+            tasks = [t for t in TASK_ORDER if ((mine["task"] == t) & mine["condition"].isin(own)).any()]
+            lines += [f"### {title}", ""]
+            lines += _table(["task"] + [_label(c) for c in used],
+                            [[_task_label(t)] + [_cell(summary, policy, t, ALL_ROW.get((c, title), c)
+                                                       if t == ALL_TASKS else c) for c in used]
+                             for t in tasks])
+        mine_contrasts = analysis.contrasts[analysis.contrasts["policy"] == policy]
+        if not mine_contrasts.empty:
+            lines += ["### Contrasts", ""]
+            lines += _table(
+                ["contrast", "task", "difference [95% CI]", "n", "p"],
+                [[r.contrast, _task_label(r.task), format_difference(r.estimate, r.ci_low, r.ci_high),
+                  str(int(r.n_pairs)), format_p(r.p_value)] for r in mine_contrasts.itertuples()])
+        mine_failures = analysis.failures[(analysis.failures["policy"] == policy)
+                                          & (analysis.failures["task"] == ALL_TASKS)]
+        if not mine_failures.empty:
+            conds = list(dict.fromkeys(mine_failures["condition"]))
+            modes = [m for m in FAILURE_MODE_ORDER if (mine_failures["failure_mode"] == m).any()]
+            counts = mine_failures.pivot_table(index="failure_mode", columns="condition", values="count",
+                                               aggfunc="sum", fill_value=0)
+            lines += ["### Failure modes of failed valid rollouts (all tasks)", ""]
+            lines += _table(["failure mode"] + [_label(c) for c in conds],
+                            [[m.replace("_", " ")] + [str(int(counts.loc[m, c])) for c in conds]
+                             for m in modes])
+
+    lines += ["## Invalid rollouts", ""]
+    if analysis.invalid.empty:
+        lines += ["None.", ""]
+    else:
+        extra = [c for c in ("invalid_reason", "attempt_id", "episode_path") if c in analysis.invalid.columns]
+        columns = list(INVALID_LIST_COLUMNS) + extra
+        lines += [f"{len(analysis.invalid)} invalid attempts, excluded from every rate and contrast "
+                  "(an infrastructure fault is not a policy failure):", ""]
+        lines += _table(columns, [[str(r[c]) for c in columns]
+                                  for _, r in analysis.invalid.iterrows()])
+
+    if figure_names:
+        lines += ["## Figures", ""]
+        lines += [f"![{name}]({name})" for name in figure_names] + [""]
+    lines += method_notes(analysis)
+    return "\n".join(lines)
+
+
+def method_notes(analysis: Analysis) -> list[str]:
+    paired = ", ".join(f"`{name}` ({a} minus {b})" for name, (a, b) in PAIRED_CONTRASTS.items())
+    return [
+        "## Methods", "",
+        "- Only valid, scored rollouts count. Invalid attempts (infrastructure faults, aborts) are "
+        "listed above and in `invalid.csv`; they are re-run, never scored as failures.",
+        "- Success rates use two-sided 95% Wilson score intervals (statsmodels "
+        "`proportion_confint(method='wilson')`). `task=all` pools the counts of all tasks of a "
+        "condition; `task=non_relational` pools `no_intervention` over "
+        f"{', '.join(NON_RELATIONAL_TASKS)} (80 trials per policy under the protocol).",
+        "- Derived conditions: `ood_matched` = OOD rollouts whose matched group (scene) also has a "
+        "valid direct control; `ood_paraphrase_subset` / `direct_paraphrase_subset` = the original "
+        "OOD / direct rollouts on matched groups that have a valid paraphrase rollout; "
+        "`id_cross_task_subset` (task=all only) = ID rollouts of the tasks that have cross-task "
+        "rollouts, the like-for-like comparator of `cross_task` (the Object State novel-object "
+        "pilot is excluded from the strict cross-task aggregate). Cross-task rates are "
+        "descriptive: the scenes are not paired.",
+        f"- Paired contrasts {paired} pair the two rollouts of one matched group (same policy, task "
+        "and scene). Estimate: mean paired difference; p: exact McNemar test (statsmodels, "
+        "`exact=True`); interval: percentile paired bootstrap resampling matched groups within each "
+        f"task ({analysis.n_resamples} resamples, seed {analysis.seed}).",
+        "- `id_minus_ood` is unpaired (different scenes): per task, Newcombe's hybrid score interval "
+        "(statsmodels `confint_proportions_2indep(method='newcomb')`) and a two-sided Fisher exact "
+        "p-value.",
+        "- `task=all` contrasts weight every task equally: the estimate is the mean of the per-task "
+        "differences and the bootstrap averages per-task resampled means (for `id_minus_ood`, "
+        "rollouts are resampled within task and condition). The `all` p-values test the pooled "
+        "tables (McNemar on all pairs; Fisher on pooled counts); with the protocol's equal per-task "
+        "counts pooled and equal-weight estimates coincide.",
+        "- Failure modes count failed valid rollouts; a failure without annotation is "
+        "`unannotated`. Annotations never change the binary score.",
+        "- Duplicates: at most one valid row per (policy, task, condition, evaluation_id, "
+        "instruction_variant), and one valid rollout per condition within a matched group.",
+        "",
+    ]
+
+
+# ---------------------------------------------------------------- writing
+
+def _replaceable(out: Path) -> bool:
+    """An existing `out` may be replaced only when it is empty or holds an earlier report."""
+    return out.is_dir() and (not any(out.iterdir()) or (out / "report.md").exists())
+
+
+def write_report(analysis: Analysis, out: str | Path) -> list[Path]:
+    """Write every output into `out` atomically; returns the written files (final paths)."""
+    out = Path(out)
+    if out.exists() and not _replaceable(out):
+        raise ConfigError(f"out={out} exists and is not an earlier spabench report; choose a new "
+                          "directory (an existing report directory is replaced)")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = out.parent / f".{out.name}.{uuid.uuid4().hex[:8]}.partial"
+    staging.mkdir()  # a plain mkdir keeps the caller's umask (mkdtemp would make it 0700)
+    try:
+        analysis.summary.to_csv(staging / "summary.csv", index=False)
+        analysis.contrasts.to_csv(staging / "contrasts.csv", index=False)
+        analysis.failures.to_csv(staging / "failure_modes.csv", index=False)
+        analysis.invalid.to_csv(staging / "invalid.csv", index=False)
+        drawn = figures.write_figures(analysis.summary, analysis.failures, analysis.policies, staging)
+        names = [p.name for p in drawn]
+        (staging / "report.md").write_text(render_markdown(analysis, names), encoding="utf-8")
+        if out.exists():
+            retired = out.parent / f".{out.name}.old-{staging.name}"
+            out.rename(retired)
+            staging.rename(out)
+            shutil.rmtree(retired, ignore_errors=True)
+        else:
+            staging.rename(out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return [out / name for name in OUTPUT_FILES] + [out / name for name in names]
