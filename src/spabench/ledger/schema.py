@@ -1,0 +1,161 @@
+"""The ledger's tables and row records.
+
+One campaign = one SQLite file. `trials` is the frozen plan (written once by the planner);
+`attempts` are executions of a trial (a trial with only invalid attempts is still pending: invalid is
+re-run, never a failure); `scores` are the rater's binary outcome and failure mode per complete
+attempt; `events` is an append-only audit log; `meta` holds the config hash and the blind aliases.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Mapping
+
+SCHEMA_VERSION = 1
+
+ATTEMPT_STATUSES: tuple[str, ...] = ("planned", "running", "complete", "invalid")
+FINISH_STATUSES: tuple[str, ...] = ("complete", "invalid")
+# Why an attempt stopped: the rollout's EpisodeResult.stop_reason, plus 'interrupted' for attempts
+# found still running when a campaign resumes after a crash or Ctrl-C.
+STOP_REASONS: tuple[str, ...] = ("timer", "operator_stop", "abort", "estop", "fault", "interrupted")
+
+DDL = """
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL                -- JSON
+);
+CREATE TABLE trials (
+    trial_id            TEXT PRIMARY KEY,
+    evaluation_id       TEXT NOT NULL,
+    policy              TEXT NOT NULL,
+    card                TEXT NOT NULL,
+    alias               TEXT NOT NULL,
+    task                TEXT NOT NULL,
+    condition           TEXT NOT NULL,
+    scene_id            TEXT NOT NULL,
+    scene_condition     TEXT NOT NULL,
+    matched_group       TEXT,
+    cell                TEXT NOT NULL,
+    withheld            INTEGER NOT NULL CHECK (withheld IN (0, 1)),
+    instruction         TEXT NOT NULL,
+    instruction_variant TEXT NOT NULL CHECK (instruction_variant IN ('original', 'paraphrase')),
+    timer_s             REAL NOT NULL CHECK (timer_s > 0),
+    "order"             INTEGER NOT NULL UNIQUE,
+    UNIQUE (evaluation_id, policy)
+);
+CREATE INDEX trials_evaluation ON trials (evaluation_id);
+CREATE TABLE attempts (
+    attempt_id     TEXT PRIMARY KEY,
+    trial_id       TEXT NOT NULL REFERENCES trials (trial_id),
+    status         TEXT NOT NULL CHECK (status IN ('planned', 'running', 'complete', 'invalid')),
+    started_at     TEXT,
+    ended_at       TEXT,
+    episode_path   TEXT,
+    stop_reason    TEXT,
+    invalid_reason TEXT,
+    CHECK (status != 'invalid' OR invalid_reason IS NOT NULL)
+);
+CREATE INDEX attempts_trial ON attempts (trial_id);
+CREATE INDEX attempts_status ON attempts (status);
+CREATE TABLE scores (
+    attempt_id   TEXT NOT NULL REFERENCES attempts (attempt_id),
+    rater        TEXT NOT NULL,
+    success      INTEGER NOT NULL CHECK (success IN (0, 1)),
+    failure_mode TEXT,
+    note         TEXT NOT NULL DEFAULT '',
+    scored_at    TEXT NOT NULL,
+    PRIMARY KEY (attempt_id, rater),
+    CHECK (success = 0 OR failure_mode IS NULL)
+);
+CREATE TABLE events (
+    event_id   INTEGER PRIMARY KEY AUTOINCREMENT,
+    attempt_id TEXT REFERENCES attempts (attempt_id),
+    t          TEXT NOT NULL,
+    kind       TEXT NOT NULL,
+    payload    TEXT NOT NULL          -- JSON object
+);
+CREATE INDEX events_attempt ON events (attempt_id);
+"""
+
+
+@dataclass(frozen=True)
+class TrialRow:
+    """One planned trial: one policy on one evaluation (a scene under a condition)."""
+
+    trial_id: str
+    evaluation_id: str
+    policy: str
+    card: str
+    alias: str
+    task: str
+    condition: str
+    scene_id: str
+    scene_condition: str
+    matched_group: str | None
+    cell: str
+    withheld: bool
+    instruction: str
+    instruction_variant: str
+    timer_s: float
+    order: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_mapping(cls, row: Mapping[str, Any]) -> TrialRow:
+        """Build from a dict-like row (plan CSV, sqlite3.Row); coerces the typed columns."""
+        values = {f.name: row[f.name] for f in fields(cls)}
+        values["withheld"] = _as_bool(values["withheld"])
+        values["timer_s"] = float(values["timer_s"])
+        values["order"] = int(values["order"])
+        if values["matched_group"] in ("", None):
+            values["matched_group"] = None
+        return cls(**values)
+
+
+TRIAL_COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(TrialRow))
+
+
+@dataclass(frozen=True)
+class AttemptRow:
+    attempt_id: str
+    trial_id: str
+    status: str
+    started_at: str | None
+    ended_at: str | None
+    episode_path: str | None
+    stop_reason: str | None
+    invalid_reason: str | None
+
+
+@dataclass(frozen=True)
+class ScoreRow:
+    attempt_id: str
+    rater: str
+    success: bool
+    failure_mode: str | None
+    note: str
+    scored_at: str
+
+
+# The outcomes table (the analysis module's input; also the outcomes-CSV schema).
+OUTCOME_COLUMNS: tuple[str, ...] = (
+    "policy", "task", "condition", "evaluation_id", "success", "matched_group",
+    "instruction_variant", "failure_mode", "valid",
+    "trial_id", "attempt_id", "episode_path", "alias",
+    "scene_id", "cell", "withheld", "stop_reason", "invalid_reason", "rater",
+)
+
+
+def _as_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int,)) and value in (0, 1):
+        return bool(value)
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes"):
+        return True
+    if text in ("0", "false", "no"):
+        return False
+    raise ValueError(f"not a boolean: {value!r}")

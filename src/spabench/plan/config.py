@@ -1,0 +1,173 @@
+"""The campaign config group (conf/campaign/*.yaml): which policies, which tasks, how many, what order.
+
+Validated in `__post_init__` so that a typo fails at `spabench plan`, before any robot moves. The
+dataclasses are also the Hydra structured-config schema (OmegaConf.structured).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any, Mapping
+
+from spabench.errors import ConfigError
+from spabench.suite.vocabulary import CONDITION_COUNTS, CONDITIONS, TASKS
+
+ORDERS: tuple[str, ...] = ("blocked", "interleaved")
+BENCHES: tuple[str, ...] = ("so101", "sim")
+
+
+def _where(campaign: str) -> str:
+    return f"conf/campaign/{campaign}.yaml" if campaign else "campaign config"
+
+
+def _fail(campaign: str, name: str, message: str, allowed=None) -> ConfigError:
+    text = f"{_where(campaign)}: field '{name}': {message}"
+    if allowed is not None:
+        text += f" (allowed: {', '.join(map(str, allowed))})"
+    return ConfigError(text)
+
+
+@dataclass
+class PolicyEntry:
+    """One policy of the campaign: its name (outcomes column), its card (conf/policy/<card>.yaml)."""
+
+    name: str
+    card: str
+    timer_s: float = 60.0
+
+
+@dataclass
+class CampaignConfig:
+    name: str
+    policies: list[PolicyEntry]
+    seed: int
+    order: str = "interleaved"
+    tasks: list[str] = field(default_factory=lambda: list(TASKS))
+    # Per-condition trial counts overriding vocabulary.CONDITION_COUNTS for every task that has the
+    # condition (small demo campaigns). None: the protocol's counts.
+    counts: dict[str, int] | None = None
+    blind_aliases: bool = True
+    bench: str = "so101"
+
+    def __post_init__(self) -> None:
+        name = self.name if isinstance(self.name, str) else ""
+        if not name or not name.strip():
+            raise _fail("", "name", "must be a non-empty string")
+        if self.order not in ORDERS:
+            raise _fail(name, "order", f"unknown order {self.order!r}", ORDERS)
+        if self.bench not in BENCHES:
+            raise _fail(name, "bench", f"unknown bench {self.bench!r}", BENCHES)
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise _fail(name, "seed", f"must be an integer, got {self.seed!r}")
+        if not isinstance(self.blind_aliases, bool):
+            raise _fail(name, "blind_aliases", f"must be true or false, got {self.blind_aliases!r}")
+        self.policies = [_policy(name, i, p) for i, p in enumerate(self.policies or [])]
+        if not self.policies:
+            raise _fail(name, "policies", "at least one policy is required")
+        names = [p.name for p in self.policies]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise _fail(name, "policies", f"duplicate policy name(s) {', '.join(dupes)}")
+        self.tasks = list(self.tasks)
+        if not self.tasks:
+            raise _fail(name, "tasks", "at least one task is required", TASKS)
+        for task in self.tasks:
+            if task not in TASKS:
+                raise _fail(name, "tasks", f"unknown task {task!r}", TASKS)
+        if len(set(self.tasks)) != len(self.tasks):
+            raise _fail(name, "tasks", "a task is listed twice")
+        if self.counts is not None:
+            self.counts = dict(self.counts)
+            for condition, n in self.counts.items():
+                if condition not in CONDITIONS:
+                    raise _fail(name, "counts", f"unknown condition {condition!r}", CONDITIONS)
+                if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+                    raise _fail(name, f"counts.{condition}", f"must be an integer >= 0, got {n!r}")
+        for task, per in self.trial_counts().items():
+            ood, direct = per.get("ood", 0), per.get("direct", 0)
+            para = max(per.get("paraphrase_ood", 0), per.get("paraphrase_direct", 0))
+            if direct > ood:
+                raise _fail(name, "counts.direct", f"{task}: {direct} direct trials need as many OOD trials on "
+                            f"the same matched scenes, but ood is {ood}")
+            if para > direct:
+                raise _fail(name, "counts.paraphrase_ood", f"{task}: paraphrase trials ({para}) sit on the "
+                            f"paraphrase subset of the direct-control scenes, but direct is {direct}")
+        if sum(n for per in self.trial_counts().values() for n in per.values()) == 0:
+            raise _fail(name, "counts", "the campaign plans no trials")
+
+    def trial_counts(self) -> dict[str, dict[str, int]]:
+        """task -> condition -> trials per policy (protocol counts with this campaign's overrides)."""
+        out = {}
+        for task in self.tasks:
+            per = dict(CONDITION_COUNTS[task])
+            for condition, n in (self.counts or {}).items():
+                if condition in per:
+                    per[condition] = int(n)
+            out[task] = per
+        return out
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "policies": [{"name": p.name, "card": p.card, "timer_s": float(p.timer_s)} for p in self.policies],
+            "seed": int(self.seed),
+            "order": self.order,
+            "tasks": list(self.tasks),
+            "counts": None if self.counts is None else {k: int(v) for k, v in sorted(self.counts.items())},
+            "blind_aliases": bool(self.blind_aliases),
+            "bench": self.bench,
+        }
+
+
+def _policy(campaign: str, index: int, value: Any) -> PolicyEntry:
+    where = f"policies[{index}]"
+    if isinstance(value, PolicyEntry):
+        entry = value
+    elif isinstance(value, Mapping):
+        allowed = [f.name for f in fields(PolicyEntry)]
+        for key in value:
+            if key not in allowed:
+                raise _fail(campaign, f"{where}.{key}", "unknown field", allowed)
+        for key in ("name", "card"):
+            if key not in value:
+                raise _fail(campaign, f"{where}.{key}", "missing")
+        entry = PolicyEntry(**dict(value))
+    else:
+        raise _fail(campaign, where, f"must be a mapping with name, card, timer_s; got {value!r}")
+    for key in ("name", "card"):
+        text = getattr(entry, key)
+        if not isinstance(text, str) or not text.strip() or any(c.isspace() for c in text):
+            raise _fail(campaign, f"{where}.{key}", f"must be a non-empty name without spaces, got {text!r}")
+    timer = entry.timer_s
+    if isinstance(timer, bool) or not isinstance(timer, (int, float)) or not math.isfinite(timer) or timer <= 0:
+        raise _fail(campaign, f"{where}.timer_s", f"must be a finite number of seconds > 0, got {timer!r}")
+    return PolicyEntry(entry.name, entry.card, float(timer))
+
+
+def campaign_from_mapping(data: Any) -> CampaignConfig:
+    """A CampaignConfig from a plain mapping or an OmegaConf node, rejecting unknown fields."""
+    if not isinstance(data, Mapping):
+        try:
+            from omegaconf import DictConfig, OmegaConf
+
+            if isinstance(data, DictConfig):
+                data = OmegaConf.to_container(data, resolve=True)
+        except ImportError:  # pragma: no cover - omegaconf is a core dependency
+            pass
+    if isinstance(data, CampaignConfig):
+        return data
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"campaign config must be a mapping, got {type(data).__name__}")
+    name = str(data.get("name") or "")
+    allowed = [f.name for f in fields(CampaignConfig)]
+    for key in data:
+        if key not in allowed:
+            raise _fail(name, str(key), "unknown field", allowed)
+    for key in ("name", "policies", "seed"):
+        if key not in data or data[key] is None:
+            raise _fail(name, key, "missing")
+    values = dict(data)
+    if values.get("tasks") is None:
+        values.pop("tasks", None)
+    return CampaignConfig(**values)
