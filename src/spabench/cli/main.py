@@ -36,6 +36,13 @@ def split_command(argv: list[str]) -> tuple[Command, list[str]]:
     raise ConfigError(f"unknown command {' '.join(argv[:2]) or '(none)'!r}\n\n{_usage()}")
 
 
+def _top_level_keys(conf: Path) -> list[str]:
+    import yaml
+
+    data = yaml.safe_load((conf / "config.yaml").read_text()) or {}
+    return [k for k in data if k != "defaults"]
+
+
 def _group_options(conf: Path, group: str) -> list[str]:
     return sorted(p.stem for p in (conf / group).glob("*.yaml"))
 
@@ -74,12 +81,24 @@ def compose(command: Command, overrides: list[str]):
         with initialize_config_dir(config_dir=str(conf), version_base=None):
             cfg = hydra_compose(config_name="config", overrides=overrides)
     except MissingConfigException as exc:
-        group = next((g for g in GROUP_SCHEMAS if f"'{g}" in str(exc) or f"{g}/" in str(exc)), None)
-        allowed = f" (allowed: {', '.join(_group_options(conf, group))})" if group else ""
-        raise ConfigError(f"{conf}: {exc}{allowed}") from None
+        for item in overrides:
+            group, _, option = item.lstrip("+~").partition("=")
+            if group in GROUP_SCHEMAS and option not in _group_options(conf, group):
+                raise ConfigError(f"{conf / group}: no option '{option}' for group '{group}' "
+                                  f"(allowed: {', '.join(_group_options(conf, group))})") from None
+        raise ConfigError(f"{conf}: {str(exc).splitlines()[0]}") from None
     except (ConfigCompositionException, OmegaConfBaseException) as exc:
         cause = exc.__cause__ or exc
-        raise ConfigError(f"{conf}/config.yaml: {cause}".strip()) from None
+        first = str(cause).splitlines()[0]
+        if "not in struct" in first:
+            key = getattr(cause, "full_key", None) or (first.split("'")[1] if "'" in first else first)
+            if "." in str(key):
+                raise ConfigError(f"{conf}: unknown key '{key}' (see conf/{str(key).split('.')[0]}/ "
+                                  "for the fields this group takes)") from None
+            known = ", ".join(k for k in _top_level_keys(conf))
+            raise ConfigError(f"{conf}/config.yaml: unknown key '{key}' (allowed top-level keys: "
+                              f"{known}; config groups: {', '.join(GROUP_SCHEMAS)})") from None
+        raise ConfigError(f"{conf}/config.yaml: {first}") from None
     for group in command.groups:
         validate_group(cfg, group, conf)
     OmegaConf.set_struct(cfg, True)
