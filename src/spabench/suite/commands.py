@@ -1,0 +1,85 @@
+"""`spabench suite generate` and `spabench suite validate`."""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from pathlib import Path
+
+from spabench.errors import SpabenchError
+from spabench.suite.vocabulary import SCENE_CONDITIONS
+
+
+def _settings(cfg) -> tuple[Path, Path, int, Path | None]:
+    from spabench.suite.loader import resolve_path
+
+    suite = cfg.suite if "suite" in cfg else cfg
+    out = cfg.get("out") if hasattr(cfg, "get") else None
+    return (resolve_path(str(suite.root)), resolve_path(str(suite.hardware)), int(suite.seed),
+            resolve_path(str(out)) if out else None)
+
+
+def _console():
+    from rich.console import Console
+
+    # a pipe or a log file gets a wide table rather than truncated columns
+    return Console(width=None if sys.stdout.isatty() else 160)
+
+
+def summary_table(suite):
+    """A rich table: tasks x scene conditions (plus matched / paraphrase subsets)."""
+    from rich.table import Table
+
+    columns = [c for c in SCENE_CONDITIONS if any(s.condition == c for s in suite.scenes.values())]
+    table = Table(title=f"suite {suite.manifest.name if suite.manifest else ''} ({len(suite.scenes)} scenes)")
+    table.add_column("task")
+    for c in columns + ["matched", "paraphrase", "total"]:
+        table.add_column(c, justify="right")
+    for name in suite.tasks:
+        scenes = [s for s in suite.scenes.values() if s.task == name]
+        counts = Counter(s.condition for s in scenes)
+        matched = sum(1 for s in scenes if s.matched_group)
+        para = sum(1 for s in scenes if s.paraphrase)
+        table.add_row(name, *[str(counts.get(c, 0) or "-") for c in columns], str(matched), str(para),
+                      str(len(scenes)))
+    return table
+
+
+def generate(cfg) -> int:
+    """Write the seeded scenes to cfg.out (a complete suite folder) or into cfg.suite.root."""
+    from spabench.suite.generator import generate_suite
+
+    root, hardware, seed, out = _settings(cfg)
+    suite = generate_suite(seed, out or root, source_root=root, hardware_root=hardware)
+    console = _console()
+    console.print(summary_table(suite))
+    console.print(f"wrote {len(suite.scenes)} scenes (seed {seed}) to {out or root}")
+    return 0
+
+
+def validate(cfg) -> int:
+    """Load the suite and check every design contract: exit 0 when sound, 2 with the problems."""
+    from rich.markup import escape
+
+    from spabench.suite.contracts import validate_suite
+    from spabench.suite.loader import load_suite
+
+    root, hardware, _, _ = _settings(cfg)
+    console = _console()
+    try:
+        suite = load_suite(root, hardware)
+    except SpabenchError as exc:
+        console.print(f"[red]spabench suite validate: {escape(str(exc))}[/red]", highlight=False)
+        return 2
+    violations = validate_suite(suite)
+    console.print(summary_table(suite))
+    if violations:
+        rules = Counter(v.rule for v in violations)
+        console.print(f"[red]{len(violations)} design-contract violation(s)[/red] "
+                      f"({', '.join(f'{r}: {n}' for r, n in rules.most_common())}):")
+        for v in violations:
+            console.print(f"  - {v}", markup=False, highlight=False)
+        return 2
+    console.print(f"[green]suite OK[/green]: {len(suite.scenes)} scenes in {len(suite.tasks)} tasks pass every "
+                  f"design contract ({root})")
+    return 0
