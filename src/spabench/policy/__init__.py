@@ -1,0 +1,5 @@
+"""Policy clients: wire protocols, observation/action adapters, the chunk broker, the EMA filter.
+
+Import the pieces from their modules (`spabench.policy.card`, `.client`, `.broker`, `.ema`, ...);
+this package file stays empty so that loading a card never imports a network stack.
+"""

@@ -1,0 +1,244 @@
+"""The policy card: everything the harness must know to talk to one policy server.
+
+A card is data (conf/policy/<name>.yaml). It says which wire protocol the server speaks, how robot
+observations map to the server's keys, how long the returned chunks are and how many steps of each
+are executed, the rollout timer and control rate, and the optional EMA filter and pre-rollout assist.
+This module imports neither LeRobot nor torch; the Hydra CLI validates `policy=` against
+`PolicyCard` (OmegaConf.structured merge), which runs `__post_init__`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from spabench.errors import ConfigError
+from spabench.suite.vocabulary import CAMERAS, POLICY_CAMERAS
+
+PROTOCOLS: tuple[str, ...] = ("openpi", "groot", "molmoact2", "vla0", "lerobot_grpc")
+ASSIST_TYPES: tuple[str, ...] = ("lift",)
+# Keys of `Observation.extras` a card may forward (only the sim bench fills them).
+OBSERVATION_EXTRAS: tuple[str, ...] = ("privileged",)
+# Largest pre-rollout lift we accept: the protocol's assist is "about 10 mm".
+MAX_ASSIST_DZ_MM = 50.0
+
+__all__ = ["PolicyCard", "load_card", "card_from_mapping", "available_cards", "PROTOCOLS",
+           "POLICY_CAMERAS", "CAMERAS", "OBSERVATION_EXTRAS"]
+
+
+@dataclass
+class PolicyCard:
+    """One policy server and how the harness drives it.
+
+    `cameras` maps the server's image key to a bench camera name (e.g.
+    `observation/image: middle`). `extra_keys` maps a server key to an `Observation.extras` entry
+    (sim only, e.g. `observation/privileged: privileged` for the scripted stand-in). `extra` is
+    opaque, protocol-specific data read by that protocol's client (e.g. GR00T state groups).
+    `execute_steps` None means the whole horizon. The broker asks for the next chunk as soon as
+    no more than `request_threshold` actions are queued (0: only when the queue is empty).
+    """
+
+    name: str
+    protocol: str
+    port: int
+    horizon: int
+    family: str = ""
+    host: str = "127.0.0.1"
+    api_key_env: str | None = None
+    timeout_s: float = 10.0
+    cameras: dict[str, str] = field(default_factory=dict)
+    state_key: str = "observation/state"
+    prompt_key: str = "prompt"
+    image_size: list[int] | None = None
+    action_dim: int = 6
+    execute_steps: int | None = None
+    control_hz: float = 30.0
+    timer_s: float = 60.0
+    ema_alpha: float | None = None
+    pre_rollout_assist: dict[str, Any] | None = None
+    request_threshold: int = 0
+    allow_remote_pickle: bool = False
+    extra_keys: dict[str, str] = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._check()
+
+    # -- validation -------------------------------------------------------------------------
+    def _fail(self, field_name: str, message: str, allowed: Any = None) -> None:
+        text = f"policy card '{self.name}': field '{field_name}' {message}"
+        if allowed is not None:
+            text += f" (allowed: {allowed})"
+        raise ConfigError(text)
+
+    def _check(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ConfigError("policy card: field 'name' must be a non-empty string")
+        if self.protocol not in PROTOCOLS:
+            self._fail("protocol", f"is {self.protocol!r}", ", ".join(PROTOCOLS))
+        if not _is_int(self.port) or not 1 <= self.port <= 65535:
+            self._fail("port", f"is {self.port!r}", "an integer 1..65535")
+        if not isinstance(self.host, str) or not self.host:
+            self._fail("host", f"is {self.host!r}", "a host name or IP address")
+        if not _is_number(self.timeout_s) or self.timeout_s <= 0:
+            self._fail("timeout_s", f"is {self.timeout_s!r}", "a number > 0 (seconds)")
+        if not _is_int(self.horizon) or self.horizon < 1:
+            self._fail("horizon", f"is {self.horizon!r}", "an integer >= 1")
+        if self.execute_steps is None:
+            self.execute_steps = self.horizon
+        if not _is_int(self.execute_steps) or not 1 <= self.execute_steps <= self.horizon:
+            self._fail("execute_steps", f"is {self.execute_steps!r}",
+                       f"an integer 1..horizon ({self.horizon}), or null for the whole horizon")
+        if not _is_int(self.request_threshold) or not 0 <= self.request_threshold < self.execute_steps:
+            self._fail("request_threshold", f"is {self.request_threshold!r}",
+                       f"an integer 0..execute_steps-1 (0..{self.execute_steps - 1})")
+        if not _is_int(self.action_dim) or self.action_dim < 6:
+            self._fail("action_dim", f"is {self.action_dim!r}",
+                       "an integer >= 6 (the first six columns are the joints in order)")
+        if not _is_number(self.control_hz) or self.control_hz <= 0:
+            self._fail("control_hz", f"is {self.control_hz!r}", "a number > 0 (Hz)")
+        if not _is_number(self.timer_s) or self.timer_s <= 0:
+            self._fail("timer_s", f"is {self.timer_s!r}", "a number > 0 (seconds)")
+        if self.ema_alpha is not None and (
+            not _is_number(self.ema_alpha) or not 0.0 < self.ema_alpha <= 1.0
+        ):
+            self._fail("ema_alpha", f"is {self.ema_alpha!r}", "null (no filter) or a number 0 < alpha <= 1")
+        self._check_cameras()
+        self._check_image_size()
+        self._check_assist()
+        for key in ("state_key", "prompt_key"):
+            value = getattr(self, key)
+            if not isinstance(value, str) or not value:
+                self._fail(key, f"is {value!r}", "a non-empty server key")
+        if self.api_key_env is not None and (not isinstance(self.api_key_env, str) or not self.api_key_env):
+            self._fail("api_key_env", f"is {self.api_key_env!r}", "null or an environment variable name")
+        if not isinstance(self.extra, dict):
+            self._fail("extra", f"is {type(self.extra).__name__}", "a mapping")
+        self.extra = dict(self.extra)
+
+    def _check_cameras(self) -> None:
+        if not isinstance(self.cameras, dict):
+            self._fail("cameras", f"is {type(self.cameras).__name__}", "a mapping server_key -> camera name")
+        for server_key, camera in self.cameras.items():
+            if camera not in CAMERAS:
+                self._fail(f"cameras.{server_key}", f"is {camera!r}",
+                           f"{', '.join(CAMERAS)}; policies normally get {', '.join(POLICY_CAMERAS)}")
+        self.cameras = dict(self.cameras)
+        if not isinstance(self.extra_keys, dict):
+            self._fail("extra_keys", f"is {type(self.extra_keys).__name__}",
+                       "a mapping server_key -> observation extra")
+        for server_key, source in self.extra_keys.items():
+            if source not in OBSERVATION_EXTRAS:
+                self._fail(f"extra_keys.{server_key}", f"is {source!r}", ", ".join(OBSERVATION_EXTRAS))
+        self.extra_keys = dict(self.extra_keys)
+
+    def _check_image_size(self) -> None:
+        if self.image_size is None:
+            return
+        size = list(self.image_size) if isinstance(self.image_size, (list, tuple)) else None
+        if size is None or len(size) != 2 or not all(_is_int(v) and v > 0 for v in size):
+            self._fail("image_size", f"is {self.image_size!r}", "null (native resolution) or [height, width]")
+        self.image_size = [int(size[0]), int(size[1])]
+
+    def _check_assist(self) -> None:
+        assist = self.pre_rollout_assist
+        if assist is None:
+            return
+        if not isinstance(assist, dict):
+            self._fail("pre_rollout_assist", f"is {assist!r}", "null or {type: lift, dz_mm: <mm>}")
+        if assist.get("type") not in ASSIST_TYPES:
+            self._fail("pre_rollout_assist.type", f"is {assist.get('type')!r}", ", ".join(ASSIST_TYPES))
+        unknown = set(assist) - {"type", "dz_mm"}
+        if unknown:
+            self._fail("pre_rollout_assist", f"has unknown keys {sorted(unknown)}", "type, dz_mm")
+        dz = assist.get("dz_mm")
+        if not _is_number(dz) or not 0.0 < dz <= MAX_ASSIST_DZ_MM:
+            self._fail("pre_rollout_assist.dz_mm", f"is {dz!r}", f"a number 0 < dz_mm <= {MAX_ASSIST_DZ_MM:g}")
+        self.pre_rollout_assist = {"type": assist["type"], "dz_mm": float(dz)}
+
+    # -- conveniences ----------------------------------------------------------------------
+    @property
+    def period_s(self) -> float:
+        """Control period in seconds."""
+        return 1.0 / self.control_hz
+
+    def api_key(self) -> str | None:
+        """The API key from the environment variable the card names (None when the card names none)."""
+        if self.api_key_env is None:
+            return None
+        value = os.environ.get(self.api_key_env)
+        if not value:
+            raise ConfigError(
+                f"policy card '{self.name}': field 'api_key_env' names environment variable "
+                f"{self.api_key_env!r}, which is not set"
+            )
+        return value
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(float(value)))
+
+
+_FIELD_NAMES = tuple(f.name for f in fields(PolicyCard))
+
+
+def card_from_mapping(data: Any, source: str = "policy card") -> PolicyCard:
+    """A card from a dict or DictConfig (e.g. the composed `cfg.policy`); unknown keys are an error."""
+    try:
+        from omegaconf import DictConfig, OmegaConf
+
+        if isinstance(data, DictConfig):
+            data = OmegaConf.to_container(data, resolve=True)
+    except ImportError:  # pragma: no cover - omegaconf is a core dependency
+        pass
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: expected a mapping of card fields, got {type(data).__name__}")
+    unknown = sorted(set(data) - set(_FIELD_NAMES))
+    if unknown:
+        raise ConfigError(f"{source}: unknown field(s) {', '.join(map(str, unknown))} "
+                          f"(allowed: {', '.join(_FIELD_NAMES)})")
+    missing = [f for f in ("name", "protocol", "port", "horizon") if data.get(f) is None]
+    if missing:
+        raise ConfigError(f"{source}: missing required field(s) {', '.join(missing)}")
+    try:
+        return PolicyCard(**data)
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+
+
+def _policy_conf_dir() -> Path:
+    from spabench.paths import conf_dir
+
+    return conf_dir() / "policy"
+
+
+def available_cards() -> list[str]:
+    """Names of the cards in conf/policy."""
+    return sorted(p.stem for p in _policy_conf_dir().glob("*.yaml"))
+
+
+def load_card(name_or_path: str | os.PathLike) -> PolicyCard:
+    """A card by name (conf/policy/<name>.yaml) or by path to a yaml file."""
+    import yaml
+
+    text = str(name_or_path)
+    path = Path(text).expanduser()
+    if not (path.suffix in (".yaml", ".yml") or path.exists()):
+        path = _policy_conf_dir() / f"{text}.yaml"
+        if not path.exists():
+            raise ConfigError(f"unknown policy card {text!r} (allowed: {', '.join(available_cards())})")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: policy card file not found") from None
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    return card_from_mapping(data, source=str(path))

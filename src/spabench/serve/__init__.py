@@ -1,0 +1,1 @@
+"""Policy servers speaking the openpi websocket protocol (the twin's scripted policy, LeRobot checkpoints)."""
