@@ -1,0 +1,384 @@
+"""The bench: one LeRobot robot plus its cameras behind the safety envelope.
+
+`Bench` holds what every robot shares (observe/act/hold/go_home/disconnect discipline, the
+envelope, fault translation); a subclass only builds the LeRobot `Robot` (`_make_robot`) and may
+add checks after connecting. `make_bench(cfg)` picks the subclass: so101 (LeRobot SO101Follower
+over a Feetech bus) or sim (the MuJoCo twin, imported lazily from spabench.sim).
+
+Everything that reaches the robot goes through `SafetyEnvelope`; every change it makes comes back
+as a `Clamp` for the event log. Hardware failures surface as `BenchFault` (the attempt is invalid,
+never a policy failure); refusals of the envelope as `SafetyError`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+import traceback
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from spabench.bench.config import BenchConfig
+from spabench.bench.errors import BenchFault, NonFiniteTarget
+from spabench.bench.safety import (
+    REASON_JOINT_LIMIT,
+    REASON_MAX_RELATIVE_TARGET,
+    REASON_ROBOT_CLIP,
+    Clamp,
+    SafetyEnvelope,
+)
+from spabench.errors import SafetyError
+from spabench.suite.vocabulary import JOINTS
+
+logger = logging.getLogger(__name__)
+
+ROBOT_CLIP_TOLERANCE = 1e-4  # LeRobot's own threshold for reporting a clipped goal
+# What drivers raise when hardware misbehaves (serial.SerialException is an OSError). Anything else
+# is a programming error and propagates unchanged instead of being filed as an invalid attempt.
+DRIVER_ERRORS: tuple[type[BaseException], ...] = (ConnectionError, TimeoutError, RuntimeError, OSError)
+
+
+@dataclass
+class Observation:
+    """What the robot measured at time t (monotonic): joints in vocabulary.JOINTS order, images by camera."""
+
+    t: float
+    state: np.ndarray
+    images: dict[str, np.ndarray]
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ActResult:
+    """What was actually sent to the robot and every clamp on the way (requested: the caller's target)."""
+
+    sent: np.ndarray
+    clamps: list[Clamp]
+    requested: np.ndarray | None = None
+    t: float = 0.0
+
+
+class Bench:
+    """A LeRobot robot behind the safety envelope. Context manager: connect on enter, disconnect on exit."""
+
+    kind = "generic"
+
+    def __init__(self, cfg: BenchConfig):
+        if not isinstance(cfg, BenchConfig):
+            cfg = BenchConfig.from_mapping(cfg)
+        self.cfg = cfg
+        self.joints: tuple[str, ...] = JOINTS
+        self.envelope = SafetyEnvelope(cfg.joint_limits, cfg.max_relative_target, self.joints)
+        self.home_pose = np.array([cfg.home_pose[j] for j in self.joints], dtype=np.float64)
+        self._robot = None
+        self._connected = False
+        self._observed_state: np.ndarray | None = None
+        self.last_sent: np.ndarray | None = None
+        self.last_disconnect_error: BaseException | None = None
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def robot(self):
+        """The LeRobot Robot (built on first use; connect() opens it)."""
+        if self._robot is None:
+            self._robot = self._make_robot()
+        return self._robot
+
+    @property
+    def fps(self) -> int:
+        return self.cfg.fps
+
+    @property
+    def calibration_id(self) -> str:
+        """Provenance of the joint calibration the episode was recorded under."""
+        return f"{self.kind}:{self.cfg.robot_id}"
+
+    @property
+    def is_connected(self) -> bool:
+        return self._connected
+
+    @property
+    def camera_names(self) -> tuple[str, ...]:
+        return tuple(self.cfg.cameras)
+
+    # ------------------------------------------------------------------ hooks for subclasses
+    def _make_robot(self):
+        raise NotImplementedError(f"{type(self).__name__} must build its LeRobot robot in _make_robot()")
+
+    def _before_connect(self) -> None:
+        """Checks that need no hardware (files, ports). Raise a SpabenchError to refuse."""
+
+    def _after_connect(self) -> None:
+        """Checks on the connected robot (calibration). Raise to refuse; the bench then disconnects."""
+
+    def _read_state(self) -> np.ndarray:
+        """Fresh joint positions without cameras; the default reads a full observation."""
+        raw = self.robot.get_observation()
+        return np.array([raw[f"{j}.pos"] for j in self.joints], dtype=np.float64)
+
+    def _send_hold(self, measured: np.ndarray) -> np.ndarray:
+        """Command the measured position; return what was sent."""
+        return self._send(measured)
+
+    def _extras(self, raw: dict) -> dict[str, Any]:
+        return {}
+
+    def _force_close(self) -> None:
+        """Release whatever is still open after a failed connect or disconnect (best effort)."""
+        robot = self._robot
+        for cam in getattr(robot, "cameras", {}).values():
+            try:
+                if cam.is_connected:
+                    cam.disconnect()
+            except Exception:  # noqa: BLE001 - best effort on the way out
+                logger.debug("camera %s did not disconnect cleanly", cam, exc_info=True)
+
+    def _describe_connect_error(self, exc: BaseException) -> str:
+        return f"could not connect to the {self.kind} robot: {exc}"
+
+    # ------------------------------------------------------------------ lifecycle
+    def connect(self) -> Bench:
+        if self._connected:
+            return self
+        self.last_disconnect_error = None
+        self._before_connect()
+        robot = self.robot
+        attempts = 1 + int(getattr(self.cfg, "connect_retries", 0))
+        for attempt in range(attempts):
+            try:
+                robot.connect(calibrate=False)
+                break
+            except DRIVER_ERRORS as exc:
+                self._force_close()
+                if attempt + 1 < attempts:
+                    logger.warning("bench %s: connect failed (%s); retrying", self.kind, exc)
+                    continue
+                raise BenchFault(self._describe_connect_error(exc), component=_component_of(exc)) from exc
+            except BaseException:
+                self._force_close()
+                raise
+        try:
+            self._after_connect()
+        except BaseException:
+            self._connected = True
+            self.disconnect()
+            raise
+        self._connected = True
+        self._observed_state = None
+        logger.info("bench %s connected (%s)", self.kind, self.calibration_id)
+        return self
+
+    def disconnect(self) -> None:
+        """Idempotent. Disables torque when the config says so; never raises (errors are logged)."""
+        robot = self._robot
+        was_connected, self._connected = self._connected, False
+        self._observed_state = None
+        if robot is None or not was_connected:
+            return
+        try:
+            if robot.is_connected:
+                robot.disconnect()
+        except Exception as exc:  # noqa: BLE001 - a dead bus must not mask the original error
+            self.last_disconnect_error = exc
+            logger.warning("bench %s: disconnect failed (%s); closing ports anyway", self.kind, exc)
+        finally:
+            self._force_close()
+
+    def __enter__(self) -> Bench:
+        return self.connect()
+
+    def __exit__(self, *exc) -> None:
+        self.disconnect()
+
+    # ------------------------------------------------------------------ sensing
+    def _require_connected(self) -> None:
+        if not self._connected:
+            raise BenchFault(f"the {self.kind} bench is not connected; call connect() first")
+
+    def observe(self) -> Observation:
+        """Joint state (vocabulary.JOINTS order, float64) and the latest frame of every camera."""
+        self._require_connected()
+        t = time.monotonic()
+        try:
+            raw = self.robot.get_observation()
+        except DRIVER_ERRORS as exc:
+            raise self._fault(exc, "observe") from exc
+        state = np.array([raw[f"{j}.pos"] for j in self.joints], dtype=np.float64)
+        images = {name: raw[name] for name in self.camera_names if name in raw}
+        self._observed_state = state
+        return Observation(t=t, state=state, images=images, extras=self._extras(raw))
+
+    def measure(self) -> np.ndarray:
+        """Fresh joint positions (no cameras)."""
+        self._require_connected()
+        try:
+            return self._read_state()
+        except DRIVER_ERRORS as exc:
+            raise self._fault(exc, "read joint positions") from exc
+
+    # ------------------------------------------------------------------ acting
+    def act(self, target) -> ActResult:
+        """Send one joint target through the envelope.
+
+        Clamped relative to the state of the preceding observe() (or a fresh reading if act is
+        called twice without observing). A non-finite target is never sent: the bench holds its
+        measured position and raises NonFiniteTarget (a SafetyError) for the caller to log.
+        """
+        self._require_connected()
+        t = time.monotonic()
+        requested = np.asarray(target, dtype=np.float64)
+        bad = self.envelope.non_finite_joints(requested)  # also checks the shape
+        if bad:
+            self._observed_state = None
+            self.hold()
+            raise NonFiniteTarget(f"non-finite target for joint(s) {bad}: {requested.tolist()}; "
+                                  "the arm holds its measured position", joints=bad)
+        current = self._observed_state if self._observed_state is not None else self.measure()
+        self._observed_state = None
+        safe, clamps = self.envelope.check_target(requested, current)
+        sent = self._send(safe)
+        clamps += self._robot_clips(safe, sent)
+        for clamp in clamps:
+            logger.debug("clamp %s", clamp)
+        return ActResult(sent=sent, clamps=clamps, requested=requested, t=t)
+
+    def _robot_clips(self, safe: np.ndarray, sent: np.ndarray) -> list[Clamp]:
+        """Where the driver sent something other than the envelope's output (LeRobot's own clip)."""
+        return [Clamp(j, float(want), float(got), REASON_ROBOT_CLIP)
+                for j, want, got in zip(self.joints, safe, sent)
+                if abs(float(got) - float(want)) > ROBOT_CLIP_TOLERANCE]
+
+    def _send(self, safe: np.ndarray) -> np.ndarray:
+        action = {f"{j}.pos": float(v) for j, v in zip(self.joints, safe)}
+        try:
+            out = self.robot.send_action(action)
+        except DRIVER_ERRORS as exc:
+            raise self._fault(exc, "send action") from exc
+        sent = np.array([float(out.get(f"{j}.pos", action[f"{j}.pos"])) for j in self.joints], dtype=np.float64)
+        self.last_sent = sent
+        return sent
+
+    def hold(self) -> ActResult:
+        """Command the measured position, so the arm stops where it is."""
+        self._require_connected()
+        t = time.monotonic()
+        measured = self.measure()
+        sent = self._send_hold(measured)
+        self._observed_state = None
+        return ActResult(sent=sent, clamps=[], requested=measured, t=t)
+
+    def go_home(self, *, speed_deg_s: float | None = None, timeout_s: float | None = None) -> list[ActResult]:
+        """Drive to cfg.home_pose in straight joint-space steps of at most speed/fps per joint per tick.
+
+        Blocking, paced at the bench fps, every step through the envelope (a joint outside the
+        joint limits may move back in at the same bounded speed). Returns the steps sent. Raises
+        BenchFault if the measured pose is not within home_tolerance_deg by the timeout.
+        """
+        self._require_connected()
+        speed = self.cfg.home_speed_deg_s if speed_deg_s is None else float(speed_deg_s)
+        if not math.isfinite(speed) or speed <= 0:
+            raise SafetyError(f"go_home: speed_deg_s={speed_deg_s!r} (allowed: a finite float > 0)")
+        step = speed / self.fps
+        period = 1.0 / self.fps
+        measured = self.measure()
+        command = measured.copy()
+        distance = float(np.max(np.abs(self.home_pose - command)))
+        if timeout_s is None:
+            timeout_s = 1.5 * distance / speed + 2.0
+        deadline = time.monotonic() + timeout_s
+        tolerance = self.cfg.home_tolerance_deg
+        steps: list[ActResult] = []
+        next_tick = time.monotonic()
+        while True:
+            t = time.monotonic()
+            wanted = command + np.clip(self.home_pose - command, -step, step)
+            # The joint-limit box, widened to the measured pose so a joint outside it can come back.
+            boxed = np.clip(wanted, np.minimum(self.envelope.lo, measured), np.maximum(self.envelope.hi, measured))
+            clamps = [Clamp(j, float(w), float(b), REASON_JOINT_LIMIT)
+                      for j, w, b in zip(self.joints, wanted, boxed) if w != b]
+            safe, step_clamps = self._home_step(boxed, measured)
+            clamps += step_clamps
+            command = safe.copy()  # never run ahead of what the arm was actually asked to do
+            sent = self._send(safe)
+            clamps += self._robot_clips(safe, sent)
+            steps.append(ActResult(sent=sent, clamps=clamps, requested=wanted, t=t))
+            measured = self.measure()
+            if np.array_equal(command, self.home_pose) and np.all(np.abs(measured - self.home_pose) <= tolerance):
+                break
+            if time.monotonic() > deadline:
+                off = {j: round(float(m), 2) for j, m, h in zip(self.joints, measured, self.home_pose)
+                       if abs(m - h) > tolerance}
+                raise BenchFault(f"the arm did not reach the home pose within {timeout_s:.1f} s; joints still "
+                                 f"off by more than {tolerance} deg: {off} (home: {self.cfg.home_pose}). "
+                                 "Check for an obstacle or a disabled motor.")
+            next_tick += period
+            delay = next_tick - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            else:
+                next_tick = time.monotonic()
+        self._observed_state = None
+        return steps
+
+    def _home_step(self, command: np.ndarray, measured: np.ndarray) -> tuple[np.ndarray, list[Clamp]]:
+        """The envelope's step bound around the measured position; the box already widened to it."""
+        step = self.envelope.max_relative_target
+        safe = np.clip(command, measured - step, measured + step)
+        clamps = [Clamp(j, float(c), float(s), REASON_MAX_RELATIVE_TARGET)
+                  for j, c, s in zip(self.joints, command, safe) if c != s]
+        return safe, clamps
+
+    # ------------------------------------------------------------------ faults
+    def _fault(self, exc: BaseException, what: str) -> BenchFault:
+        """Translate a driver exception (one of DRIVER_ERRORS) into a BenchFault naming the component."""
+        component = _component_of(exc)
+        if component.startswith("camera"):
+            name = self._failing_camera()
+            component = f"camera:{name}" if name else "camera"
+            return BenchFault(f"camera '{name or '?'}' stopped delivering frames during {what}: {exc}. "
+                              "Check its USB cable; the attempt is invalid, not a policy failure.",
+                              component=component)
+        return BenchFault(self._describe_bus_fault(exc, what), component=component)
+
+    def _describe_bus_fault(self, exc: BaseException, what: str) -> str:
+        return (f"the {self.kind} robot failed during {what}: {exc}. The attempt is invalid, "
+                "not a policy failure.")
+
+    def _failing_camera(self) -> str | None:
+        cams = getattr(self._robot, "cameras", {}) or {}
+        for name, cam in cams.items():
+            try:
+                cam.read_latest()
+            except Exception:  # noqa: BLE001 - probing which camera is gone
+                return name
+        return None
+
+
+def _component_of(exc: BaseException) -> str:
+    """'camera' if the exception was raised inside a camera implementation, else 'bus'."""
+    frames = traceback.extract_tb(exc.__traceback__) if exc.__traceback__ else []
+    for frame in reversed(frames):
+        path = frame.filename.replace("\\", "/")
+        if "/cameras/" in path:
+            return "camera"
+        if "/motors/" in path or "scservo_sdk" in path or "/serial/" in path:
+            return "bus"
+    return "bus"
+
+
+def make_bench(cfg: BenchConfig | Any) -> Bench:
+    """Build (not connect) the bench the config names: so101 or sim."""
+    if not isinstance(cfg, BenchConfig):
+        cfg = BenchConfig.from_mapping(cfg)
+    if cfg.type == "so101":
+        from spabench.bench.so101 import SO101Bench
+
+        return SO101Bench(cfg)
+    if cfg.type == "sim":
+        from spabench.sim.bench import make_sim_bench  # lazily: MuJoCo is an optional extra
+
+        return make_sim_bench(cfg)
+    raise SafetyError(f"bench config, field 'type': unknown bench type {cfg.type!r} (allowed: so101, sim)")

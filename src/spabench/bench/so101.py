@@ -1,0 +1,232 @@
+"""The SO-101 follower arm through LeRobot: SO101Follower over a Feetech STS3215 bus.
+
+The harness never calibrates and never prompts: it connects with calibrate=False and refuses to
+run (SafetyError) when the calibration file is missing, malformed, or differs from what the motors
+store, telling the operator the exact lerobot-calibrate command and where the file must go.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from spabench.bench.bench import DRIVER_ERRORS, Bench
+from spabench.bench.config import BenchConfig, CameraSpec
+from spabench.errors import DataError, SafetyError
+from spabench.suite.vocabulary import JOINTS
+
+logger = logging.getLogger(__name__)
+
+ROBOT_TYPE = "so101_follower"
+CALIBRATION_FIELDS: tuple[str, ...] = ("id", "drive_mode", "homing_offset", "range_min", "range_max")
+MOTOR_IDS: dict[str, int] = {joint: i + 1 for i, joint in enumerate(JOINTS)}  # SOFollower's wiring
+
+
+def resolve_path(path: str | Path) -> Path:
+    """Config paths are relative to the repository root (spabench.paths)."""
+    from spabench.paths import resolve
+
+    return resolve(path)
+
+
+def calibrate_hint(cfg: BenchConfig, path: Path) -> str:
+    return (f"Calibrate the arm once with LeRobot: `lerobot-calibrate --robot.type={ROBOT_TYPE} "
+            f"--robot.port={cfg.port} --robot.id={cfg.robot_id} --robot.calibration_dir={path.parent}` "
+            f"(it writes {path}); if you calibrated elsewhere, copy that <id>.json to {path}. "
+            "The harness never calibrates or prompts by itself.")
+
+
+def load_calibration_file(path: Path, cfg: BenchConfig) -> dict[str, dict[str, int]]:
+    """Read and check a LeRobot calibration file: all six joints, integer fields, range_min < range_max."""
+    if not path.is_file():
+        raise SafetyError(f"calibration file {path} is missing (robot_id '{cfg.robot_id}', calibration_dir "
+                          f"'{cfg.calibration_dir}'). {calibrate_hint(cfg, path)}")
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise DataError(path, f"not valid JSON ({exc}). {calibrate_hint(cfg, path)}") from exc
+    if not isinstance(data, dict):
+        raise DataError(path, "expected an object {joint: {id, drive_mode, homing_offset, range_min, "
+                        "range_max}}", allowed=JOINTS)
+    missing = [j for j in JOINTS if j not in data]
+    if missing:
+        raise DataError(path, f"missing joint(s) {missing}", field=missing[0], allowed=JOINTS)
+    out: dict[str, dict[str, int]] = {}
+    for joint in JOINTS:
+        entry = data[joint]
+        if not isinstance(entry, dict):
+            raise DataError(path, "expected an object", field=joint, allowed=CALIBRATION_FIELDS)
+        for key in CALIBRATION_FIELDS:
+            value = entry.get(key)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise DataError(path, f"{value!r} is not an integer", field=f"{joint}.{key}",
+                                allowed=CALIBRATION_FIELDS)
+        if entry["id"] != MOTOR_IDS[joint]:
+            raise DataError(path, f"motor id {entry['id']} for {joint}; the SO-101 wiring uses id "
+                            f"{MOTOR_IDS[joint]}", field=f"{joint}.id")
+        if not entry["range_min"] < entry["range_max"]:
+            raise DataError(path, f"range_min {entry['range_min']} must be below range_max "
+                            f"{entry['range_max']}", field=f"{joint}.range_min")
+        out[joint] = {k: int(entry[k]) for k in CALIBRATION_FIELDS}
+    return out
+
+
+def camera_configs(cfg: BenchConfig) -> dict[str, Any]:
+    """BenchConfig camera specs -> LeRobot CameraConfig objects (opencv, zmq or spabench_replay)."""
+    return {name: camera_config(name, spec) for name, spec in cfg.cameras.items()}
+
+
+def camera_config(name: str, spec: CameraSpec):
+    extra = dict(spec.extra)
+    if spec.type == "spabench_replay":
+        from spabench.bench.cameras import PATTERN, SpabenchReplayCameraConfig
+
+        source = spec.index_or_path
+        if source != PATTERN:
+            source = str(resolve_path(source))
+        extra.setdefault("label", name)
+        return SpabenchReplayCameraConfig(fps=spec.fps, width=spec.width, height=spec.height, source=source,
+                                          **extra)
+    if spec.type == "opencv":
+        from lerobot.cameras.opencv import OpenCVCameraConfig
+
+        index_or_path: int | Path
+        raw = spec.index_or_path
+        if isinstance(raw, int) or (isinstance(raw, str) and raw.isdigit()):
+            index_or_path = int(raw)
+        else:
+            index_or_path = Path(str(raw))
+        return OpenCVCameraConfig(index_or_path=index_or_path, fps=spec.fps, width=spec.width,
+                                  height=spec.height, **extra)
+    if spec.type == "zmq":
+        from lerobot.cameras.zmq import ZMQCameraConfig
+
+        host, _, port = str(spec.index_or_path).partition(":")
+        if "server_address" not in extra:
+            extra["server_address"] = host
+        if port and "port" not in extra:
+            extra["port"] = int(port)
+        extra.setdefault("camera_name", name)
+        return ZMQCameraConfig(fps=spec.fps, width=spec.width, height=spec.height, **extra)
+    raise SafetyError(f"camera '{name}': unknown type {spec.type!r} (allowed: opencv, spabench_replay, zmq)")
+
+
+class SO101Bench(Bench):
+    """LeRobot SO101Follower (built with make_robot_from_config) behind the safety envelope."""
+
+    kind = "so101"
+
+    def __init__(self, cfg: BenchConfig):
+        super().__init__(cfg)
+        self.calibration_dir = resolve_path(cfg.calibration_dir)
+        self.calibration_path = self.calibration_dir / f"{cfg.robot_id}.json"
+        self.calibration: dict[str, dict[str, int]] | None = None
+        self._calibration_sha: str | None = None
+
+    @property
+    def calibration_id(self) -> str:
+        digest = self._calibration_sha
+        if digest is None and self.calibration_path.is_file():
+            digest = hashlib.sha256(self.calibration_path.read_bytes()).hexdigest()
+        return f"{self.cfg.robot_id}@sha256:{(digest or 'missing')[:16]}"
+
+    def _make_robot(self):
+        from lerobot.robots import make_robot_from_config
+        from lerobot.robots.so_follower import SO101FollowerConfig
+
+        robot_cfg = SO101FollowerConfig(
+            port=self.cfg.port,
+            id=self.cfg.robot_id,
+            calibration_dir=self.calibration_dir,
+            cameras=camera_configs(self.cfg),
+            max_relative_target=float(self.cfg.max_relative_target),
+            disable_torque_on_disconnect=self.cfg.disable_torque_on_disconnect,
+            use_degrees=self.cfg.use_degrees,
+            num_read_retries=self.cfg.num_read_retries,
+        )
+        return make_robot_from_config(robot_cfg)
+
+    # ------------------------------------------------------------------ connect discipline
+    def _before_connect(self) -> None:
+        self.calibration = load_calibration_file(self.calibration_path, self.cfg)
+        self._calibration_sha = hashlib.sha256(self.calibration_path.read_bytes()).hexdigest()
+        if self.cfg.port.startswith("/") and not Path(self.cfg.port).exists():
+            from spabench.bench.errors import BenchFault
+
+            raise BenchFault(f"serial port {self.cfg.port} does not exist (bench config field 'port'). "
+                             "Plug in the arm's controller board and find its port with `lerobot-find-port`.")
+
+    def _after_connect(self) -> None:
+        bus = self.robot.bus
+        try:
+            calibrated = bus.is_calibrated
+            stored = bus.read_calibration() if not calibrated else None
+        except DRIVER_ERRORS as exc:
+            raise self._fault(exc, "calibration check") from exc
+        if calibrated:
+            return
+        diffs = []
+        for joint in JOINTS:
+            file_cal, motor_cal = self.calibration[joint], stored[joint]
+            for key in ("homing_offset", "range_min", "range_max"):
+                if file_cal[key] != getattr(motor_cal, key):
+                    diffs.append(f"{joint}.{key} file {file_cal[key]} vs motor {getattr(motor_cal, key)}")
+        raise SafetyError(
+            f"calibration mismatch: {self.calibration_path} does not match the calibration stored in the "
+            f"motors on {self.cfg.port} ({'; '.join(diffs) or 'unknown difference'}). Either the arm was "
+            f"recalibrated or a motor swapped since the file was written, or the file belongs to another "
+            f"arm. The robot was disconnected without moving. {calibrate_hint(self.cfg, self.calibration_path)} "
+            "To write the file's values into the motors instead, run the same command and press ENTER at "
+            "its first prompt.")
+
+    def _describe_connect_error(self, exc: BaseException) -> str:
+        return (f"could not connect to the SO-101 follower on {self.cfg.port}: {exc}\n"
+                "Check the arm's power supply and serial cable, that every motor is daisy-chained, and that "
+                "`port` is the arm's controller (`lerobot-find-port`). Wrong model numbers or missing ids "
+                "mean a motor was replaced or not set up (`lerobot-setup-motors`).")
+
+    def _describe_bus_fault(self, exc: BaseException, what: str) -> str:
+        return (f"the SO-101 servo bus on {self.cfg.port} stopped answering during {what}: {exc}. "
+                "Check the arm's power supply and USB cable. The attempt is invalid, not a policy failure.")
+
+    # ------------------------------------------------------------------ fast paths over the bus
+    def _read_state(self) -> np.ndarray:
+        values = self.robot.bus.sync_read("Present_Position", num_retry=self.cfg.num_read_retries)
+        return np.array([values[j] for j in JOINTS], dtype=np.float64)
+
+    def _send_hold(self, measured: np.ndarray) -> np.ndarray:
+        """Copy the raw present positions into the goal registers: an exact hold, no rounding drift."""
+        bus = self.robot.bus
+        try:
+            raw = bus.sync_read("Present_Position", normalize=False, num_retry=self.cfg.num_read_retries)
+            bus.sync_write("Goal_Position", raw, normalize=False)
+        except DRIVER_ERRORS as exc:
+            raise self._fault(exc, "hold") from exc
+        self.last_sent = measured.copy()
+        return measured.copy()
+
+    def _force_close(self) -> None:
+        """Release the port even when the bus is dead; torque off motor by motor where possible."""
+        robot = self._robot
+        bus = getattr(robot, "bus", None)
+        if bus is not None and bus.is_connected:
+            if self.cfg.disable_torque_on_disconnect:
+                failures = 0
+                for motor in bus.motors:
+                    try:
+                        bus.write("Torque_Enable", motor, 0, num_retry=1)
+                        failures = 0
+                    except Exception:  # noqa: BLE001 - a missing motor must not stop the others
+                        failures += 1
+                        if failures >= 2:  # two in a row: the bus itself is gone
+                            break
+            try:
+                bus.port_handler.closePort()
+            except Exception:  # noqa: BLE001
+                logger.debug("closing %s failed", self.cfg.port, exc_info=True)
+        super()._force_close()

@@ -1,0 +1,109 @@
+"""The emulated Feetech bus speaks protocol 0 correctly (checked with raw packets over pyserial)."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import serial
+
+from tests.support.feetech_bus import (
+    INST_PING,
+    INST_READ,
+    INST_SYNC_READ,
+    INST_SYNC_WRITE,
+    INST_WRITE,
+    REG,
+    EmulatedBus,
+    checksum,
+    encode_sign_magnitude,
+    instruction_packet,
+)
+
+
+def transact(port: serial.Serial, packet: bytes, expect: int, timeout: float = 0.5) -> bytes:
+    port.write(packet)
+    out = b""
+    deadline = time.monotonic() + timeout
+    while len(out) < expect and time.monotonic() < deadline:
+        out += port.read(expect - len(out))
+    return out
+
+
+@pytest.fixture(params=["process", "thread"])
+def link(request):
+    with EmulatedBus(initial_deg={"elbow_flex": 10.0}, mode=request.param) as bus:
+        with serial.Serial(bus.port, 1_000_000, timeout=0.05) as port:
+            yield bus, port
+
+
+def test_checksum_matches_protocol():
+    # FF FF 01 02 01 chk: ping id 1
+    assert instruction_packet(1, INST_PING) == bytes([0xFF, 0xFF, 0x01, 0x02, 0x01, 0xFB])
+    assert checksum(bytes([1, 4, 2, 56, 2])) == (~(1 + 4 + 2 + 56 + 2)) & 0xFF
+
+
+def test_ping_and_read_model_number(link):
+    bus, port = link
+    reply = transact(port, instruction_packet(3, INST_PING), 6)
+    assert reply == bytes([0xFF, 0xFF, 3, 2, 0, (~(3 + 2)) & 0xFF])
+    reply = transact(port, instruction_packet(3, INST_READ, bytes([3, 2])), 8)
+    assert int.from_bytes(reply[5:7], "little") == 777
+    assert transact(port, instruction_packet(9, INST_PING), 6, timeout=0.1) == b""  # no such id
+
+
+def test_corrupt_packet_is_ignored(link):
+    bus, port = link
+    bad = bytearray(instruction_packet(1, INST_PING))
+    bad[-1] ^= 0xFF
+    assert transact(port, bytes(bad), 6, timeout=0.1) == b""
+    assert len(transact(port, instruction_packet(1, INST_PING), 6)) == 6  # the stream recovers
+
+
+def test_homing_offset_sign_magnitude_and_present_position(link):
+    bus, port = link
+    addr, size = REG["Homing_Offset"]
+    reply = transact(port, instruction_packet(1, INST_READ, bytes([addr, size])), 8)
+    assert int.from_bytes(reply[5:7], "little") == encode_sign_magnitude(-1150, 11) == (1 << 11) | 1150
+    reply = transact(port, instruction_packet(3, INST_READ, bytes([REG["Present_Position"][0], 2])), 8)
+    assert int.from_bytes(reply[5:7], "little") == bus.deg_to_ticks("elbow_flex", 10.0)
+
+
+def test_sync_read_skips_missing_ids_and_sync_write_is_silent(link):
+    bus, port = link
+    bus.remove_motor(2)
+    addr = REG["Present_Position"][0]
+    reply = transact(port, instruction_packet(0xFE, INST_SYNC_READ, bytes([addr, 2, 1, 2, 3])), 16)
+    assert [reply[2], reply[10]] == [1, 3] and len(reply) == 16
+    goal = bus.deg_to_ticks("shoulder_pan", 12.0)
+    params = bytes([REG["Goal_Position"][0], 2, 1]) + goal.to_bytes(2, "little")
+    assert transact(port, instruction_packet(0xFE, INST_SYNC_WRITE, params), 1, timeout=0.1) == b""
+    assert bus.goal_ticks(1) == goal
+    assert bus.present_ticks(1) != goal  # torque is off: the shaft does not move
+    transact(port, instruction_packet(1, INST_WRITE, bytes([REG["Torque_Enable"][0], 1])), 6)
+    params = bytes([REG["Goal_Position"][0], 2, 1]) + goal.to_bytes(2, "little")
+    transact(port, instruction_packet(0xFE, INST_SYNC_WRITE, params), 0, timeout=0.01)
+    assert bus.present_ticks(1) == goal
+
+
+def test_goal_is_clipped_to_position_limits_and_motion_is_rate_limited():
+    with EmulatedBus(rate_ticks_per_s=4000.0) as bus:
+        with serial.Serial(bus.port, 1_000_000, timeout=0.05) as port:
+            transact(port, instruction_packet(1, INST_WRITE, bytes([REG["Torque_Enable"][0], 1])), 6)
+            start = bus.present_ticks(1)
+            beyond = 4000  # above Max_Position_Limit 3322
+            transact(port, instruction_packet(1, INST_WRITE, bytes([REG["Goal_Position"][0]])
+                                              + beyond.to_bytes(2, "little")), 6)
+            t0 = time.monotonic()
+            mid = bus.present_ticks(1)
+            assert start <= mid < 3322  # moving, not teleported
+            time.sleep(max(0.0, (3322 - start) / 4000.0 + 0.2 - (time.monotonic() - t0)))
+            assert bus.present_ticks(1) == 3322  # stopped at the limit, not at the requested 4000
+
+
+def test_silent_bus_swallows_everything(link):
+    bus, port = link
+    bus.go_silent()
+    assert transact(port, instruction_packet(1, INST_PING), 6, timeout=0.1) == b""
+    bus.resume()
+    assert len(transact(port, instruction_packet(1, INST_PING), 6)) == 6
