@@ -1,0 +1,77 @@
+"""Shared helpers for the benchmarks: synthetic camera frames, statistics, result files, tables."""
+
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = Path(__file__).resolve().parent / "results"
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # tests.support (emulated bus) lives in the repo, not the package
+
+
+def camera_frames(width: int = 640, height: int = 480, n: int = 30, seed: int = 0) -> list[np.ndarray]:
+    """A bank of n textured frames for one camera: a gradient, a moving block and mild sensor noise
+    (noise keeps the encoder honest; flat frames compress unrealistically well)."""
+    rng = np.random.default_rng(seed)
+    ys = np.linspace(0, 1, height, dtype=np.float32)[:, None, None]
+    xs = np.linspace(0, 1, width, dtype=np.float32)[None, :, None]
+    tint = rng.uniform(0.3, 1.0, 3).astype(np.float32)[None, None, :]
+    base = 50 + 120 * xs * tint + 60 * ys
+    frames = []
+    for i in range(n):
+        img = base + rng.normal(0, 4, (height, width, 1)).astype(np.float32)
+        x0 = int((i / n) * (width - 80))
+        img[height // 3: height // 3 + 80, x0: x0 + 80] = (200, 80, 60)
+        frames.append(np.clip(img, 0, 255).astype(np.uint8))
+    return frames
+
+
+def pct(values, q: float) -> float:
+    values = np.asarray([v for v in values if np.isfinite(v)], dtype=float)
+    return float(np.percentile(values, q)) if len(values) else float("nan")
+
+
+def median(values) -> float:
+    values = [v for v in values if v is not None and np.isfinite(v)]
+    return float(statistics.median(values)) if values else float("nan")
+
+
+def pace(start: float, k: int, period: float) -> None:
+    """Sleep until start + k * period (absolute deadlines, like the control loop)."""
+    deadline = start + k * period
+    remaining = deadline - time.perf_counter()
+    if remaining > 0.0015:
+        time.sleep(remaining - 0.0015)
+    while time.perf_counter() < deadline:
+        pass
+
+
+def write_result(name: str, data: dict) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    data = {"benchmark": name, "python": platform.python_version(), "machine": platform.machine(),
+            "cpus": __import__("os").cpu_count(), "time": time.strftime("%Y-%m-%dT%H:%M:%S"), **data}
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps(data, indent=2, default=float))
+    return path
+
+
+def table(rows: list[tuple], header: tuple) -> str:
+    cells = [tuple(str(c) for c in header)] + [tuple(_fmt(c) for c in r) for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _fmt(value) -> str:
+    if isinstance(value, float):
+        return "nan" if not np.isfinite(value) else f"{value:.3g}" if abs(value) < 1000 else f"{value:.0f}"
+    return str(value)

@@ -1,0 +1,88 @@
+"""Operators without a person: unattended recording and the twin's automatic scorer."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from spabench.operator.base import Operator, Score
+
+log = logging.getLogger(__name__)
+
+
+class UnattendedOperator(Operator):
+    """Records without prompts; attempts stay unscored (score them later with `spabench score`)."""
+
+    def __init__(self, config: Any = None, out=None):
+        super().__init__(config)
+        self.rater = getattr(config, "rater", "") or "operator"
+        self.out = out
+
+    def show(self, text: str) -> None:
+        if self.out is not None:
+            print(text, file=self.out, flush=True)
+
+
+def _sim_robot(bench: Any) -> Any:
+    return getattr(bench, "robot", None)
+
+
+class AutoOperator(Operator):
+    """The twin: the scene is built from its spec, the attempt scored by the sim evaluator.
+
+    Uses `bench.robot.load_scene(scene)` and `bench.robot.evaluate(scene) -> (success, failure_mode)`
+    (spabench.sim's SimRobot). Without an evaluator, attempts stay unscored, except no-motion
+    trials whose motion pre-fill is taken as the score.
+    """
+
+    def __init__(self, config: Any = None, bench: Any = None, out=None):
+        super().__init__(config)
+        self.rater = getattr(config, "rater", "") or "sim_evaluator"
+        self.bench = bench
+        self.out = out
+        self._scene = None
+
+    def show(self, text: str) -> None:
+        if self.out is not None:
+            print(text, file=self.out, flush=True)
+
+    def wait_scene_ready(self, trial: Any, scene: Any, checklist_text: str) -> bool:
+        self._scene = scene
+        robot = _sim_robot(self.bench)
+        loader = getattr(self.bench, "load_scene", None) or getattr(robot, "load_scene", None)
+        if loader is not None and scene is not None:
+            loader(scene)
+        return True
+
+    def score(self, trial: Any, result: Any, prefill: Score | None = None) -> Score | None:
+        robot = _sim_robot(self.bench)
+        evaluate = getattr(self.bench, "evaluate", None) or getattr(robot, "evaluate", None)
+        if evaluate is not None and self._scene is not None:
+            outcome = evaluate(self._scene)
+            success, mode = (outcome if isinstance(outcome, tuple) else (bool(outcome), None))[:2]
+            success = bool(success)
+            if prefill is not None and prefill.source == "motion_prefill" and not prefill.success:
+                success, mode = False, prefill.failure_mode  # no-motion trial: the arm moved
+            if not success and prefill is not None and prefill.failure_mode and not mode:
+                mode = prefill.failure_mode
+            return Score(success, None if success else mode, "scored by the sim evaluator", self.rater,
+                         "sim_evaluator")
+        if prefill is not None:
+            return Score(prefill.success, prefill.failure_mode, prefill.note, self.rater, prefill.source)
+        log.warning("no sim evaluator on this bench: attempt left unscored")
+        return None
+
+
+def make_operator(config: Any, bench: Any = None, stdin=None, stdout=None) -> Operator:
+    kind = getattr(config, "type", "terminal")
+    if kind == "terminal":
+        from spabench.operator.terminal import TerminalOperator
+
+        return TerminalOperator(config, stdin=stdin, stdout=stdout)
+    if kind == "unattended":
+        return UnattendedOperator(config, out=stdout)
+    if kind == "auto":
+        return AutoOperator(config, bench=bench, out=stdout)
+    from spabench.errors import ConfigError
+
+    raise ConfigError(f"operator config, field 'type': {kind!r} (allowed: terminal, unattended, auto)")

@@ -1,0 +1,77 @@
+"""What every operator does for the `run` command, and the score record.
+
+An operator is asked, per trial: `wait_scene_ready(trial, scene, checklist_text)` (False = end the
+campaign here), `during_rollout(controls)` (a context in which its keys may request stops),
+`observers()` (e.g. a status line), and `score(trial, result, prefill)` (a Score, or None to leave
+the attempt unscored for `spabench score`).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from spabench.suite.vocabulary import FAILURE_MODES
+
+NO_MOTION_CONDITIONS: tuple[str, ...] = ("no_intervention", "no_movement")
+_MODE_CONDITIONS = {"unnecessary_intervention": NO_MOTION_CONDITIONS}
+_MODE_TASKS = {"wrong_instance": ("object_state", "referential_description")}
+
+
+@dataclass
+class Score:
+    success: bool
+    failure_mode: str | None = None
+    note: str = ""
+    rater: str = "operator"
+    source: str = "operator"     # operator | motion_prefill | sim_evaluator
+
+
+def failure_modes_for(task: str, condition: str) -> list[str]:
+    """The protocol's failure modes that apply to a trial (vocabulary order)."""
+    out = []
+    for mode in FAILURE_MODES:
+        if mode in _MODE_CONDITIONS and condition not in _MODE_CONDITIONS[mode]:
+            continue
+        if mode in _MODE_TASKS and task not in _MODE_TASKS[mode]:
+            continue
+        out.append(mode)
+    return out
+
+
+def motion_prefill(condition: str, moved: bool | None, rater: str) -> Score | None:
+    """No-intervention / no-movement trials: success means no arm or gripper motion."""
+    if moved is None or condition not in NO_MOTION_CONDITIONS:
+        return None
+    if moved:
+        return Score(False, "unnecessary_intervention", "pre-filled: motion detected", rater, "motion_prefill")
+    return Score(True, None, "pre-filled: no motion detected", rater, "motion_prefill")
+
+
+class Operator:
+    """Base operator: no gate, no keys, no score. Subclasses override what they do."""
+
+    rater = "operator"
+
+    def __init__(self, config: Any = None):
+        self.config = config
+
+    def show(self, text: str) -> None:
+        pass
+
+    def wait_scene_ready(self, trial: Any, scene: Any, checklist_text: str) -> bool:
+        return True
+
+    @contextmanager
+    def during_rollout(self, controls: Any) -> Iterator[None]:
+        yield
+
+    def observers(self) -> list[Any]:
+        return []
+
+    def score(self, trial: Any, result: Any, prefill: Score | None = None) -> Score | None:
+        return None
+
+    def close(self) -> None:
+        pass

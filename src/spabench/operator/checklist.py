@@ -1,0 +1,127 @@
+"""Scene-reset checklists and reference images: how the operator reproduces a scene exactly.
+
+Positions are given from the ROBOT's point of view (the protocol's frame): "forward" is away from
+the robot base, "left"/"right" are the robot's left/right, not the operator's. The reference image
+is the first overhead frame (middle as fallback) of the first complete attempt of the same
+evaluation id, so every policy sees the scene the first one saw.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+REFERENCE_DIR = "references"
+
+
+def _object_name(suite: Any, object_id: str) -> str:
+    try:
+        obj = suite.object(object_id) if hasattr(suite, "object") else suite.objects[object_id]
+        return f"{obj.display_name} ({object_id})"
+    except Exception:  # geometry only, or an unknown id: the id alone still identifies it
+        return object_id
+
+
+def _side(y_cm: float) -> str:
+    if abs(y_cm) < 0.05:
+        return "on the centre line"
+    return f"{abs(y_cm):.1f} cm to the robot's {'LEFT' if y_cm > 0 else 'RIGHT'}"
+
+
+def _state_text(placed: Any) -> str:
+    state = getattr(placed, "state", None)
+    parts = []
+    if state is not None:
+        if getattr(state, "pose", None):
+            parts.append(str(state.pose).replace("_", "-"))
+        if getattr(state, "lid", None):
+            parts.append(f"lid {state.lid}")
+    return ", ".join(parts)
+
+
+def placement_line(placed: Any, suite: Any) -> str:
+    name = _object_name(suite, placed.object_id)
+    if getattr(placed, "location", "table") == "bowl":
+        where = "IN THE BOWL"
+    else:
+        where = f"{placed.x_cm:.1f} cm forward of the robot base, {_side(placed.y_cm)}"
+        yaw = float(getattr(placed, "yaw_deg", 0.0) or 0.0)
+        if abs(yaw) > 0.5:
+            where += f", turned {yaw:+.0f} deg"
+    state = _state_text(placed)
+    return f"{name}: {where}" + (f"; {state}" if state else "")
+
+
+def checklist(scene: Any, suite_or_geometry: Any, reference_image: str | os.PathLike | None,
+              instruction: str | None = None) -> str:
+    """The operator's reset checklist for one scene, as plain text (one item per line)."""
+    geometry = getattr(suite_or_geometry, "geometry", suite_or_geometry)
+    suite = suite_or_geometry if hasattr(suite_or_geometry, "objects") else None
+    lines = [f"Scene {scene.scene_id}  (task {scene.task}, scene condition {scene.condition})",
+             "Positions are from the ROBOT's point of view: forward = away from the base; "
+             "left/right = the robot's left/right.",
+             "[ ] Clear the table: only the objects below and the bowl."]
+    bowl = getattr(geometry, "bowl_xy_cm", None)
+    if bowl is not None:
+        lines.append(f"[ ] Bowl at its fixed mark: {bowl[0]:.1f} cm forward, {_side(bowl[1])}.")
+    objects = sorted(scene.objects, key=lambda p: (getattr(p, "location", "table") != "bowl", -p.y_cm, p.x_cm))
+    for placed in objects:
+        lines.append(f"[ ] {placement_line(placed, suite)}")
+    lines.append("[ ] Arm at home; nothing in the gripper; nobody in the workspace.")
+    if reference_image:
+        lines.append(f"Reference image (same evaluation, earlier attempt): {reference_image}")
+    else:
+        lines.append("Reference image: none yet (first attempt of this evaluation); place from the numbers above.")
+    if instruction:
+        lines.append(f"Instruction the policy will get: \"{instruction}\"")
+    if getattr(scene, "notes", ""):
+        lines.append(f"Note: {scene.notes}")
+    return "\n".join(lines)
+
+
+def reference_image(ledger: Any, campaign_dir: str | os.PathLike, evaluation_id: str,
+                    camera: str = "overhead", fallback: str = "middle") -> Path | None:
+    """PNG of the first frame of the first complete attempt of `evaluation_id` (cached under
+    DIR/references/). None when no complete attempt with a readable video exists yet."""
+    campaign_dir = Path(campaign_dir)
+    out_dir = campaign_dir / REFERENCE_DIR
+    out = out_dir / f"{evaluation_id}.png"
+    if out.exists():
+        return out
+    attempt = ledger.first_complete_attempt(evaluation_id)
+    if attempt is None or not attempt.episode_path:
+        return None
+    from spabench.record.reader import EpisodeReader
+    from spabench.record.recorder import RecordError
+
+    path = Path(attempt.episode_path)
+    if not path.is_absolute():
+        path = campaign_dir / path
+    try:
+        with EpisodeReader(path) as ep:
+            for cam in (camera, fallback):
+                if ep.video_path(cam).exists():
+                    try:
+                        frame = ep.first_frame(cam)
+                    except Exception:  # a video still being written or broken: try the next camera
+                        continue
+                    out_dir.mkdir(parents=True, exist_ok=True)
+                    _write_png(out, frame)
+                    return out
+    except RecordError:
+        return None
+    return None
+
+
+def _write_png(path: Path, rgb) -> None:
+    tmp = path.with_suffix(".tmp.png")
+    try:
+        from PIL import Image
+
+        Image.fromarray(rgb).save(tmp)
+    except ImportError:
+        import cv2
+
+        cv2.imwrite(str(tmp), rgb[:, :, ::-1])
+    os.replace(tmp, path)

@@ -1,0 +1,76 @@
+"""`spabench score campaign_dir=DIR`: score recorded, unscored attempts after the session.
+
+For each complete attempt without a score (plan order) it shows the trial, the episode folder and
+its videos, the motion pre-fill for no-intervention / no-movement trials (recomputed from the
+recorded joints when the session logged none), then the terminal score prompt. Enter 'l' to leave
+an attempt unscored; end of input stops.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from spabench.errors import ConfigError
+from spabench.operator.base import Score, motion_prefill
+from spabench.operator.config import OperatorConfig
+from spabench.operator.terminal import TerminalOperator
+
+
+def _prefill(ledger: Any, campaign_dir: Path, attempt: Any, trial: Any, rater: str) -> Score | None:
+    for event in reversed(ledger.events(attempt.attempt_id, "score_prefill")):
+        p = event["payload"]
+        return Score(bool(p["success"]), p.get("failure_mode"), p.get("note", ""), rater, "motion_prefill")
+    if not attempt.episode_path:
+        return None
+    try:
+        from spabench.record.reader import EpisodeReader
+        from spabench.rollout.motion import motion_onset
+
+        with EpisodeReader(campaign_dir / attempt.episode_path) as ep:
+            onset = motion_onset(ep.states)
+    except Exception:  # no readable recording: no pre-fill, the person decides
+        return None
+    return motion_prefill(trial.condition, onset is not None, rater)
+
+
+def score(cfg: Any, stdin=None, stdout=None) -> int:
+    """Entry point of `spabench score`. Returns the exit code (0; 2 on a bad campaign folder)."""
+    campaign_dir = cfg.get("campaign_dir") if hasattr(cfg, "get") else getattr(cfg, "campaign_dir", None)
+    out = stdout or sys.stdout
+    if not campaign_dir:
+        print("error: score: campaign_dir is missing (allowed: a campaign folder)", file=out)
+        return 2
+    op_cfg = OperatorConfig.from_mapping(cfg.get("operator", {}) if hasattr(cfg, "get") else {})
+    campaign_dir = Path(str(campaign_dir)).expanduser().resolve()
+    from spabench.ledger import Ledger
+
+    try:
+        ledger = Ledger.open(campaign_dir / Ledger.FILENAME)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=out)
+        return 2
+    rater = op_cfg.rater if op_cfg.type == "terminal" else "operator"
+    op = TerminalOperator(op_cfg, stdin=stdin, stdout=out)
+    op.rater = rater
+    scored = skipped = 0
+    try:
+        attempts = ledger.unscored_attempts()
+        op.show(f"{len(attempts)} unscored attempt(s) in {campaign_dir}")
+        for attempt in attempts:
+            trial = ledger.trial(attempt.trial_id)
+            folder = campaign_dir / (attempt.episode_path or f"episodes/{attempt.attempt_id}")
+            op.show(f"\nAttempt {attempt.attempt_id}  (alias {trial.alias}, scene {trial.scene_id})")
+            op.show(f"Episode: {folder}  videos: {folder}/cam_<camera>.mp4")
+            prefill = _prefill(ledger, campaign_dir, attempt, trial, rater)
+            result = op.score(trial, None, prefill)
+            if result is None:
+                skipped += 1
+                continue
+            ledger.record_score(attempt.attempt_id, result.rater, result.success, result.failure_mode, result.note)
+            scored += 1
+        op.show(f"scored {scored}, left {skipped} unscored")
+    finally:
+        ledger.close()
+    return 0

@@ -1,0 +1,92 @@
+"""The operator config group (conf/operator/*.yaml): who resets scenes and scores, and run options.
+
+No LeRobot/torch imports: the CLI validates this before anything touches hardware.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from spabench.errors import ConfigError
+
+OPERATOR_TYPES: tuple[str, ...] = ("terminal", "unattended", "auto")
+RECORDER_KEYS: tuple[str, ...] = ("flush_s", "codec", "preset", "crf", "queue_frames", "video")
+CODECS: tuple[str, ...] = ("libx264", "mpeg4")
+DEFAULT_RATERS = {"terminal": "operator", "unattended": "operator", "auto": "sim_evaluator"}
+
+
+@dataclass
+class OperatorConfig:
+    """type: terminal (a person at the bench: checklist, ready gate, keys, score prompt),
+    unattended (records without prompts; attempts stay unscored for `spabench score`),
+    auto (the twin: scenes are loaded and scored by the sim evaluator).
+
+    timer_s: override the planned rollout timer (short dry runs and tests; recorded in provenance).
+    reference_camera / reference_fallback: the camera whose first frame is the scene reference.
+    prefill_from_motion: pre-fill no-intervention / no-movement scores from motion onset.
+    recorder: episode recorder options (flush_s, codec libx264|mpeg4, preset, crf, queue_frames, video).
+    """
+
+    type: str = "terminal"
+    rater: str = ""
+    timer_s: float | None = None
+    go_home_after: bool = True
+    keys: bool = True
+    status_line: bool = True
+    reference_camera: str = "overhead"
+    reference_fallback: str = "middle"
+    prefill_from_motion: bool = True
+    wait_videos_s: float = 300.0
+    recorder: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        where = "operator config, field"
+        if self.type not in OPERATOR_TYPES:
+            raise ConfigError(f"{where} 'type': {self.type!r} (allowed: {', '.join(OPERATOR_TYPES)})")
+        if not self.rater:
+            self.rater = DEFAULT_RATERS[self.type]
+        if self.timer_s is not None:
+            if isinstance(self.timer_s, bool) or not isinstance(self.timer_s, (int, float)) \
+                    or not math.isfinite(self.timer_s) or self.timer_s <= 0:
+                raise ConfigError(f"{where} 'timer_s': {self.timer_s!r} (allowed: null or seconds > 0)")
+            self.timer_s = float(self.timer_s)
+        from spabench.suite.vocabulary import CAMERAS
+
+        for name in ("reference_camera", "reference_fallback"):
+            if getattr(self, name) not in CAMERAS:
+                raise ConfigError(f"{where} '{name}': {getattr(self, name)!r} (allowed: {', '.join(CAMERAS)})")
+        rec = dict(self.recorder or {})
+        unknown = sorted(set(rec) - set(RECORDER_KEYS))
+        if unknown:
+            raise ConfigError(f"{where} 'recorder': unknown key(s) {', '.join(unknown)} "
+                              f"(allowed: {', '.join(RECORDER_KEYS)})")
+        if "codec" in rec and rec["codec"] not in CODECS:
+            raise ConfigError(f"{where} 'recorder.codec': {rec['codec']!r} (allowed: {', '.join(CODECS)})")
+        if "queue_frames" in rec and (not isinstance(rec["queue_frames"], int) or rec["queue_frames"] < 2):
+            raise ConfigError(f"{where} 'recorder.queue_frames': {rec['queue_frames']!r} (allowed: an integer >= 2)")
+        self.recorder = rec
+
+    @classmethod
+    def from_mapping(cls, data: Any) -> "OperatorConfig":
+        if isinstance(data, OperatorConfig):
+            return data
+        try:
+            from omegaconf import DictConfig, OmegaConf
+
+            if isinstance(data, DictConfig):
+                data = OmegaConf.to_container(data, resolve=True)
+        except ImportError:  # pragma: no cover
+            pass
+        data = dict(data or {})
+        allowed = [f.name for f in fields(cls)]
+        unknown = sorted(set(data) - set(allowed))
+        if unknown:
+            raise ConfigError(f"operator config: unknown field(s) {', '.join(unknown)} (allowed: {', '.join(allowed)})")
+        return cls(**data)
+
+    def recorder_config(self):
+        from spabench.record.recorder import RecorderConfig
+
+        return RecorderConfig(**self.recorder)

@@ -1,0 +1,202 @@
+"""The operator at the bench, in a terminal.
+
+Before each trial: the reset checklist and reference image, then a "scene ready" gate (Enter; q ends
+the campaign). During the rollout: a live status line (time left, achieved loop rate, last policy
+latency) and single keys read without Enter (termios cbreak): s = stop (valid), a = abort (invalid),
+space or e = e-stop (hold, no motion). When stdin is not a terminal no keys are read. After the
+rollout: the score prompt (success y/n, failure mode by number, note).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import select
+import sys
+import threading
+from contextlib import contextmanager
+from typing import Any, Iterator, TextIO
+
+from spabench.operator.base import Operator, Score, failure_modes_for
+from spabench.rollout.observers import LoopStats
+
+KEYS = {"s": "operator_stop", "a": "abort", " ": "estop", "e": "estop"}
+
+
+class KeyReader:
+    """Reads single keys from a tty in cbreak mode on a background thread; restores the tty after."""
+
+    def __init__(self, stream: TextIO, on_key) -> None:
+        self.stream, self.on_key = stream, on_key
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._saved = None
+        self._fd: int | None = None
+
+    @staticmethod
+    def available(stream: TextIO) -> bool:
+        try:
+            return stream.isatty()
+        except (AttributeError, ValueError):
+            return False
+
+    def start(self) -> bool:
+        if not self.available(self.stream):
+            return False
+        import termios
+        import tty
+
+        self._fd = self.stream.fileno()
+        self._saved = termios.tcgetattr(self._fd)
+        tty.setcbreak(self._fd)
+        self._thread = threading.Thread(target=self._run, name="spabench-keys", daemon=True)
+        self._thread.start()
+        return True
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            ready, _, _ = select.select([self._fd], [], [], 0.05)
+            if not ready:
+                continue
+            try:
+                data = os.read(self._fd, 1)
+            except OSError:
+                return
+            if data:
+                self.on_key(data.decode(errors="ignore").lower())
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(1.0)
+        if self._saved is not None:
+            import termios
+
+            termios.tcsetattr(self._fd, termios.TCSADRAIN, self._saved)
+            termios.tcflush(self._fd, termios.TCIFLUSH)  # keys pressed late must not answer a prompt
+            self._saved = None
+
+
+def status_text(stats: LoopStats, label: str = "") -> str:
+    rate = stats.rate_hz
+    lat = stats.last_latency_s
+    return (f"{label}  {stats.time_left_s:5.1f} s left | {'--' if math.isnan(rate) else f'{rate:5.1f}'} Hz | "
+            f"policy {'--' if math.isnan(lat) else f'{lat * 1000:4.0f}'} ms | chunk {stats.chunk_id} | "
+            f"clamps {stats.clamps} | [s]top [a]bort [space/e] e-stop")
+
+
+class TerminalOperator(Operator):
+    def __init__(self, config: Any = None, stdin: TextIO | None = None, stdout: TextIO | None = None):
+        super().__init__(config)
+        self.inp = stdin or sys.stdin
+        self.out = stdout or sys.stdout
+        self.rater = getattr(config, "rater", "") or "operator"
+        self.use_keys = getattr(config, "keys", True)
+        self.use_status = getattr(config, "status_line", True)
+        self.stats = LoopStats()
+        self.label = ""
+
+    # ---- text I/O ---------------------------------------------------------------------------
+    def show(self, text: str) -> None:
+        print(text, file=self.out, flush=True)
+
+    def ask(self, prompt: str) -> str | None:
+        """One line from the operator; None at end of input."""
+        self.out.write(prompt)
+        self.out.flush()
+        line = self.inp.readline()
+        if not line:
+            return None
+        return line.strip()
+
+    # ---- per trial ----------------------------------------------------------------------------
+    def wait_scene_ready(self, trial: Any, scene: Any, checklist_text: str) -> bool:
+        self.label = getattr(trial, "trial_id", "")
+        self.show("\n" + "=" * 78)
+        self.show(f"Trial {self.label}  (alias {getattr(trial, 'alias', '?')}, order {getattr(trial, 'order', '?')})")
+        self.show(checklist_text)
+        while True:
+            answer = self.ask("Scene ready? [Enter = start, q = end the campaign here] ")
+            if answer is None or answer.lower() in ("q", "quit"):
+                return False
+            if answer == "":
+                return True
+            self.show("Press Enter when the scene matches the checklist, or q to stop.")
+
+    @contextmanager
+    def during_rollout(self, controls: Any) -> Iterator[None]:
+        reader = None
+        if self.use_keys:
+            reader = KeyReader(self.inp, lambda key: KEYS.get(key) and controls.request(KEYS[key], f"key {key!r}"))
+            if not reader.start():
+                reader = None
+        live = None
+        if self.use_status and KeyReader.available(self.out):
+            from rich.console import Console
+            from rich.live import Live
+
+            console = Console(file=self.out)
+            op = self
+
+            class _Render:
+                def __rich__(self):
+                    return status_text(op.stats, op.label)
+
+            live = Live(_Render(), console=console, refresh_per_second=4, transient=True)
+            live.start()
+        try:
+            yield
+        finally:
+            if live is not None:
+                live.stop()
+            if reader is not None:
+                reader.stop()
+
+    def observers(self) -> list[Any]:
+        return [self.stats]
+
+    def score(self, trial: Any, result: Any, prefill: Score | None = None) -> Score | None:
+        task, condition = getattr(trial, "task", ""), getattr(trial, "condition", "")
+        self.show(f"\nScore attempt of trial {getattr(trial, 'trial_id', '?')}: task {task}, condition {condition}")
+        self.show(f"Instruction: \"{getattr(trial, 'instruction', '')}\"")
+        if result is not None:
+            self.show(f"Stopped by {result.stop_reason} after {result.duration_s:.1f} s ({result.n_steps} steps).")
+        default = None
+        if prefill is not None:
+            default = "y" if prefill.success else "n"
+            self.show(f"Pre-filled from motion detection: {'success' if prefill.success else 'failure'}"
+                      + (f" ({prefill.failure_mode})" if prefill.failure_mode else "") + " - Enter accepts it.")
+        while True:
+            answer = self.ask(f"Success? [y/n{', Enter = ' + default if default else ''}, l = leave unscored] ")
+            if answer is None or answer.lower() == "l":
+                return None
+            if answer == "" and default:
+                answer = default
+            if answer.lower() in ("y", "n"):
+                break
+            self.show("Answer y or n.")
+        success = answer.lower() == "y"
+        mode = None
+        if not success:
+            modes = failure_modes_for(task, condition)
+            preset = prefill.failure_mode if prefill is not None and not prefill.success else None
+            for i, m in enumerate(modes, 1):
+                self.show(f"  {i:2d}) {m}")
+            while True:
+                hint = f", Enter = {preset}" if preset in modes else ""
+                answer = self.ask(f"Failure mode [1-{len(modes)}{hint}] ")
+                if answer is None:
+                    return None
+                if answer == "" and preset in modes:
+                    mode = preset
+                    break
+                if answer.isdigit() and 1 <= int(answer) <= len(modes):
+                    mode = modes[int(answer) - 1]
+                    break
+                self.show(f"Enter a number from 1 to {len(modes)}.")
+        note = self.ask("Note (optional) ") or ""
+        source = "operator"
+        if prefill is not None and prefill.success == success and prefill.failure_mode == mode:
+            source = "operator_confirmed_prefill"
+            note = note or prefill.note
+        return Score(success, mode, note, self.rater, source)

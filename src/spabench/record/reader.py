@@ -1,0 +1,149 @@
+"""Read a recorded episode back: arrays, events, provenance and camera frames.
+
+Works on complete folders and on `.partial` ones left by a crash (episode.h5 is then opened in SWMR
+read mode, which HDF5 allows for a file whose writer died).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterator
+
+import h5py
+import numpy as np
+
+from spabench.record.recorder import H5_NAME, PARTIAL_SUFFIX, VIDEOS_JSON, RecordError, resolve_episode_dir, video_name
+
+_JSON_ATTRS = ("server_metadata", "software_versions", "camera_shapes", "dropped_frames", "joints", "cameras")
+
+
+def open_h5(path: str | os.PathLike) -> h5py.File:
+    """Open an episode.h5 for reading, also when its writer was killed mid-episode."""
+    try:
+        return h5py.File(path, "r")
+    except OSError:
+        try:
+            return h5py.File(path, "r", libver="latest", swmr=True)
+        except OSError as exc:
+            raise RecordError(f"{path}: unreadable episode file ({exc})") from None
+
+
+class EpisodeReader:
+    """One episode folder. Use as a context manager or call `close()`."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.folder = resolve_episode_dir(path)
+        h5 = self.folder / H5_NAME
+        if not h5.exists():
+            raise RecordError(f"{self.folder}: no {H5_NAME}")
+        self._file = open_h5(h5)
+
+    # ---- provenance ------------------------------------------------------------------------
+    @property
+    def partial(self) -> bool:
+        return self.folder.name.endswith(PARTIAL_SUFFIX)
+
+    @property
+    def complete(self) -> bool:
+        """The episode was closed cleanly (arrays and events final)."""
+        return bool(self._file.attrs.get("complete", False))
+
+    @property
+    def attrs(self) -> dict[str, Any]:
+        out = {}
+        for key, value in self._file.attrs.items():
+            if isinstance(value, bytes):
+                value = value.decode()
+            if isinstance(value, np.generic):
+                value = value.item()
+            if key in _JSON_ATTRS and isinstance(value, str) and value:
+                value = json.loads(value)
+            out[key] = value
+        return out
+
+    @property
+    def cameras(self) -> list[str]:
+        return json.loads(self._file.attrs.get("cameras", "[]"))
+
+    # ---- arrays ----------------------------------------------------------------------------
+    def array(self, name: str) -> np.ndarray:
+        if name not in self._file:
+            raise RecordError(f"{self.folder / H5_NAME}: no dataset '{name}'")
+        ds = self._file[name]
+        if self._file.swmr_mode:
+            ds.refresh()
+        return ds[()]
+
+    def __len__(self) -> int:
+        return int(self.array("timestamp").shape[0])
+
+    @property
+    def timestamps(self) -> np.ndarray:
+        return self.array("timestamp")
+
+    @property
+    def states(self) -> np.ndarray:
+        return self.array("observation/state")
+
+    @property
+    def raw_actions(self) -> np.ndarray:
+        return self.array("action/raw")
+
+    @property
+    def executed_actions(self) -> np.ndarray:
+        return self.array("action/executed")
+
+    def frame_index(self, camera: str) -> np.ndarray:
+        return self.array(f"camera/{camera}/frame_index")
+
+    def events(self) -> list[dict]:
+        """Events as dicts: the final `events` dataset, or the crash-safe `events_log` bytes."""
+        if "events" in self._file:
+            return [json.loads(s.decode() if isinstance(s, bytes) else s) for s in self._file["events"][()]]
+        blob = bytes(self.array("events_log").tobytes()).decode(errors="replace")
+        out = []
+        for line in blob.splitlines():
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:  # a torn last line after a crash
+                break
+        return out
+
+    # ---- video -----------------------------------------------------------------------------
+    def video_path(self, camera: str) -> Path:
+        return self.folder / video_name(camera)
+
+    def video_info(self) -> dict[str, dict]:
+        p = self.folder / VIDEOS_JSON
+        return json.loads(p.read_text()) if p.exists() else {}
+
+    def iter_frames(self, camera: str) -> Iterator[np.ndarray]:
+        """Decoded RGB frames (HxWx3 uint8) of one camera, in order."""
+        import av  # noqa: PLC0415
+
+        path = self.video_path(camera)
+        if not path.exists():
+            raise RecordError(f"{path}: no video for camera '{camera}'")
+        with av.open(str(path)) as container:
+            for frame in container.decode(video=0):
+                yield frame.to_ndarray(format="rgb24")
+
+    def first_frame(self, camera: str) -> np.ndarray:
+        for frame in self.iter_frames(camera):
+            return frame
+        raise RecordError(f"{self.video_path(camera)}: the video holds no frame")
+
+    def count_frames(self, camera: str) -> int:
+        return sum(1 for _ in self.iter_frames(camera))
+
+    # ---- lifecycle -------------------------------------------------------------------------
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> "EpisodeReader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

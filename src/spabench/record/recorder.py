@@ -1,0 +1,248 @@
+"""The episode recorder: a rollout observer writing DIR/episodes/<attempt_id>.partial/ -> <attempt_id>/.
+
+`on_episode_end` returns once episode.h5 is durable (well under a second); the five MP4s finish in
+the encoder workers and the folder is renamed from a background thread when they are done, so the
+next trial can start meanwhile. A folder still named `.partial` is an attempt that never finished
+(or whose videos are still being written).
+
+The encoder workers are spawned processes: a script that creates a Recorder must guard its top level
+with `if __name__ == "__main__":` (as multiprocessing requires), or every worker re-runs the script.
+The `spabench` command and the benchmarks do.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import platform
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from spabench.errors import SpabenchError
+from spabench.record.arrays import EpisodeArrays
+from spabench.record.video import EncoderPool, EncoderSettings, StreamDone
+
+PARTIAL_SUFFIX = ".partial"
+H5_NAME = "episode.h5"
+VIDEOS_JSON = "videos.json"
+DROP_EVENT_EVERY = 30  # one frame_dropped event per camera for the first drop, then every N drops
+
+
+class RecordError(SpabenchError):
+    """An episode folder cannot be written or read."""
+
+
+@dataclass
+class RecorderConfig:
+    flush_s: float = 1.0
+    codec: str = "libx264"
+    preset: str = "ultrafast"
+    crf: int = 23
+    queue_frames: int = 30
+    video: bool = True
+
+
+def video_name(camera: str) -> str:
+    return f"cam_{camera}.mp4"
+
+
+def episode_dir(campaign_dir: str | os.PathLike, attempt_id: str) -> Path:
+    """The final folder of an attempt (may not exist yet; see `resolve_episode_dir`)."""
+    return Path(campaign_dir) / "episodes" / str(attempt_id)
+
+
+def resolve_episode_dir(path: str | os.PathLike) -> Path:
+    """An episode folder as recorded: the final name if it exists, else its `.partial` twin."""
+    p = Path(path)
+    if p.name == H5_NAME:
+        p = p.parent
+    if p.is_dir():
+        return p
+    partial = p.with_name(p.name + PARTIAL_SUFFIX)
+    if partial.is_dir():
+        return partial
+    raise RecordError(f"{p}: no episode folder (neither {p.name}/ nor {partial.name}/ exists)")
+
+
+def software_versions() -> dict[str, str]:
+    """Versions written into every episode's provenance."""
+    from importlib import metadata
+
+    versions = {"python": platform.python_version()}
+    for dist in ("spabench", "lerobot", "numpy", "h5py", "av"):
+        try:
+            versions[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            versions[dist] = ""
+    return versions
+
+
+class Recorder:
+    """Rollout observer that records one attempt per episode. One instance serves a whole campaign
+    (its encoder processes are reused); call `close()` at the end to wait for the last videos."""
+
+    def __init__(self, campaign_dir: str | os.PathLike, config: RecorderConfig | None = None):
+        self.campaign_dir = Path(campaign_dir)
+        self.config = config or RecorderConfig()
+        self.episodes_dir = self.campaign_dir / "episodes"
+        self.episodes_dir.mkdir(parents=True, exist_ok=True)
+        self._pool: EncoderPool | None = None
+        self._arrays: EpisodeArrays | None = None
+        self._folder: Path | None = None
+        self._meta = None
+        self._cameras: tuple[str, ...] = ()
+        self._drops: dict[str, int] = {}
+        self._finalized: dict[str, dict] = {}
+        self._lock = threading.Lock()
+        self._done = threading.Condition(self._lock)
+        self._closing: set[str] = set()
+        self.last_episode: Path | None = None
+
+    # ---- helpers --------------------------------------------------------------------------
+    @property
+    def pool(self) -> EncoderPool:
+        if self._pool is None:
+            c = self.config
+            self._pool = EncoderPool(EncoderSettings(codec=c.codec, preset=c.preset, crf=c.crf,
+                                                     queue_frames=c.queue_frames))
+        return self._pool
+
+    def relative_path(self, attempt_id: str) -> str:
+        """What the ledger stores: the final folder, relative to the campaign folder."""
+        return f"episodes/{attempt_id}"
+
+    # ---- observer hooks -------------------------------------------------------------------
+    def on_episode_start(self, meta) -> None:
+        if self._arrays is not None:
+            raise RecordError(f"episode {self._meta.attempt_id} is still open")
+        final = self.episodes_dir / str(meta.attempt_id)
+        folder = final.with_name(final.name + PARTIAL_SUFFIX)
+        if final.exists():
+            raise RecordError(f"{final}: an episode with attempt id {meta.attempt_id} already exists")
+        folder.mkdir(parents=True, exist_ok=False)
+        cameras = tuple(meta.cameras) or tuple(meta.camera_shapes)
+        attrs = {
+            f.name: getattr(meta, f.name)
+            for f in dataclasses.fields(meta)
+            if f.name not in ("cameras", "camera_shapes", "extra")
+        }
+        attrs.update({f"extra.{k}": v for k, v in (meta.extra or {}).items()})
+        attrs["camera_shapes"] = {k: list(v) for k, v in meta.camera_shapes.items()}
+        attrs["software_versions"] = software_versions()
+        attrs["host"] = platform.node()
+        self._arrays = EpisodeArrays(folder / H5_NAME, cameras, attrs, flush_s=self.config.flush_s)
+        self._folder, self._meta, self._cameras = folder, meta, cameras
+        self._drops = {cam: 0 for cam in cameras}
+        if self.config.video and cameras:
+            paths = {cam: str(folder / video_name(cam)) for cam in cameras}
+            self.pool.open_episode(str(meta.attempt_id), paths, meta.control_hz)
+            for cam, shape in meta.camera_shapes.items():  # start encoders before the timer runs
+                if cam in paths:
+                    self.pool.prepare(cam, tuple(shape))
+
+    def on_step(self, step) -> None:
+        arrays = self._arrays
+        if arrays is None:
+            return
+        frame_index: dict[str, int] = {}
+        if self.config.video:
+            for cam in self._cameras:
+                image = step.images.get(cam)
+                if image is None:
+                    frame_index[cam] = -1
+                    continue
+                index = self.pool.submit(cam, image)
+                frame_index[cam] = index
+                if index < 0:
+                    self._drops[cam] += 1
+                    n = self._drops[cam]
+                    if n == 1 or n % DROP_EVENT_EVERY == 0:
+                        arrays.append_event({"kind": "frame_dropped", "t": round(float(step.t), 6),
+                                             "camera": cam, "dropped_so_far": n})
+        step.frame_index.update(frame_index)
+        arrays.append_step(step.t, step.state, step.raw_action, step.executed_action, step.chunk_id,
+                           step.request_latency_s, step.server_ms, step.period_s, step.work_s, frame_index)
+
+    def on_event(self, event) -> None:
+        if self._arrays is not None:
+            self._arrays.append_event(event.as_dict() if hasattr(event, "as_dict") else dict(event))
+
+    def on_episode_end(self, result) -> None:
+        """Arrays durable on return; videos finish in the background, then the folder is renamed."""
+        arrays, folder, meta = self._arrays, self._folder, self._meta
+        if arrays is None:
+            return
+        self._arrays = None
+        final_attrs = {
+            "stop_reason": result.stop_reason,
+            "valid": bool(result.valid),
+            "invalid_reason": result.invalid_reason or "",
+            "stop_detail": getattr(result, "detail", "") or "",
+            "duration_s": float(result.duration_s),
+            "end_time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "dropped_frames": dict(self._drops),
+        }
+        if getattr(result, "motion_onset", None) is not None:
+            final_attrs["motion_onset"] = int(result.motion_onset)
+        try:
+            arrays.close(final_attrs)
+        finally:
+            self.last_episode = self.episodes_dir / str(meta.attempt_id)
+            drops = dict(self._drops)
+            with self._lock:
+                self._closing.add(folder.name[: -len(PARTIAL_SUFFIX)])
+            if self.config.video and self._cameras:
+                self.pool.close_episode(lambda results: self._finalize(folder, drops, results))
+            else:
+                self._finalize(folder, drops, {})
+
+    # ---- background -----------------------------------------------------------------------
+    def _finalize(self, folder: Path, drops: dict[str, int], results: dict[str, StreamDone]) -> None:
+        videos = {
+            cam: {"file": video_name(cam), "frames": r.frames, "dropped": drops.get(cam, 0), "error": r.error}
+            for cam, r in results.items()
+        }
+        (folder / VIDEOS_JSON).write_text(json.dumps(videos, indent=1, sort_keys=True))
+        final = folder.with_name(folder.name[: -len(PARTIAL_SUFFIX)])
+        try:
+            os.replace(folder, final)
+        finally:
+            with self._lock:
+                self._finalized[final.name] = videos
+                self._closing.discard(final.name)
+                self._done.notify_all()
+
+    def finished(self, attempt_id: str) -> bool:
+        with self._lock:
+            return str(attempt_id) in self._finalized
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait until every closed episode's videos are written and its folder renamed."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._done:
+            while self._closing:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                if self._pool is not None and not self._pool.alive():
+                    return False
+                self._done.wait(0.2 if remaining is None else min(remaining, 0.2))
+        return True
+
+    def close(self, timeout: float = 120.0) -> None:
+        if self._arrays is not None:  # an episode left open by a failing harness: keep what is there
+            self._arrays.abandon()
+            self._arrays = None
+        if self._pool is not None:
+            self._pool.shutdown(timeout)
+            self._pool = None
+
+    def __enter__(self) -> "Recorder":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+

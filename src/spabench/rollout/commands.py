@@ -1,0 +1,329 @@
+"""`spabench run campaign_dir=DIR bench=... operator=...`: run (or resume) a planned campaign.
+
+Order of things, chosen so that nothing moves before everything it depends on is known good:
+ledger (hash check; attempts left running by a crash become invalid 'interrupted', their partial
+folders kept) -> policy clients (health/metadata) -> bench config -> bench connect -> per trial:
+checklist + ready gate -> home -> policy reset + EMA reset -> rollout -> recorder close -> score ->
+ledger commit. Ctrl-C during a rollout aborts that attempt (invalid 'operator_abort', the arm holds)
+and ends the session; everything is disconnected in `finally`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+from spabench.errors import ConfigError, SpabenchError
+from spabench.operator.base import motion_prefill
+from spabench.operator.checklist import checklist, reference_image
+from spabench.operator.config import OperatorConfig
+from spabench.rollout.controls import StopControl
+from spabench.rollout.types import EpisodeMeta
+
+log = logging.getLogger(__name__)
+
+EXIT_OK, EXIT_CONFIG, EXIT_BENCH, EXIT_INVALID_STREAK, EXIT_SIGINT = 0, 2, 3, 4, 130
+# Faults after which the session stops: the bench can no longer be trusted, or a person said stop.
+STOP_SESSION_REASONS = frozenset({"estop", "bus_error", "camera_lost", "safety_error", "harness_error"})
+MAX_CONSECUTIVE_INVALID = 3
+
+
+def _get(cfg: Any, key: str, default: Any = None) -> Any:
+    try:
+        value = cfg.get(key, default) if hasattr(cfg, "get") else getattr(cfg, key, default)
+    except Exception:
+        value = default
+    return default if value is None else value
+
+
+def _to_container(node: Any) -> Any:
+    try:
+        from omegaconf import DictConfig, OmegaConf
+
+        if isinstance(node, DictConfig):
+            return OmegaConf.to_container(node, resolve=True)
+    except ImportError:  # pragma: no cover
+        pass
+    return node
+
+
+def card_yaml(card: Any) -> str:
+    import yaml
+
+    return yaml.safe_dump(dataclasses.asdict(card), sort_keys=False)
+
+
+def load_cards(names: list[str], cfg: Any) -> dict[str, Any]:
+    """One PolicyCard per card name in the plan; `cfg.policy` (with its overrides) wins for its own name."""
+    from spabench.policy.card import card_from_mapping, load_card
+
+    cards = {}
+    override = _get(cfg, "policy")
+    override_name = _get(override, "name") if override is not None else None
+    for name in names:
+        if override_name == name:
+            cards[name] = card_from_mapping(_to_container(override), source=f"policy={name}")
+        else:
+            cards[name] = load_card(name)
+    return cards
+
+
+def _scene(suite: Any, scene_id: str) -> Any:
+    if suite is None:
+        return None
+    try:
+        return suite.scene(scene_id)
+    except Exception:
+        return None
+
+
+def _load_suite(cfg: Any) -> Any:
+    suite_cfg = _get(cfg, "suite")
+    try:
+        from spabench.paths import resolve
+        from spabench.suite import load_suite  # type: ignore[attr-defined]
+    except ImportError:
+        log.warning("spabench.suite.load_suite is not available: checklists show scene ids only")
+        return None
+    root = _get(suite_cfg, "root", "tasks") if suite_cfg is not None else "tasks"
+    hardware = _get(suite_cfg, "hardware", "hardware") if suite_cfg is not None else "hardware"
+    return load_suite(str(resolve(root)), str(resolve(hardware)))
+
+
+def _open_ledger(campaign_dir: Path):
+    """The campaign's ledger, refused when the suite or campaign config changed since planning.
+
+    A ledger without the planner's config.yaml beside it (built by another tool) opens unchecked."""
+    from spabench.ledger import Ledger
+    from spabench.plan.planner import CONFIG_YAML, open_campaign
+
+    if not (campaign_dir / CONFIG_YAML).is_file() and (campaign_dir / Ledger.FILENAME).is_file():
+        log.warning("%s has no %s: the config hash cannot be checked", campaign_dir, CONFIG_YAML)
+        return Ledger.open(campaign_dir / Ledger.FILENAME)
+    return open_campaign(campaign_dir)
+
+
+class Session:
+    """The resources of one `run`: ledger, clients, brokers, bench, recorder, operator."""
+
+    def __init__(self, cfg: Any, out=None, stdin=None):
+        self.cfg = cfg
+        self.out = out or sys.stdout
+        self.stdin = stdin
+        campaign_dir = _get(cfg, "campaign_dir")
+        if not campaign_dir:
+            raise ConfigError("run: campaign_dir is missing (allowed: a campaign folder written by "
+                              "`spabench plan`, e.g. campaign_dir=episodes/my_campaign)")
+        self.campaign_dir = Path(str(campaign_dir)).expanduser().resolve()
+        self.op_cfg = OperatorConfig.from_mapping(_get(cfg, "operator", {}))
+        self.max_trials = _get(cfg, "max_trials")
+        self.ledger = None
+        self.clients: dict[str, Any] = {}
+        self.brokers: dict[str, Any] = {}
+        self.metadata: dict[str, dict] = {}
+        self.cards: dict[str, Any] = {}
+        self.bench = None
+        self.recorder = None
+        self.operator = None
+        self.controls = StopControl()
+        self.running_attempt: str | None = None
+
+    def say(self, text: str) -> None:
+        print(text, file=self.out, flush=True)
+
+    # ---- start-up, in the order that keeps the arm still until everything is known good --------
+    def open(self) -> bool:
+        from spabench.bench.bench import make_bench
+        from spabench.bench.config import BenchConfig
+        from spabench.policy.broker import ActionBroker
+        from spabench.policy.factory import make_client
+        from spabench.record.recorder import Recorder
+
+        self.ledger = _open_ledger(self.campaign_dir)
+        interrupted = self.ledger.mark_interrupted()
+        for attempt_id in interrupted:
+            self.say(f"attempt {attempt_id} was interrupted (kill or crash): marked invalid, "
+                     "its partial recording is kept; the trial will be re-run")
+        pending = self.ledger.pending_trials()
+        if not pending:
+            self.say(f"campaign {self.campaign_dir}: every trial has a complete attempt")
+            return False
+        bench_cfg = BenchConfig.from_mapping(_get(self.cfg, "bench"))  # a typo fails before anything connects
+        names = list(dict.fromkeys(t.card for t in pending))
+        self.cards = load_cards(names, self.cfg)
+        for name, card in self.cards.items():  # policies first: nothing moves if one is unreachable
+            client = make_client(card)
+            try:
+                self.metadata[name] = dict(client.connect() or {})
+            except Exception:
+                client.close()
+                raise
+            self.clients[name] = client
+            self.brokers[name] = ActionBroker(client, card)
+        self.bench = make_bench(bench_cfg)
+        self.bench.connect()
+        self.recorder = Recorder(self.campaign_dir, self.op_cfg.recorder_config())
+        from spabench.operator.auto import make_operator
+
+        self.operator = make_operator(self.op_cfg, bench=self.bench, stdin=self.stdin, stdout=self.out)
+        self.suite = _load_suite(self.cfg)
+        return True
+
+    def close(self) -> None:
+        if self.bench is not None and self.bench.is_connected:
+            try:
+                self.bench.hold()
+            except Exception as exc:
+                log.warning("hold at shutdown failed: %s", exc)
+        if self.running_attempt is not None and self.ledger is not None:
+            try:
+                self.ledger.finish_attempt(self.running_attempt, "invalid", "abort",
+                                           invalid_reason="operator_abort")
+            except Exception as exc:
+                log.warning("could not close attempt %s: %s", self.running_attempt, exc)
+            self.running_attempt = None
+        if self.recorder is not None:
+            if not self.recorder.wait_idle(self.op_cfg.wait_videos_s):
+                self.say("warning: some videos were still being written at exit; their folders stay .partial")
+            self.recorder.close()
+        for broker in self.brokers.values():
+            broker.stop()
+        for client in self.clients.values():
+            try:
+                client.close()
+            except Exception:
+                pass
+        if self.bench is not None:
+            try:
+                self.bench.disconnect()
+            except Exception as exc:
+                log.warning("bench disconnect failed: %s", exc)
+        if self.operator is not None:
+            self.operator.close()
+        if self.ledger is not None:
+            self.ledger.close()
+
+    # ---- one trial ----------------------------------------------------------------------------
+    def run_trial(self, trial: Any) -> tuple[Any, str | None]:
+        """Returns (result or None when the operator ended the session, attempt_id)."""
+        from spabench.policy.ema import EmaFilter
+        from spabench.rollout.loop import Rollout
+        from spabench.rollout.observers import MotionDetector
+
+        card, broker = self.cards[trial.card], self.brokers[trial.card]
+        scene = _scene(self.suite, trial.scene_id)
+        ref = reference_image(self.ledger, self.campaign_dir, trial.evaluation_id,
+                              self.op_cfg.reference_camera, self.op_cfg.reference_fallback)
+        if ref is None and self.ledger.first_complete_attempt(trial.evaluation_id) is not None:
+            # the reference attempt's videos may still be encoding (e.g. it was the previous trial)
+            self.recorder.wait_idle(30.0)
+            ref = reference_image(self.ledger, self.campaign_dir, trial.evaluation_id,
+                                  self.op_cfg.reference_camera, self.op_cfg.reference_fallback)
+        if scene is not None:
+            text = checklist(scene, self.suite, ref, instruction=trial.instruction)
+        else:
+            text = f"Scene {trial.scene_id} (no scene specification loaded)\nReference image: {ref or 'none yet'}"
+        if not self.operator.wait_scene_ready(trial, scene, text):
+            return None, None
+        self.bench.go_home()
+        n_before = len(self.ledger.attempts_for(trial.trial_id))
+        expected = f"{trial.trial_id}-a{n_before + 1}"  # the ledger's id scheme, so the path is known up front
+        attempt_id = self.ledger.begin_attempt(trial.trial_id, episode_path=f"episodes/{expected}")
+        self.running_attempt = attempt_id
+        rel_path = self.recorder.relative_path(attempt_id)
+        timer_s = self.op_cfg.timer_s or trial.timer_s
+        meta = EpisodeMeta(
+            attempt_id=attempt_id, trial_id=trial.trial_id, campaign=self.ledger.campaign,
+            evaluation_id=trial.evaluation_id, policy=trial.policy, alias=trial.alias, task=trial.task,
+            condition=trial.condition, scene_id=trial.scene_id, instruction=trial.instruction,
+            timer_s=timer_s, control_hz=float(card.control_hz), policy_card_yaml=card_yaml(card),
+            server_metadata=self.metadata.get(trial.card, {}), config_hash=self.ledger.config_hash,
+            calibration_id=str(self.bench.calibration_id), bench_type=self.bench.cfg.type,
+            extra={"operator": self.op_cfg.type, "planned_timer_s": trial.timer_s,
+                   "timer_override": self.op_cfg.timer_s is not None, "cell": trial.cell,
+                   "instruction_variant": trial.instruction_variant, "order": trial.order,
+                   "matched_group": trial.matched_group or ""},
+        )
+        motion = MotionDetector()
+        observers = [self.recorder, motion, *self.operator.observers()]
+        self.controls.clear()
+        rollout = Rollout(self.bench, broker, card, EmaFilter(card.ema_alpha), timer_s, observers,
+                          self.controls, go_home_after=self.op_cfg.go_home_after)
+        with self.operator.during_rollout(self.controls):
+            result = rollout.run(meta, trial.instruction)
+        if result.valid:
+            self.ledger.finish_attempt(attempt_id, "complete", result.stop_reason, episode_path=rel_path)
+        else:
+            self.ledger.finish_attempt(attempt_id, "invalid", result.stop_reason, episode_path=rel_path,
+                                       invalid_reason=result.invalid_reason)
+        self.running_attempt = None
+        self.ledger.log_event(attempt_id, "rollout_summary", {
+            "steps": result.n_steps, "duration_s": round(result.duration_s, 3), "detail": result.detail,
+            "motion_onset": motion.onset, "timer_s": timer_s})
+        if result.valid:
+            prefill = None
+            if self.op_cfg.prefill_from_motion:
+                prefill = motion_prefill(trial.condition, motion.moved, self.operator.rater)
+            if prefill is not None:
+                self.ledger.log_event(attempt_id, "score_prefill", dataclasses.asdict(prefill))
+            score = self.operator.score(trial, result, prefill)
+            if score is not None:
+                self.ledger.record_score(attempt_id, score.rater, score.success, score.failure_mode, score.note)
+        return result, attempt_id
+
+    def loop(self) -> int:
+        done = 0
+        invalid_streak = 0
+        while self.max_trials is None or done < int(self.max_trials):
+            trial = self.ledger.next_trial()
+            if trial is None:
+                self.say("campaign complete: every trial has a complete attempt")
+                break
+            result, attempt_id = self.run_trial(trial)
+            if result is None:
+                self.say("session ended by the operator before the trial started")
+                break
+            done += 1
+            p = self.ledger.progress()
+            status = "complete" if result.valid else f"INVALID ({result.invalid_reason}: {result.detail})"
+            self.say(f"[{p['complete']}/{p['trials']}] {attempt_id}: {result.stop_reason} -> {status}; "
+                     f"{p['invalid_attempts']} invalid so far, {p['unscored']} unscored")
+            if self.controls.sigint_count:
+                self.say("Ctrl-C: attempt aborted, the arm holds; resume with the same command")
+                return EXIT_SIGINT
+            if not result.valid and result.invalid_reason in STOP_SESSION_REASONS:
+                self.say(f"session stopped after {result.invalid_reason}: check the bench, then resume "
+                         "with the same command")
+                return EXIT_BENCH
+            invalid_streak = 0 if result.valid else invalid_streak + 1
+            if invalid_streak >= MAX_CONSECUTIVE_INVALID:
+                self.say(f"{invalid_streak} invalid attempts in a row (last: {result.invalid_reason}); "
+                         "stopping so that the cause can be fixed")
+                return EXIT_INVALID_STREAK
+        return EXIT_OK
+
+
+def run(cfg: Any, out=None, stdin=None) -> int:
+    """Entry point of `spabench run`. Returns the exit code."""
+    session = Session(cfg, out=out, stdin=stdin)
+    code = EXIT_OK
+    try:
+        try:
+            if not session.open():
+                return EXIT_OK
+        except SpabenchError as exc:  # nothing has moved: a config, ledger, policy or bench problem
+            session.say(f"error: {exc}")
+            return EXIT_BENCH if type(exc).__name__ == "BenchFault" else EXIT_CONFIG
+        code = session.loop()
+    except SpabenchError as exc:
+        session.say(f"error: {exc}")
+        code = EXIT_BENCH
+    except KeyboardInterrupt:
+        session.say("Ctrl-C: stopping; the arm holds")
+        code = EXIT_SIGINT
+    finally:
+        session.close()
+    return code

@@ -1,0 +1,273 @@
+"""The control loop of one rollout: bench, policy broker, observers.
+
+Per tick, at `card.control_hz` (perf_counter deadlines; sleep, then a short spin):
+    observe -> observers -> broker.submit_observation -> next action -> EMA (non-gripper)
+    -> bench.act (safety envelope; each clamp an event) -> StepRecord to observers
+until the timer, an operator stop, an abort, an e-stop or a fault. The loop never waits on the
+network (the broker requests chunks on its own thread) nor on files (observers must be cheap).
+
+On any stop the arm holds; then, except after an e-stop, it goes home at bounded speed. Faults
+(server lost, protocol error, bus error, camera lost) make the attempt invalid with the reason:
+invalid attempts are re-run, never counted as policy failures.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from spabench.rollout.assist import _clamp_dict, run_assist
+from spabench.rollout.controls import StopControl
+from spabench.rollout.faults import classify, describe
+from spabench.rollout.types import EpisodeMeta, EpisodeResult, Event, StepRecord
+from spabench.suite.vocabulary import CAMERAS
+
+log = logging.getLogger(__name__)
+
+SPIN_S = 0.0015          # last part of each period is spun, not slept (sleep overshoots ~0.1-1 ms)
+OVERRUN_EVENT_EVERY = 30
+_NAN6 = np.full(6, np.nan)
+
+_STOP_INVALID = {"abort": "operator_abort", "estop": "estop"}
+
+
+def _nan_to_none(x: float | None) -> float:
+    return float("nan") if x is None else float(x)
+
+
+class Rollout:
+    """One autonomous execution from a specified scene.
+
+    bench: spabench.bench Bench (observe/act/hold/go_home); broker: ActionBroker; card: PolicyCard;
+    ema: EmaFilter (identity when the card has no ema_alpha); timer_s: the rollout timer (the
+    trial's); observers: objects with on_episode_start/on_step/on_event/on_episode_end.
+    """
+
+    def __init__(self, bench, broker, card, ema=None, timer_s: float | None = None,
+                 observers: Sequence[Any] = (), controls: StopControl | None = None,
+                 go_home_after: bool = True, clock: Callable[[], float] = time.perf_counter):
+        self.bench, self.broker, self.card = bench, broker, card
+        if ema is None:
+            from spabench.policy.ema import EmaFilter
+
+            ema = EmaFilter(getattr(card, "ema_alpha", None))
+        self.ema = ema
+        self.timer_s = float(timer_s if timer_s is not None else card.timer_s)
+        self.observers = list(observers)
+        self.controls = controls or StopControl()
+        self.go_home_after = go_home_after
+        self.clock = clock
+        self.period = 1.0 / float(card.control_hz)
+        self._t0: float | None = None
+
+    # ---- notifications ------------------------------------------------------------------
+    def _notify(self, hook: str, arg) -> None:
+        for obs in self.observers:
+            fn = getattr(obs, hook, None)
+            if fn is None:
+                continue
+            try:
+                fn(arg)
+            except Exception:  # an observer bug must not leave the arm moving
+                log.exception("observer %r failed in %s", obs, hook)
+                if hook == "on_episode_start":
+                    raise
+
+    def _t(self) -> float:
+        return 0.0 if self._t0 is None else self.clock() - self._t0
+
+    def emit(self, kind: str, detail: dict | None = None) -> None:
+        self._notify("on_event", Event(kind, self._t() if self._t0 is not None else -1.0, dict(detail or {})))
+
+    # ---- the episode --------------------------------------------------------------------
+    def run(self, meta: EpisodeMeta, instruction: str | None = None) -> EpisodeResult:
+        """Run the episode; always returns a result (faults become invalid results)."""
+        instruction = meta.instruction if instruction is None else instruction
+        meta.instruction = instruction
+        meta.timer_s, meta.control_hz = self.timer_s, float(self.card.control_hz)
+        self._t0 = None
+        with self.controls.sigint_aborts():
+            return self._run(meta, instruction)
+
+    def _run(self, meta: EpisodeMeta, instruction: str) -> EpisodeResult:
+        steps, stop, reason, detail = 0, "fault", None, ""
+        started = False
+        try:
+            first = self.bench.observe()
+        except Exception as exc:  # no episode without a first observation
+            return self._fail_before_start(meta, exc)
+        images = getattr(first, "images", {}) or {}
+        if not meta.cameras:
+            meta.cameras = tuple(c for c in CAMERAS if c in images) + tuple(c for c in images if c not in CAMERAS)
+        if not meta.camera_shapes:
+            meta.camera_shapes = {c: tuple(np.asarray(images[c]).shape) for c in meta.cameras if c in images}
+        if not meta.start_time:
+            meta.start_time = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        self._notify("on_episode_start", meta)
+        started = True
+        try:
+            pending = self.controls.pending()
+            if pending is None:
+                run_assist(self.bench, getattr(self.card, "pre_rollout_assist", None) or {},
+                           float(self.card.control_hz), self.emit)
+            # EMA state = measured joints at rollout start (after any assist), reset every rollout.
+            measured = np.asarray(self.bench.observe().state, dtype=float)
+            self.ema.reset(measured)
+            self.emit("ema_reset", {"alpha": getattr(self.ema, "alpha", None), "state": measured.tolist()})
+            self.broker.start_episode(instruction)
+            stop, reason, detail, steps = self._loop()
+        except Exception as exc:  # assist, reset or an unexpected bug: invalid, arm held below
+            where = "policy" if "policy" in type(exc).__module__ or "Policy" in type(exc).__name__ else "bench"
+            stop, reason, detail = "fault", classify(exc, where), describe(exc)
+            if reason == "bus_error" and not _looks_like_bench(exc):
+                reason = "harness_error"
+            log.warning("rollout ended by %s: %s", reason, detail, exc_info=reason == "harness_error")
+            self.emit("fault", {"where": where, "invalid_reason": reason, "error": detail})
+        finally:
+            result = self._finish(stop, reason, detail, steps, started)
+        return result
+
+    def _fail_before_start(self, meta: EpisodeMeta, exc: BaseException) -> EpisodeResult:
+        reason = classify(exc, "bench")
+        self._notify("on_episode_start", meta)
+        self.emit("fault", {"where": "bench", "invalid_reason": reason, "error": describe(exc)})
+        return self._finish("fault", reason, describe(exc), 0, True)
+
+    def _loop(self) -> tuple[str, str | None, str, int]:
+        bench, broker, ema, notify = self.bench, self.broker, self.ema, self._notify
+        period, clock = self.period, self.clock
+        begin = getattr(bench, "begin_episode", None)  # the twin starts its evaluator trace here
+        if callable(begin):
+            begin()
+        self._t0 = t0 = clock()
+        self.emit("timer_started", {"timer_s": self.timer_s, "control_hz": float(self.card.control_hz)})
+        k = 0
+        overruns = 0
+        last_start = t0
+        chunks = getattr(broker, "chunks", {})
+        while True:
+            tick_start = clock()
+            elapsed = tick_start - t0
+            pending = self.controls.pending()
+            if pending is not None:
+                kind, source = pending
+                self.emit("stop_requested", {"kind": kind, "source": source})
+                return kind, _STOP_INVALID.get(kind), f"{kind} by {source}", k
+            if elapsed >= self.timer_s:
+                return "timer", None, "", k
+            try:
+                obs = bench.observe()
+            except Exception as exc:
+                return self._fault("bench", exc, k)
+            try:
+                broker.submit_observation(obs)
+                na = broker.next_action()
+            except Exception as exc:
+                return self._fault("policy", exc, k)
+            raw, executed, chunk_id = _NAN6, _NAN6, -1
+            latency = server_ms = float("nan")
+            if na is not None:
+                raw, chunk_id = np.asarray(na[0], dtype=float)[:6], int(na[1])
+                filtered = ema(raw)
+                try:
+                    result = bench.act(filtered)
+                except Exception as exc:
+                    if _is_non_finite(exc):  # the bench refused and held: an event, not the end
+                        self.emit("safety_error", {"error": describe(exc)})
+                        result = None
+                    else:
+                        return self._fault("bench", exc, k)
+                if result is not None:
+                    executed = np.asarray(getattr(result, "sent", filtered), dtype=float)
+                    for clamp in getattr(result, "clamps", ()) or ():
+                        self.emit("clamp", _clamp_dict(clamp))
+                chunk = chunks.get(chunk_id) if isinstance(chunks, dict) else None
+                if chunk is None:
+                    chunks = getattr(broker, "chunks", {})
+                    chunk = chunks.get(chunk_id) if isinstance(chunks, dict) else None
+                if chunk is not None:
+                    latency, server_ms = float(chunk.rtt_s), _nan_to_none(chunk.server_ms)
+            now = clock()
+            step = StepRecord(index=k, t=tick_start - t0, state=np.asarray(obs.state, dtype=float),
+                              images=obs.images, raw_action=raw, executed_action=executed,
+                              chunk_id=chunk_id, request_latency_s=latency, server_ms=server_ms,
+                              frame_index={}, period_s=(tick_start - last_start) if k else float("nan"),
+                              work_s=now - tick_start)
+            notify("on_step", step)
+            last_start = tick_start
+            k += 1
+            # pacing: absolute deadlines; after an overrun skip ahead instead of bursting
+            deadline = t0 + k * period
+            now = clock()
+            if now > deadline + period:
+                overruns += 1
+                if overruns == 1 or overruns % OVERRUN_EVENT_EVERY == 0:
+                    self.emit("overrun", {"late_s": round(now - deadline, 4), "overruns": overruns})
+                k = int((now - t0) / period) + 1
+                deadline = t0 + k * period
+            remaining = deadline - clock()
+            if remaining > SPIN_S:
+                time.sleep(remaining - SPIN_S)
+            while clock() < deadline:
+                pass
+
+    def _fault(self, where: str, exc: BaseException, k: int) -> tuple[str, str, str, int]:
+        reason = classify(exc, where)
+        if where == "policy" and "protocol error" in str(exc).lower():
+            reason = "protocol_error"
+        self.emit("fault", {"where": where, "invalid_reason": reason, "error": describe(exc)})
+        return "fault", reason, describe(exc), k
+
+    def _finish(self, stop: str, reason: str | None, detail: str, steps: int, started: bool) -> EpisodeResult:
+        duration = self._t()
+        # 1. the arm holds where it is (never leave it moving)
+        try:
+            self.bench.hold()
+            self.emit("hold", {})
+        except Exception as exc:
+            self.emit("hold_failed", {"error": describe(exc)})
+        # 2. home at bounded speed, unless e-stopped (hold only) or the bus is gone
+        if self.go_home_after and stop != "estop" and reason not in ("bus_error",):
+            try:
+                with self.controls.interruptible():
+                    self.bench.go_home()
+                self.emit("went_home", {})
+            except KeyboardInterrupt:  # Ctrl-C while going home: stop there and hold
+                self.emit("go_home_interrupted", {"source": "ctrl-c"})
+                try:
+                    self.bench.hold()
+                except Exception:
+                    pass
+            except Exception as exc:
+                self.emit("go_home_failed", {"error": describe(exc)})
+                try:
+                    self.bench.hold()
+                except Exception:
+                    pass
+        valid = stop in ("timer", "operator_stop")
+        if valid:
+            reason = None
+        elif reason is None:
+            reason = _STOP_INVALID.get(stop, "harness_error")
+        self.emit("episode_end", {"stop_reason": stop, "valid": valid, "invalid_reason": reason,
+                                  "steps": steps, "detail": detail})
+        result = EpisodeResult(stop_reason=stop, valid=valid, invalid_reason=reason, n_steps=steps,
+                               duration_s=duration, detail=detail)
+        if started:
+            self._notify("on_episode_end", result)
+        return result
+
+
+def _is_non_finite(exc: BaseException) -> bool:
+    return type(exc).__name__ == "NonFiniteTarget"
+
+
+def _looks_like_bench(exc: BaseException) -> bool:
+    if hasattr(exc, "component"):
+        return True
+    mod = type(exc).__module__
+    return any(p in mod for p in ("spabench.bench", "lerobot", "serial", "scservo")) or isinstance(
+        exc, (OSError, ConnectionError, TimeoutError))

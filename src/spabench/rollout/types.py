@@ -1,0 +1,122 @@
+"""What the rollout loop tells its observers: episode metadata, one record per tick, events, the result.
+
+Observers (recorder, motion detector, status line) implement any subset of
+`on_episode_start(meta)`, `on_step(step)`, `on_event(event)`, `on_episode_end(result)`; the loop
+never needs to know which observers exist.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+STOP_REASONS: tuple[str, ...] = ("timer", "operator_stop", "abort", "estop", "fault")
+VALID_STOPS: frozenset[str] = frozenset({"timer", "operator_stop"})
+
+# Invalid reasons (an invalid attempt is re-run; it is never a policy failure).
+INVALID_REASONS: tuple[str, ...] = (
+    "operator_abort",
+    "estop",
+    "server_lost",
+    "protocol_error",
+    "bus_error",
+    "camera_lost",
+    "safety_error",
+    "interrupted",
+    "harness_error",
+)
+
+
+@dataclass
+class EpisodeMeta:
+    """Provenance of one attempt; the recorder writes every field as an HDF5 attribute."""
+
+    attempt_id: str
+    trial_id: str = ""
+    campaign: str = ""
+    evaluation_id: str = ""
+    policy: str = ""
+    alias: str = ""
+    task: str = ""
+    condition: str = ""
+    scene_id: str = ""
+    instruction: str = ""
+    timer_s: float = 60.0
+    control_hz: float = 30.0
+    policy_card_yaml: str = ""
+    server_metadata: dict = field(default_factory=dict)
+    config_hash: str = ""
+    calibration_id: str = ""
+    bench_type: str = ""
+    cameras: tuple[str, ...] = ()
+    camera_shapes: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    start_time: str = ""            # ISO 8601, wall clock
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class StepRecord:
+    """One control tick. Actions are NaN when no action was available / nothing was sent."""
+
+    index: int
+    t: float                        # seconds since the timer started
+    state: np.ndarray               # (6,) measured joints, vocabulary.JOINTS order
+    images: dict[str, np.ndarray]
+    raw_action: np.ndarray          # (6,) what the policy asked for
+    executed_action: np.ndarray     # (6,) what was sent after EMA + safety envelope
+    chunk_id: int = -1
+    request_latency_s: float = float("nan")
+    server_ms: float = float("nan")
+    frame_index: dict[str, int] = field(default_factory=dict)
+    period_s: float = float("nan")  # time since the previous tick started
+    work_s: float = float("nan")    # harness time from the tick's start to the command sent (observe..act)
+
+
+@dataclass
+class Event:
+    """Something that happened during an episode (clamp, assist, fault, stop, dropped frame...)."""
+
+    kind: str
+    t: float = field(default_factory=time.monotonic)   # seconds since the timer started (or monotonic before)
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "t": round(float(self.t), 6), **self.detail}
+
+
+@dataclass
+class EpisodeResult:
+    stop_reason: str                # one of STOP_REASONS
+    valid: bool
+    invalid_reason: str | None
+    n_steps: int
+    duration_s: float
+    detail: str = ""                # human-readable cause of a fault
+    motion_onset: int | None = None
+
+
+@runtime_checkable
+class Observer(Protocol):
+    def on_episode_start(self, meta: EpisodeMeta) -> None: ...
+    def on_step(self, step: StepRecord) -> None: ...
+    def on_event(self, event: Event) -> None: ...
+    def on_episode_end(self, result: EpisodeResult) -> None: ...
+
+
+class ObserverBase:
+    """Convenience base: every hook is a no-op."""
+
+    def on_episode_start(self, meta: EpisodeMeta) -> None:
+        pass
+
+    def on_step(self, step: StepRecord) -> None:
+        pass
+
+    def on_event(self, event: Event) -> None:
+        pass
+
+    def on_episode_end(self, result: EpisodeResult) -> None:
+        pass

@@ -1,0 +1,200 @@
+"""Faults during a real run: each ends with the arm holding, the attempt invalid with its reason,
+and nothing recorded lost. Real LeRobot stack on the emulated bus, real openpi server on loopback."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import yaml
+from omegaconf import OmegaConf
+
+from spabench.ledger import Ledger
+from spabench.record.reader import EpisodeReader
+from spabench.rollout.commands import EXIT_BENCH, EXIT_OK, EXIT_SIGINT, Session, run
+from spabench.suite.vocabulary import JOINTS
+from tests.integration.harness import WaveServer, make_campaign, make_cfg, when
+from tests.support.feetech_bus import EmulatedBus
+
+
+def _arm_at_rest(bus: EmulatedBus) -> None:
+    """Goal == present, and no goal is written any more (nothing keeps the arm moving)."""
+    n = len(bus.goal_writes())
+    time.sleep(0.3)
+    assert len(bus.goal_writes()) == n
+    goal = np.array([bus.goal_deg(j) for j in JOINTS])
+    present = np.array([bus.present_deg(j) for j in JOINTS])
+    np.testing.assert_allclose(goal, present, atol=0.2)
+
+
+def _invalid_attempt(campaign, reason):
+    ledger = Ledger.open(campaign / "ledger.sqlite")
+    attempts = ledger.attempts_for("E0000-P1")
+    ledger.close()
+    assert attempts[0].status == "invalid" and attempts[0].invalid_reason == reason, attempts
+    return attempts[0]
+
+
+def _episode_stops_at_fault(campaign, attempt, reason):
+    with EpisodeReader(campaign / attempt.episode_path) as ep:
+        assert ep.complete and not ep.attrs["valid"] and ep.attrs["invalid_reason"] == reason
+        events = ep.events()
+        fault = [e for e in events if e["kind"] == "fault"]
+        assert fault and fault[0]["invalid_reason"] == reason
+        ts = ep.timestamps
+        assert len(ts) > 5 and ts[-1] <= fault[0]["t"]  # nothing executed after the fault
+        return ep.attrs, events
+
+
+def test_server_killed_mid_rollout(tmp_path):
+    campaign = make_campaign(tmp_path)
+    with EmulatedBus() as bus, WaveServer() as server:
+        when(lambda: server.calls >= 4, server.server.stop)
+        cfg = make_cfg(campaign, bus.port, server.port, timer_s=4.0, max_trials=1,
+                       operator={"go_home_after": False})
+        assert run(cfg, out=io.StringIO()) == EXIT_OK
+        _arm_at_rest(bus)
+    attempt = _invalid_attempt(campaign, "server_lost")
+    assert attempt.stop_reason == "fault"
+    _episode_stops_at_fault(campaign, attempt, "server_lost")
+
+
+@pytest.mark.parametrize("fault", ["nan", "shape"])
+def test_bad_reply_is_a_protocol_error(tmp_path, fault):
+    campaign = make_campaign(tmp_path)
+    kw = {"nan_after": 2} if fault == "nan" else {"bad_shape_after": 2}
+    with EmulatedBus() as bus, WaveServer(**kw) as server:
+        cfg = make_cfg(campaign, bus.port, server.port, timer_s=4.0, max_trials=1)
+        assert run(cfg, out=io.StringIO()) == EXIT_OK
+        _arm_at_rest(bus)
+    attempt = _invalid_attempt(campaign, "protocol_error")
+    attrs, events = _episode_stops_at_fault(campaign, attempt, "protocol_error")
+    assert any(e["kind"] == "went_home" for e in events)  # a server fault: home at bounded speed
+
+
+def test_bus_goes_silent(tmp_path):
+    campaign = make_campaign(tmp_path)
+    with EmulatedBus() as bus, WaveServer() as server:
+        when(lambda: server.calls >= 4, bus.go_silent)
+        out = io.StringIO()
+        assert run(make_cfg(campaign, bus.port, server.port, timer_s=4.0), out=out) == EXIT_BENCH
+        assert "bus_error" in out.getvalue()
+        _arm_at_rest(bus)
+    attempt = _invalid_attempt(campaign, "bus_error")
+    attrs, events = _episode_stops_at_fault(campaign, attempt, "bus_error")
+    assert not any(e["kind"] == "went_home" for e in events)  # no motion attempted on a dead bus
+
+
+def test_camera_stops(tmp_path):
+    campaign = make_campaign(tmp_path)
+    with EmulatedBus() as bus, WaveServer() as server:
+        session = Session(make_cfg(campaign, bus.port, server.port, timer_s=4.0), out=io.StringIO())
+        try:
+            assert session.open()
+            when(lambda: server.calls >= 4, session.bench.robot.cameras["left"].stop)
+            assert session.loop() == EXIT_BENCH
+        finally:
+            session.close()
+        _arm_at_rest(bus)
+    attempt = _invalid_attempt(campaign, "camera_lost")
+    attrs, events = _episode_stops_at_fault(campaign, attempt, "camera_lost")
+    fault = next(e for e in events if e["kind"] == "fault")
+    assert "left" in fault["error"]
+
+
+_RUNNER = """
+import sys
+from omegaconf import OmegaConf
+from spabench.rollout.commands import run
+sys.exit(run(OmegaConf.load(sys.argv[1])))
+"""
+
+
+def _start_runner(tmp_path, cfg):
+    path = tmp_path / "cfg.yaml"
+    path.write_text(OmegaConf.to_yaml(cfg))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
+    log = open(tmp_path / "runner.log", "wb")  # a file, not a pipe: a full pipe would block the harness
+    proc = subprocess.Popen([sys.executable, "-c", _RUNNER, str(path)], stdout=log, stderr=subprocess.STDOUT,
+                            env=env, cwd=os.getcwd())
+    proc.log_path = tmp_path / "runner.log"
+    return proc
+
+
+def _output(proc) -> str:
+    return proc.log_path.read_text(errors="replace")
+
+
+def _wait_for_steps(folder, n, proc, timeout=60):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"the harness exited early ({proc.returncode}): {_output(proc)}")
+        try:
+            with EpisodeReader(folder) as ep:
+                if len(ep) >= n:
+                    return
+        except Exception:
+            pass
+        time.sleep(0.2)
+    last = ""
+    try:
+        with EpisodeReader(folder) as ep:
+            last = f"{len(ep)} steps"
+    except Exception as exc:
+        last = repr(exc)
+    raise AssertionError(f"{folder}: fewer than {n} steps recorded in {timeout} s ({last}); "
+                         f"harness output: {_output(proc)[-3000:]}")
+
+
+def test_sigkill_mid_episode_then_resume(tmp_path):
+    campaign = make_campaign(tmp_path)
+    with EmulatedBus() as bus, WaveServer() as server:
+        proc = _start_runner(tmp_path, make_cfg(campaign, bus.port, server.port, timer_s=30.0))
+        partial = campaign / "episodes" / "E0000-P1-a1.partial"
+        try:
+            _wait_for_steps(partial, 40, proc)
+        finally:
+            os.kill(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+        # resume in this process: the killed attempt becomes invalid, the trial is re-run
+        out = io.StringIO()
+        assert run(make_cfg(campaign, bus.port, server.port, timer_s=1.0), out=out) == EXIT_OK
+        assert "E0000-P1-a1 was interrupted" in out.getvalue()
+        _arm_at_rest(bus)
+    ledger = Ledger.open(campaign / "ledger.sqlite")
+    a1, a2 = ledger.attempts_for("E0000-P1")
+    ledger.close()
+    assert (a1.status, a1.invalid_reason, a1.episode_path) == ("invalid", "interrupted", "episodes/E0000-P1-a1")
+    assert a2.status == "complete" and a2.stop_reason == "timer"
+    assert partial.is_dir()  # the interrupted recording is kept, readable
+    with EpisodeReader(campaign / a1.episode_path) as ep:
+        assert ep.partial and not ep.complete and len(ep) >= 40
+        assert np.all(np.isfinite(ep.states))
+    with EpisodeReader(campaign / a2.episode_path) as ep:
+        assert ep.complete and ep.attrs["valid"]
+
+
+def test_ctrl_c_aborts_the_attempt_and_the_session(tmp_path):
+    campaign = make_campaign(tmp_path, n=2)
+    with EmulatedBus() as bus, WaveServer() as server:
+        proc = _start_runner(tmp_path, make_cfg(campaign, bus.port, server.port, timer_s=30.0))
+        _wait_for_steps(campaign / "episodes" / "E0000-P1-a1.partial", 20, proc)
+        os.kill(proc.pid, signal.SIGINT)
+        proc.wait(60)
+        assert proc.returncode == EXIT_SIGINT, _output(proc)
+        _arm_at_rest(bus)
+    attempt = _invalid_attempt(campaign, "operator_abort")
+    assert attempt.stop_reason == "abort"
+    ledger = Ledger.open(campaign / "ledger.sqlite")
+    assert ledger.attempts_for("E0001-P1") == []  # the session ended; the next trial did not start
+    assert ledger.next_trial().trial_id == "E0000-P1"
+    ledger.close()
+    with EpisodeReader(campaign / attempt.episode_path) as ep:
+        assert ep.complete and ep.attrs["invalid_reason"] == "operator_abort"

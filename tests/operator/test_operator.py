@@ -1,0 +1,240 @@
+"""Checklists, reference images, the terminal prompts (stdin fed), keys on a real pty, `score`."""
+
+from __future__ import annotations
+
+import io
+import os
+import pty
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+from omegaconf import OmegaConf
+
+from spabench.errors import ConfigError
+from spabench.ledger import Ledger, TrialRow
+from spabench.operator.auto import AutoOperator, UnattendedOperator, make_operator
+from spabench.operator.base import Score, failure_modes_for, motion_prefill
+from spabench.operator.checklist import checklist, reference_image
+from spabench.operator.commands import score as score_command
+from spabench.operator.config import OperatorConfig
+from spabench.operator.terminal import TerminalOperator
+from spabench.record.recorder import Recorder
+from spabench.rollout.types import EpisodeMeta, EpisodeResult, StepRecord
+from spabench.suite.model import BenchGeometry, Cell, Goal, Instructions, ObjectState, PlacedObject, SceneSpec
+from spabench.suite.vocabulary import FAILURE_MODES
+
+GEOM = BenchGeometry((80, 60), (12, 30), (-10, 18), (20.0, -19.0), 6.5, 7.5, 5.0, {})
+
+
+def _scene():
+    return SceneSpec(
+        scene_id="object_state-ood-001", task="object_state", condition="ood",
+        cell=Cell("upside_down", "white_cup"), withheld=True,
+        objects=(PlacedObject("white_cup_a", 22.0, 5.0, state=ObjectState(lid="closed", pose="upside_down")),
+                 PlacedObject("red_block", 15.5, -3.25, yaw_deg=30.0)),
+        instructions=Instructions("Place the upside-down white cup in the bowl."),
+        goal=Goal("in_bowl", ("white_cup_a",)), targets=("white_cup_a",))
+
+
+class _Suite:
+    """The two Suite members the checklist reads (objects, geometry)."""
+
+    geometry = GEOM
+
+    class _Obj:
+        def __init__(self, name):
+            self.display_name = name
+
+    objects = {"white_cup_a": _Obj("white cup"), "red_block": _Obj("red block")}
+
+    def object(self, object_id):
+        return self.objects[object_id]
+
+
+def test_checklist_names_objects_in_robot_frame():
+    text = checklist(_scene(), _Suite(), "/x/ref.png", instruction="Place it.")
+    assert "white cup (white_cup_a): 22.0 cm forward of the robot base, 5.0 cm to the robot's LEFT" in text
+    assert "upside-down, lid closed" in text
+    assert "red block (red_block): 15.5 cm forward of the robot base, 3.2 cm to the robot's RIGHT" in text
+    assert "turned +30 deg" in text
+    assert "Bowl at its fixed mark: 20.0 cm forward, 19.0 cm to the robot's RIGHT" in text
+    assert "/x/ref.png" in text and '"Place it."' in text
+    no_ref = checklist(_scene(), GEOM, None)
+    assert "none yet" in no_ref and "white_cup_a:" in no_ref  # geometry only: ids, no display names
+
+
+def _trial_rows(n=2):
+    return [TrialRow(trial_id=f"E{i:04d}-P1", evaluation_id=f"E{i:04d}", policy="pol", card="pol", alias="P1",
+                     task="counting" if i else "object_state", condition="no_intervention" if i else "ood",
+                     scene_id=f"s{i}", scene_condition="no_intervention" if i else "ood", matched_group=None,
+                     cell="c|a", withheld=False, instruction="Do it.", instruction_variant="original",
+                     timer_s=60.0, order=i) for i in range(n)]
+
+
+def _record(campaign, attempt_id, moving=True, n=12):
+    with Recorder(campaign) as rec:
+        shape = (16, 20, 3)
+        cams = ("overhead", "middle")
+        rec.on_episode_start(EpisodeMeta(attempt_id=attempt_id, cameras=cams, camera_shapes={c: shape for c in cams}))
+        for i in range(n):
+            state = np.full(6, 3.0 * i if moving else 0.0)
+            img = np.full(shape, 200 if i == 0 else 50, np.uint8)
+            rec.on_step(StepRecord(i, i / 30, state, {"overhead": img, "middle": img}, state, state))
+        rec.on_episode_end(EpisodeResult("timer", True, None, n, n / 30))
+        assert rec.wait_idle(60)
+
+
+def test_reference_image_is_first_overhead_frame_of_first_complete_attempt(tmp_path):
+    ledger = Ledger.create(tmp_path / "ledger.sqlite", _trial_rows(1), "h")
+    assert reference_image(ledger, tmp_path, "E0000") is None
+    a = ledger.begin_attempt("E0000-P1")
+    _record(tmp_path, a)
+    ledger.finish_attempt(a, "complete", "timer", episode_path=f"episodes/{a}")
+    png = reference_image(ledger, tmp_path, "E0000")
+    assert png == tmp_path / "references" / "E0000.png"
+    from PIL import Image
+
+    pixels = np.asarray(Image.open(png))
+    assert pixels.shape == (16, 20, 3) and abs(int(pixels.mean()) - 200) <= 4  # frame 0, not a later one
+    ledger.close()
+
+
+def test_terminal_ready_gate_and_score_prompt():
+    out = io.StringIO()
+    op = TerminalOperator(OperatorConfig(), stdin=io.StringIO("\nwhat\nq\n"), stdout=out)
+    trial = _trial_rows(1)[0]
+    assert op.wait_scene_ready(trial, None, "CHECKLIST") is True
+    assert op.wait_scene_ready(trial, None, "CHECKLIST") is False  # 'what' is re-asked, then q
+    assert "CHECKLIST" in out.getvalue() and "Press Enter" in out.getvalue()
+    modes = failure_modes_for("object_state", "ood")
+    pick = modes.index("grasp_failure") + 1
+    op = TerminalOperator(OperatorConfig(), stdin=io.StringIO(f"x\nn\n99\n{pick}\nslipped\n"), stdout=io.StringIO())
+    s = op.score(trial, EpisodeResult("timer", True, None, 10, 1.0))
+    assert s == Score(False, "grasp_failure", "slipped", "operator", "operator")
+    op = TerminalOperator(OperatorConfig(), stdin=io.StringIO("y\n\n"), stdout=io.StringIO())
+    assert op.score(trial, None).success is True
+    assert TerminalOperator(OperatorConfig(), stdin=io.StringIO(""), stdout=io.StringIO()).score(trial, None) is None
+
+
+def test_failure_modes_follow_the_protocol_restrictions():
+    assert "unnecessary_intervention" not in failure_modes_for("counting", "ood")
+    assert "unnecessary_intervention" in failure_modes_for("counting", "no_intervention")
+    assert "wrong_instance" in failure_modes_for("object_state", "id")
+    assert "wrong_instance" not in failure_modes_for("counting", "id")
+    assert set(failure_modes_for("object_state", "no_intervention")) == set(FAILURE_MODES)
+
+
+def test_motion_prefill_and_enter_accepts_it():
+    assert motion_prefill("ood", True, "r") is None
+    assert motion_prefill("no_intervention", False, "r").success is True
+    moved = motion_prefill("no_movement", True, "r")
+    assert (moved.success, moved.failure_mode) == (False, "unnecessary_intervention")
+    trial = _trial_rows(2)[1]
+    op = TerminalOperator(OperatorConfig(), stdin=io.StringIO("\n\n\n"), stdout=io.StringIO())
+    s = op.score(trial, None, moved)
+    assert (s.success, s.failure_mode, s.source) == (False, "unnecessary_intervention", "operator_confirmed_prefill")
+
+
+def test_operator_config_validation_and_factory():
+    with pytest.raises(ConfigError, match="allowed: terminal, unattended, auto"):
+        OperatorConfig(type="robot")
+    with pytest.raises(ConfigError, match="recorder"):
+        OperatorConfig(recorder={"codec": "h265"})
+    with pytest.raises(ConfigError, match="timer_s"):
+        OperatorConfig(timer_s=-1)
+    assert OperatorConfig(type="auto").rater == "sim_evaluator"
+    assert isinstance(make_operator(OperatorConfig(type="unattended")), UnattendedOperator)
+    assert UnattendedOperator().score(None, None) is None
+
+
+def test_auto_operator_uses_the_sim_evaluator():
+    class Robot:  # the two SimRobot methods the auto operator calls (MuJoCo twin tested in tests/sim)
+        loaded = None
+
+        def load_scene(self, scene):
+            self.loaded = scene
+
+        def evaluate(self, scene):
+            return (False, "wrong_target")
+
+    class B:
+        robot = Robot()
+
+    op = AutoOperator(OperatorConfig(type="auto"), bench=B())
+    scene = _scene()
+    assert op.wait_scene_ready(None, scene, "")
+    assert B.robot.loaded is scene
+    s = op.score(None, None)
+    assert (s.success, s.failure_mode, s.rater) == (False, "wrong_target", "sim_evaluator")
+
+
+_KEYS = textwrap.dedent("""
+    import sys, time
+    from spabench.operator.config import OperatorConfig
+    from spabench.operator.terminal import TerminalOperator
+    from spabench.rollout.controls import StopControl
+    op = TerminalOperator(OperatorConfig(status_line=False))
+    c = StopControl()
+    print("READY", flush=True)
+    with op.during_rollout(c):
+        t = time.time()
+        while c.pending() is None and time.time() - t < 10:
+            time.sleep(0.01)
+    print("GOT", c.pending(), flush=True)
+    print("ANSWER", op.ask("prompt? "), flush=True)
+""")
+
+
+def test_keys_in_cbreak_mode_on_a_pty():
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-c", _KEYS], stdin=slave, stdout=slave, stderr=slave)
+    os.close(slave)
+    buf = b""
+
+    def read_until(token):
+        nonlocal buf
+        deadline = time.time() + 20
+        while token not in buf and time.time() < deadline:
+            try:
+                buf += os.read(master, 1024)
+            except OSError:
+                break
+        return token in buf
+
+    assert read_until(b"READY")
+    time.sleep(0.3)
+    os.write(master, b"a")          # no Enter needed: cbreak mode
+    assert read_until(b"GOT")
+    assert read_until(b"prompt?")
+    os.write(master, b"typed line\n")  # canonical mode is back for prompts
+    assert read_until(b"ANSWER typed line")
+    proc.wait(10)
+    os.close(master)
+    assert b"GOT ('abort', \"key 'a'\")" in buf
+
+
+def test_score_command_scores_unscored_attempts(tmp_path):
+    ledger = Ledger.create(tmp_path / "ledger.sqlite", _trial_rows(2), "h")
+    ids = []
+    for trial_id, moving in (("E0000-P1", True), ("E0001-P1", False)):
+        a = ledger.begin_attempt(trial_id)
+        _record(tmp_path, a, moving=moving)
+        ledger.finish_attempt(a, "complete", "timer", episode_path=f"episodes/{a}")
+        ids.append(a)
+    ledger.close()
+    out = io.StringIO()
+    # first: a failure (mode 1), second (no_intervention, no motion recorded): Enter accepts the pre-fill
+    code = score_command(OmegaConf.create({"campaign_dir": str(tmp_path), "operator": {"type": "terminal"}}),
+                         stdin=io.StringIO("n\n1\nmissed\n\n\n"), stdout=out)
+    assert code == 0
+    ledger = Ledger.open(tmp_path / "ledger.sqlite")
+    assert ledger.unscored_attempts() == []
+    s0, s1 = ledger.scores_for(ids[0])[0], ledger.scores_for(ids[1])[0]
+    assert (s0.success, s0.failure_mode, s0.note) == (False, failure_modes_for("object_state", "ood")[0], "missed")
+    assert s1.success is True and "no motion" in s1.note
+    assert "Pre-filled from motion detection: success" in out.getvalue()
+    ledger.close()

@@ -1,0 +1,165 @@
+"""The rollout loop's stop conditions, EMA, events and hold/home discipline."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from spabench.bench.errors import BenchFault
+from spabench.policy.broker import ActionBroker
+from spabench.rollout.controls import StopControl
+from spabench.rollout.loop import Rollout
+from spabench.rollout.observers import LoopStats, MotionDetector
+from spabench.rollout.types import EpisodeMeta, ObserverBase
+
+from tests.rollout.stubs import ScriptedClient, StubBench
+
+
+class Collect(ObserverBase):
+    def __init__(self):
+        self.meta, self.steps, self.events, self.result = None, [], [], None
+
+    def on_episode_start(self, meta):
+        self.meta = meta
+
+    def on_step(self, step):
+        self.steps.append(step)
+
+    def on_event(self, event):
+        self.events.append(event)
+
+    def on_episode_end(self, result):
+        self.result = result
+
+    def kinds(self):
+        return [e.kind for e in self.events]
+
+
+def _run(card, bench=None, client=None, timer_s=0.3, controls=None, observers=()):
+    bench = bench or StubBench()
+    client = client or ScriptedClient(card)
+    broker = ActionBroker(client, card)
+    col = Collect()
+    try:
+        ro = Rollout(bench, broker, card, timer_s=timer_s, observers=[col, *observers], controls=controls)
+        result = ro.run(EpisodeMeta(attempt_id="x"), "do it")
+    finally:
+        broker.stop()
+    return result, col, bench, client
+
+
+def test_timer_stop_is_valid_and_ema_filters_non_gripper(card):
+    result, col, bench, client = _run(card)
+    assert result.stop_reason == "timer" and result.valid and result.invalid_reason is None
+    assert 10 <= result.n_steps <= 31 and len(col.steps) == result.n_steps
+    assert client.resets == 1
+    acted = [s for s in col.steps if s.chunk_id >= 0]
+    first = acted[0]
+    # EMA state starts at the measured joints (shoulder_pan 0): 0.25 * 10 + 0.75 * 0 = 2.5
+    assert first.raw_action[0] == 10.0
+    assert first.executed_action[0] == pytest.approx(2.5)
+    np.testing.assert_allclose(first.executed_action[5], first.raw_action[5])  # gripper never filtered
+    assert col.meta.cameras == ("wrist", "middle") and col.meta.camera_shapes["wrist"] == (8, 8, 3)
+    assert bench.calls[-2:] == ["hold", "go_home"]
+    assert {"timer_started", "ema_reset", "hold", "went_home", "episode_end"} <= set(col.kinds())
+    assert first.request_latency_s >= 0 and first.server_ms == 1.5
+
+
+def test_clamps_become_events(card):
+    bench = StubBench(max_step=0.5)
+    result, col, *_ = _run(card, bench=bench)
+    clamps = [e for e in col.events if e.kind == "clamp"]
+    assert clamps and clamps[0].detail["joint"] == "shoulder_pan"
+    assert clamps[0].detail["reason"] == "max_relative_target"
+
+
+@pytest.mark.parametrize("kind,valid,reason,homed", [
+    ("operator_stop", True, None, True),
+    ("abort", False, "operator_abort", True),
+    ("estop", False, "estop", False),
+])
+def test_operator_requests(card, kind, valid, reason, homed):
+    controls = StopControl()
+    threading.Timer(0.1, controls.request, args=(kind, "test")).start()
+    result, col, bench, _ = _run(card, timer_s=5.0, controls=controls)
+    assert result.stop_reason == kind and result.valid is valid and result.invalid_reason == reason
+    assert result.duration_s < 2.0
+    assert ("go_home" in bench.calls) is homed and "hold" in bench.calls
+
+
+def test_server_lost_mid_rollout_is_invalid_and_arm_holds(card):
+    client = ScriptedClient(card, fail_after=2)
+    bench = StubBench()
+    result, col, bench, _ = _run(card, bench=bench, client=client, timer_s=5.0)
+    assert not result.valid and result.stop_reason == "fault" and result.invalid_reason == "server_lost"
+    n_acts = bench.calls.index("hold")
+    assert bench.calls[n_acts:] == ["hold", "go_home"]  # no action after the fault
+    assert any(e.kind == "fault" and e.detail["invalid_reason"] == "server_lost" for e in col.events)
+
+
+@pytest.mark.parametrize("component,reason", [("bus", "bus_error"), ("camera:wrist", "camera_lost")])
+def test_bench_faults(card, component, reason):
+    bench = StubBench(fail_observe_at=6, fault=BenchFault("gone", component=component))
+    result, col, bench, _ = _run(card, bench=bench, timer_s=5.0)
+    assert not result.valid and result.invalid_reason == reason
+    assert "hold" in bench.calls
+    assert ("go_home" in bench.calls) is (reason != "bus_error")
+
+
+def test_ctrl_c_aborts_the_episode(card):
+    threading.Timer(0.15, os.kill, args=(os.getpid(), signal.SIGINT)).start()
+    result, col, bench, _ = _run(card, timer_s=5.0)
+    assert result.stop_reason == "abort" and result.invalid_reason == "operator_abort"
+    assert bench.calls[-2:] == ["hold", "go_home"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handler restored
+
+
+def test_pre_rollout_assist_lift_is_recorded_before_the_timer(card):
+    card.pre_rollout_assist = {"type": "lift", "dz_mm": 10.0}
+    result, col, bench, _ = _run(card)
+    kinds = col.kinds()
+    assert kinds.index("pre_rollout_assist") < kinds.index("timer_started")
+    ev = col.events[kinds.index("pre_rollout_assist")]
+    assert ev.detail["dz_mm"] == 10.0 and ev.detail["approximate"] is True
+    assert ev.detail["end_state"][1] == pytest.approx(ev.detail["start_state"][1] + ev.detail["delta_deg"])
+    # the EMA restarts from the lifted pose, not from the pose before the assist
+    ema = col.events[kinds.index("ema_reset")]
+    assert ema.detail["state"][1] == pytest.approx(ev.detail["end_state"][1])
+
+
+def test_motion_detector_and_stats(card):
+    motion, stats = MotionDetector(), LoopStats()
+    result, col, *_ = _run(card, observers=[motion, stats])
+    assert motion.moved is True and result.motion_onset == motion.onset is not None
+    assert stats.steps == result.n_steps and stats.rate_hz == pytest.approx(100.0, rel=0.5)
+
+
+def test_no_motion_when_policy_holds(card):
+    class Still(ScriptedClient):
+        def infer(self, obs, instruction):
+            chunk = super().infer(obs, instruction)
+            chunk.actions[:] = obs.state
+            return chunk
+
+    motion = MotionDetector()
+    result, *_ = _run(card, client=Still(card), observers=[motion])
+    assert result.valid and motion.moved is False and result.motion_onset is None
+
+
+def test_ctrl_c_while_going_home_stops_the_motion(card):
+    class SlowHome(StubBench):
+        def go_home(self):
+            self.calls.append("go_home")
+            threading.Timer(0.05, os.kill, args=(os.getpid(), signal.SIGINT)).start()
+            time.sleep(2.0)  # a blocking motion, interrupted by the Ctrl-C above
+            self.calls.append("home_reached")
+
+    result, col, bench, _ = _run(card, bench=SlowHome(), timer_s=0.1)
+    assert "home_reached" not in bench.calls and bench.calls[-1] == "hold"
+    assert "go_home_interrupted" in col.kinds()
+    assert result.valid and result.stop_reason == "timer"  # the rollout itself had ended validly
