@@ -1,0 +1,114 @@
+"""`spabench demo` (what `make demo` runs): a small campaign on the embedded MuJoCo twin, end to end.
+
+It plans `campaign=demo_twin` into a fresh folder, serves the two scripted stand-in policies (NOT
+VLAs: they read the twin's privileged scene state) over the openpi websocket protocol on loopback,
+runs every trial on `bench=sim` with the auto operator (the sim success evaluator scores), and writes
+the report with the same statistics code a real campaign uses.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from omegaconf import OmegaConf, open_dict
+
+from spabench.errors import ConfigError
+from spabench.paths import repo_root
+
+
+def _with(cfg: Any, **values: Any) -> Any:
+    copy = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    with open_dict(copy):
+        for key, value in values.items():
+            copy[key] = value
+    return copy
+
+
+def _port_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
+def start_stand_ins(cfg: Any) -> list[Any]:
+    """One scripted stand-in server per policy of the campaign, listening on its card's port."""
+    from spabench.policy.card import load_card
+    from spabench.sim.serve import build_server
+
+    servers = []
+    for entry in cfg.campaign.policies:
+        card = load_card(entry.card)
+        mode = str(card.extra.get("mode", "memorising" if "memoris" in card.name else "compositional"))
+        if card.family != "scripted":
+            raise ConfigError(f"demo: policy card '{card.name}' is family '{card.family}'; the demo serves "
+                              "only the scripted stand-ins (allowed: scripted_compositional, scripted_memorising)")
+        if not _port_free(card.host, card.port):
+            raise ConfigError(f"demo: port {card.port} of policy card '{card.name}' is in use; stop what "
+                              f"listens there or set another port in conf/policy/{card.name}.yaml")
+        server_cfg = OmegaConf.create({
+            "mode": mode, "host": card.host, "port": card.port, "seed": int(cfg.seed),
+            "grasp_noise_cm": float(cfg.grasp_noise_cm), "api_key": None,
+            "suite": OmegaConf.to_container(cfg.suite, resolve=True),
+            "policy": {"horizon": card.horizon},
+        })
+        _, server = build_server(server_cfg)
+        server.start()
+        servers.append(server)
+    return servers
+
+
+def _headline(report_dir: Path) -> list[str]:
+    import pandas as pd
+
+    summary = pd.read_csv(report_dir / "summary.csv")
+    rows = summary[(summary.task == "all") & summary.condition.isin(["id", "ood", "direct", "ood_matched"])]
+    lines = []
+    for policy, group in rows.groupby("policy"):
+        parts = [f"{r.condition} {r.successes}/{r.trials} = {100 * r.rate:.0f}% "
+                 f"[{100 * r.wilson_low:.0f}, {100 * r.wilson_high:.0f}]" for r in group.itertuples()]
+        lines.append(f"  {policy}: " + "; ".join(parts))
+    return lines
+
+
+def demo(cfg: Any) -> int:
+    from spabench.analysis.commands import report
+    from spabench.plan.commands import plan
+    from spabench.rollout.commands import run
+
+    base = Path(cfg.out) if cfg.out else repo_root() / "demo-out"
+    run_dir = base / time.strftime("%Y%m%d-%H%M%S")
+    campaign_dir, report_dir = run_dir / "campaign", run_dir / "report"
+    print(f"spabench demo: a {cfg.campaign.name} campaign on the MuJoCo twin with scripted stand-in "
+          "policies (not VLAs)", flush=True)
+    rc = plan(_with(cfg, out=str(campaign_dir)))
+    if rc:
+        return rc
+    servers = start_stand_ins(cfg)
+    try:
+        started = time.monotonic()
+        rc = run(_with(cfg, campaign_dir=str(campaign_dir)))
+        elapsed = time.monotonic() - started
+    finally:
+        for server in servers:
+            server.stop()
+    if rc:
+        print(f"spabench demo: the run stopped with exit code {rc}; resume with "
+              f"`spabench run campaign={campaign_dir} bench=sim operator=auto`")
+        return rc
+    rc = report(_with(cfg, campaign_dir=str(campaign_dir), out=str(report_dir)))
+    if rc:
+        return rc
+    print(f"\nspabench demo finished: campaign ran in {elapsed:.0f} s")
+    print(f"  campaign (ledger, plan, episodes): {campaign_dir}")
+    print(f"  report (report.md, summary.csv, contrasts.csv, figures): {report_dir}")
+    print("  success by condition, all tasks (scripted stand-ins, twin results are not robot results):")
+    for line in _headline(report_dir):
+        print(line)
+    return 0
