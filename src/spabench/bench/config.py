@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from spabench.configtools import plain_container
 from spabench.errors import ConfigError
 from spabench.suite.vocabulary import CAMERAS, GRIPPER, JOINTS
 
@@ -227,13 +228,7 @@ class BenchConfig:
     @classmethod
     def from_mapping(cls, data: Any) -> BenchConfig:
         """Build from a plain dict or an OmegaConf DictConfig (the `bench` group), validating it."""
-        try:
-            from omegaconf import DictConfig, OmegaConf
-
-            if isinstance(data, DictConfig):
-                data = OmegaConf.to_container(data, resolve=True)
-        except ImportError:  # pragma: no cover - omegaconf is a core dependency
-            pass
+        data = plain_container(data)
         if isinstance(data, BenchConfig):
             return data
         if not isinstance(data, Mapping):

@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
+from spabench.configtools import plain_container
 from spabench.errors import ConfigError
 from spabench.suite.vocabulary import CONDITION_COUNTS, CONDITIONS, TASKS
 
@@ -148,13 +149,7 @@ def _policy(campaign: str, index: int, value: Any) -> PolicyEntry:
 def campaign_from_mapping(data: Any) -> CampaignConfig:
     """A CampaignConfig from a plain mapping or an OmegaConf node, rejecting unknown fields."""
     if not isinstance(data, Mapping):
-        try:
-            from omegaconf import DictConfig, OmegaConf
-
-            if isinstance(data, DictConfig):
-                data = OmegaConf.to_container(data, resolve=True)
-        except ImportError:  # pragma: no cover - omegaconf is a core dependency
-            pass
+        data = plain_container(data)
     if isinstance(data, CampaignConfig):
         return data
     if not isinstance(data, Mapping):

@@ -47,6 +47,9 @@ from spabench.policy.wire_common import (
     load_npy,
     npy_bytes,
     positive_int,
+    probe_with_retries,
+    require_cameras,
+    require_protocol,
     server_label,
 )
 from spabench.suite.vocabulary import JOINTS
@@ -134,10 +137,8 @@ class GrootClient(PolicyClient):
     """PolicyClient for a GR00T policy server (`groot` cards)."""
 
     def __init__(self, card: Any) -> None:
-        if card.protocol != "groot":
-            raise ConfigError(f"policy card '{card.name}': GrootClient needs protocol 'groot', not {card.protocol!r}")
-        if not card.cameras:
-            raise ConfigError(f"policy card '{card.name}': field 'cameras' is empty (GR00T needs >= 1 video key)")
+        require_protocol(card, "groot", "GrootClient")
+        require_cameras(card, "GR00T needs >= 1 video key")
         extra = card_extra(card)
         version = str(extra.get("groot_version", "n1.6")).lower()
         if version == "n1.7":
@@ -233,18 +234,8 @@ class GrootClient(PolicyClient):
     # -- PolicyClient ------------------------------------------------------------------------
     def connect(self) -> dict:
         self._closed = False
-        last: Exception | None = None
-        backoff = Backoff()
-        for attempt in range(self.connect_attempts):
-            if attempt:
-                backoff.wait()
-            try:
-                pong = self._call("ping", requires_input=False)
-                break
-            except PolicyFault as exc:
-                last = exc
-        else:
-            raise PolicyFault(f"{self.server}: no answer to 'ping' after {self.connect_attempts} attempt(s): {last}")
+        pong = probe_with_retries(lambda: self._call("ping", requires_input=False), self.connect_attempts,
+                                  f"{self.server}: no answer to 'ping'")
         if not isinstance(pong, Mapping):
             raise ProtocolError(f"{self.server}: reply to 'ping' is {type(pong).__name__}; expected a map")
         modality = self._call("get_modality_config", requires_input=False)

@@ -6,19 +6,27 @@ Any interruption mid-request (timeout, connection loss, Ctrl-C) throws the poole
 away, so a half-read reply can never be read by the next request; the next request reconnects
 after an exponential backoff delay (0 s first, then 0.1 s, 0.2 s, ... capped at 2 s and at half
 the request budget), so a dead server is not hammered.
+
+`HttpPolicyClient` is the client scaffolding both HTTP protocols share (card options common to
+both, API-key header, connect retries, stateless reset, POST timing, close); each protocol's
+module keeps its own endpoints, codec and reply checks.
 """
 
 from __future__ import annotations
 
+import abc
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
+
+import numpy as np
 
 from spabench.errors import ConfigError
-from spabench.policy.wire_common import Backoff
+from spabench.policy.client import ActionChunk, PolicyClient, PolicyFault
+from spabench.policy.wire_common import Backoff, positive_int, probe_with_retries, server_label
 
-__all__ = ["HttpReply", "HttpTransport", "TransportFailure", "base_url"]
+__all__ = ["HttpPolicyClient", "HttpReply", "HttpTransport", "TransportFailure", "base_url"]
 
 _READ_PIECE = 1 << 16
 
@@ -123,6 +131,59 @@ class HttpTransport:
                 # reply, so it must never be reused.
                 self.drop_connections(broken=True)
                 raise
+
+
+class HttpPolicyClient(PolicyClient):
+    """What the MolmoAct2 and VLA-0 clients share; a subclass supplies `_probe` (the liveness
+    request, answering the server's status map) and its own `connect` metadata and `infer` body."""
+
+    def _open_http(self, card: Any, extra: dict[str, Any]) -> None:
+        """Read `extra.connect_attempts` and open the transport (the card's API key, if any, goes
+        in an `Authorization: Api-Key` header). Call after the protocol's own card checks."""
+        self.connect_attempts = positive_int(card, "connect_attempts", extra.get("connect_attempts"), 3)
+        self.server = server_label(card)
+        key = card.api_key() if hasattr(card, "api_key") else None
+        headers = {"Authorization": f"Api-Key {key}"} if key else {}
+        self.url = base_url(card.host, card.port)
+        self.http = HttpTransport(self.url, card.timeout_s, headers)
+        self._chunk_id = 0
+        self.metadata: dict[str, Any] = {}
+
+    @abc.abstractmethod
+    def _probe(self) -> dict:
+        """One liveness request; the server's status map, or PolicyFault."""
+
+    def _probe_until_ready(self, failure: str) -> dict:
+        """`_probe()` with `connect_attempts` tries; PolicyFault "<server>: <failure> after ..."."""
+        return probe_with_retries(self._probe, self.connect_attempts, f"{self.server}: {failure}")
+
+    def reset(self) -> None:
+        """Episode start: the server keeps no episode state, so drop pooled connections (the
+        episode starts on fresh ones) and check it still answers."""
+        self.http.drop_connections()
+        self._probe()
+
+    def _post(self, path: str, body: bytes, error_text: Callable[[bytes], str]) -> tuple[HttpReply, float, float]:
+        """POST `body`; (reply, sent_t, received_t) for a 200 reply, else PolicyFault (the
+        non-200 message quotes the body as `error_text` renders it)."""
+        sent_t = time.monotonic()
+        try:
+            reply = self.http.request("POST", path, body=body)
+        except TransportFailure as exc:
+            raise PolicyFault(f"{self.server}: {exc}") from None
+        received_t = time.monotonic()
+        if reply.status != 200:
+            raise PolicyFault(f"{self.server}: POST {path} answered HTTP {reply.status}: {error_text(reply.body)}")
+        return reply, sent_t, received_t
+
+    def _chunk(self, actions: np.ndarray, sent_t: float, received_t: float,
+               server_ms: float | None = None) -> ActionChunk:
+        self._chunk_id += 1
+        return ActionChunk(actions=actions, chunk_id=self._chunk_id,
+                           sent_t=sent_t, received_t=received_t, rtt_s=received_t - sent_t, server_ms=server_ms)
+
+    def close(self) -> None:
+        self.http.close()
 
 
 def _short(exc: Any, limit: int = 200) -> str:

@@ -43,10 +43,12 @@ from spabench.errors import ConfigError, ProtocolError
 from spabench.policy.adapters import policy_images, state_vector
 from spabench.policy.client import ActionChunk, PolicyClient, PolicyFault
 from spabench.policy.wire_common import (
-    Backoff,
     card_extra,
     check_action_array,
     positive_int,
+    probe_with_retries,
+    require_cameras,
+    require_protocol,
     server_label,
 )
 from spabench.suite.vocabulary import JOINTS
@@ -115,9 +117,7 @@ class LeRobotGrpcClient(PolicyClient):
     """PolicyClient for LeRobot's async-inference PolicyServer (`lerobot_grpc` cards)."""
 
     def __init__(self, card: Any) -> None:
-        if card.protocol != "lerobot_grpc":
-            raise ConfigError(f"policy card '{card.name}': LeRobotGrpcClient needs protocol 'lerobot_grpc', "
-                              f"not {card.protocol!r}")
+        require_protocol(card, "lerobot_grpc", "LeRobotGrpcClient")
         if not is_loopback_host(card.host) and not getattr(card, "allow_remote_pickle", False):
             raise ConfigError(
                 f"policy card '{card.name}': refusing to speak the LeRobot gRPC protocol to non-loopback host "
@@ -125,9 +125,7 @@ class LeRobotGrpcClient(PolicyClient):
                 "on the GPU host, or reach the server through an authenticated tunnel on 127.0.0.1; set "
                 "'allow_remote_pickle: true' only if you accept the hazard"
             )
-        if not card.cameras:
-            raise ConfigError(f"policy card '{card.name}': field 'cameras' is empty (map the policy's image "
-                              "features, e.g. front: middle)")
+        require_cameras(card, "map the policy's image features, e.g. front: middle")
         extra = card_extra(card)
         for key in ("policy_type", "pretrained_name_or_path"):
             if not isinstance(extra.get(key), str) or not extra.get(key):
@@ -204,6 +202,9 @@ class LeRobotGrpcClient(PolicyClient):
             fault.grpc_code = code.name if code else None
             raise fault from None
 
+    def _ready(self) -> None:
+        self._rpc("Ready", self._stub.Ready, self._pb.Empty(), float(self.card.timeout_s))
+
     def _features(self) -> dict:
         from lerobot.utils.feature_utils import hw_to_dataset_features
 
@@ -218,18 +219,7 @@ class LeRobotGrpcClient(PolicyClient):
         with self._lock:
             self._close_channel()
             self._open()
-            last: Exception | None = None
-            backoff = Backoff()
-            for attempt in range(self.connect_attempts):
-                if attempt:
-                    backoff.wait()
-                try:
-                    self._rpc("Ready", self._stub.Ready, self._pb.Empty(), float(self.card.timeout_s))
-                    break
-                except PolicyFault as exc:
-                    last = exc
-            else:
-                raise PolicyFault(f"{self.server}: no answer to Ready after {self.connect_attempts} attempt(s): {last}")
+            probe_with_retries(self._ready, self.connect_attempts, f"{self.server}: no answer to Ready")
             config = RemotePolicyConfig(
                 policy_type=self.policy_type,
                 pretrained_name_or_path=self.pretrained,
@@ -250,7 +240,7 @@ class LeRobotGrpcClient(PolicyClient):
         with self._lock:
             if self._stub is None:
                 raise PolicyFault(f"{self.server}: not connected (connect() not called, or the client was closed)")
-            self._rpc("Ready", self._stub.Ready, self._pb.Empty(), float(self.card.timeout_s))
+            self._ready()
 
     def infer(self, obs: Any, instruction: str) -> ActionChunk:
         from lerobot.async_inference.helpers import TimedObservation

@@ -32,15 +32,15 @@ import numpy as np
 
 from spabench.errors import ConfigError, ProtocolError
 from spabench.policy.adapters import decode_action_chunk, policy_images, state_vector
-from spabench.policy.client import ActionChunk, PolicyClient, PolicyFault
-from spabench.policy.http_transport import HttpTransport, TransportFailure, base_url
+from spabench.policy.client import ActionChunk, PolicyFault
+from spabench.policy.http_transport import HttpPolicyClient, TransportFailure
 from spabench.policy.wire_common import (
-    Backoff,
     card_extra,
     card_key,
     finite_or_none,
     positive_int,
-    server_label,
+    require_cameras,
+    require_protocol,
 )
 
 __all__ = ["MolmoAct2Client", "IMAGE_ENCODINGS", "json_numpy_dumps", "json_numpy_loads", "jpeg_b64"]
@@ -110,15 +110,12 @@ def jpeg_b64(frame: np.ndarray, quality: int = 85) -> str:
 # -- client ----------------------------------------------------------------------------------
 
 
-class MolmoAct2Client(PolicyClient):
+class MolmoAct2Client(HttpPolicyClient):
     """PolicyClient for a MolmoAct2 `/act` server (`molmoact2` cards)."""
 
     def __init__(self, card: Any) -> None:
-        if card.protocol != "molmoact2":
-            raise ConfigError(f"policy card '{card.name}': MolmoAct2Client needs protocol 'molmoact2', "
-                              f"not {card.protocol!r}")
-        if not card.cameras:
-            raise ConfigError(f"policy card '{card.name}': field 'cameras' is empty (MolmoAct2 needs >= 1 camera)")
+        require_protocol(card, "molmoact2", "MolmoAct2Client")
+        require_cameras(card, "MolmoAct2 needs >= 1 camera")
         extra = card_extra(card)
         encoding = extra.get("image_encoding", "json_numpy")
         if encoding not in IMAGE_ENCODINGS:
@@ -141,16 +138,9 @@ class MolmoAct2Client(PolicyClient):
             card, "num_steps", extra.get("num_steps"), 10)
         self.jpeg_keys = {k: str(jpeg_keys.get(k, k)) for k in card.cameras}
         self.jpeg_quality = quality
-        self.connect_attempts = positive_int(card, "connect_attempts", extra.get("connect_attempts"), 3)
         self.state_key = card_key(card, "state_key", "state")
         self.prompt_key = card_key(card, "prompt_key", "instruction")
-        self.server = server_label(card)
-        key = card.api_key() if hasattr(card, "api_key") else None
-        headers = {"Authorization": f"Api-Key {key}"} if key else {}
-        self.url = base_url(card.host, card.port)
-        self.http = HttpTransport(self.url, card.timeout_s, headers)
-        self._chunk_id = 0
-        self.metadata: dict[str, Any] = {}
+        self._open_http(card, extra)
 
     def _status(self) -> dict:
         try:
@@ -164,19 +154,10 @@ class MolmoAct2Client(PolicyClient):
             raise PolicyFault(f"{self.server}: GET /act did not report status 'ok' (got {_snippet(reply.body)})")
         return dict(status)
 
+    _probe = _status
+
     def connect(self) -> dict:
-        last: Exception | None = None
-        backoff = Backoff()
-        for attempt in range(self.connect_attempts):
-            if attempt:
-                backoff.wait()
-            try:
-                status = self._status()
-                break
-            except PolicyFault as exc:
-                last = exc
-        else:
-            raise PolicyFault(f"{self.server}: not ready after {self.connect_attempts} attempt(s): {last}")
+        status = self._probe_until_ready("not ready")
         server_tag = status.get("norm_tag")
         if self.normalization_tag and server_tag and server_tag != self.normalization_tag:
             raise ConfigError(f"policy card '{self.card.name}': field 'extra.normalization_tag' is "
@@ -185,34 +166,16 @@ class MolmoAct2Client(PolicyClient):
                          "image_encoding": self.image_encoding, **status}
         return self.metadata
 
-    def reset(self) -> None:
-        """Episode start: the server keeps no episode state, so drop pooled connections and check
-        it still answers."""
-        self.http.drop_connections()
-        self._status()
-
     def infer(self, obs: Any, instruction: str) -> ActionChunk:
         body = json_numpy_dumps(self._payload(obs, instruction)).encode("utf-8")
-        sent_t = time.monotonic()
-        try:
-            reply = self.http.request("POST", "/act", body=body)
-        except TransportFailure as exc:
-            raise PolicyFault(f"{self.server}: {exc}") from None
-        received_t = time.monotonic()
-        if reply.status != 200:
-            raise PolicyFault(f"{self.server}: POST /act answered HTTP {reply.status}: {_snippet(reply.body)}")
+        reply, sent_t, received_t = self._post("/act", body, _snippet)
         data = json_numpy_loads(reply.body, self.server)
         if not isinstance(data, Mapping) or "actions" not in data:
             raise ProtocolError(f"{self.server}: reply lacks field 'actions'; expected "
                                 f"{{'actions': ({self.card.horizon}, {self.card.action_dim}), 'dt_ms': float}}")
         actions = decode_action_chunk(data["actions"], self.card, "actions")
         server_ms = finite_or_none(data.get("dt_ms"), field="dt_ms", server=self.server)
-        self._chunk_id += 1
-        return ActionChunk(actions=actions, chunk_id=self._chunk_id,
-                           sent_t=sent_t, received_t=received_t, rtt_s=received_t - sent_t, server_ms=server_ms)
-
-    def close(self) -> None:
-        self.http.close()
+        return self._chunk(actions, sent_t, received_t, server_ms)
 
     def _payload(self, obs: Any, instruction: str) -> dict:
         frames = policy_images(obs, self.card)

@@ -16,23 +16,16 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from spabench.errors import ConfigError, ProtocolError
+from spabench.errors import ProtocolError
 from spabench.policy.adapters import decode_action_chunk, policy_images, state_vector
-from spabench.policy.client import ActionChunk, PolicyClient, PolicyFault
-from spabench.policy.http_transport import HttpTransport, TransportFailure, base_url
-from spabench.policy.wire_common import (
-    Backoff,
-    card_extra,
-    npy_bytes,
-    positive_int,
-    server_label,
-)
+from spabench.policy.client import ActionChunk, PolicyFault
+from spabench.policy.http_transport import HttpPolicyClient, TransportFailure
+from spabench.policy.wire_common import card_extra, npy_bytes, require_cameras, require_protocol
 
 __all__ = ["Vla0Client", "npy_b64"]
 
@@ -42,26 +35,16 @@ def npy_b64(frame: Any) -> str:
     return base64.b64encode(npy_bytes(frame)).decode("ascii")
 
 
-class Vla0Client(PolicyClient):
+class Vla0Client(HttpPolicyClient):
     """PolicyClient for a VLA-0 deployment server (`vla0` cards)."""
 
     def __init__(self, card: Any) -> None:
-        if card.protocol != "vla0":
-            raise ConfigError(f"policy card '{card.name}': Vla0Client needs protocol 'vla0', not {card.protocol!r}")
-        if not card.cameras:
-            raise ConfigError(f"policy card '{card.name}': field 'cameras' is empty "
-                              "(VLA-0 takes the frames in order, e.g. wrist then middle)")
+        require_protocol(card, "vla0", "Vla0Client")
+        require_cameras(card, "VLA-0 takes the frames in order, e.g. wrist then middle")
         extra = card_extra(card)
         self.card = card
         self.camera_order = list(card.cameras.values())
-        self.connect_attempts = positive_int(card, "connect_attempts", extra.get("connect_attempts"), 3)
-        self.server = server_label(card)
-        key = card.api_key() if hasattr(card, "api_key") else None
-        headers = {"Authorization": f"Api-Key {key}"} if key else {}
-        self.url = base_url(card.host, card.port)
-        self.http = HttpTransport(self.url, card.timeout_s, headers)
-        self._chunk_id = 0
-        self.metadata: dict[str, Any] = {}
+        self._open_http(card, extra)
 
     def _health(self) -> dict:
         try:
@@ -78,26 +61,12 @@ class Vla0Client(PolicyClient):
                               f"got HTTP {reply.status}: {text!r}")
         return dict(body)
 
+    _probe = _health
+
     def connect(self) -> dict:
-        last: Exception | None = None
-        backoff = Backoff()
-        for attempt in range(self.connect_attempts):
-            if attempt:
-                backoff.wait()
-            try:
-                health = self._health()
-                break
-            except PolicyFault as exc:
-                last = exc
-        else:
-            raise PolicyFault(f"{self.server}: not healthy after {self.connect_attempts} attempt(s): {last}")
+        health = self._probe_until_ready("not healthy")
         self.metadata = {"protocol": "vla0", "url": self.url, "camera_order": self.camera_order, **health}
         return self.metadata
-
-    def reset(self) -> None:
-        """Episode start: VLA-0 keeps no episode state; start on fresh connections, check health."""
-        self.http.drop_connections()
-        self._health()
 
     def infer(self, obs: Any, instruction: str) -> ActionChunk:
         frames = policy_images(obs, self.card)  # in the card's camera order
@@ -107,24 +76,15 @@ class Vla0Client(PolicyClient):
             "instr": str(instruction),
         }
         body = json.dumps(payload).encode("utf-8")
-        sent_t = time.monotonic()
-        try:
-            reply = self.http.request("POST", "/predict_base64", body=body)
-        except TransportFailure as exc:
-            raise PolicyFault(f"{self.server}: {exc}") from None
-        received_t = time.monotonic()
-        if reply.status != 200:
-            text = reply.body.decode("utf-8", errors="replace")[:300]
-            raise PolicyFault(f"{self.server}: POST /predict_base64 answered HTTP {reply.status}: {text}")
+        reply, sent_t, received_t = self._post("/predict_base64", body, _error_text)
         try:
             data = json.loads(reply.body)
         except ValueError as exc:
             raise ProtocolError(f"{self.server}: reply is not JSON ({exc}); expected an array "
                                 f"({self.card.horizon}, {self.card.action_dim})") from None
         actions = decode_action_chunk(data, self.card, "(response body)")
-        self._chunk_id += 1
-        return ActionChunk(actions=actions, chunk_id=self._chunk_id,
-                           sent_t=sent_t, received_t=received_t, rtt_s=received_t - sent_t, server_ms=None)
+        return self._chunk(actions, sent_t, received_t)
 
-    def close(self) -> None:
-        self.http.close()
+
+def _error_text(body: bytes) -> str:
+    return body.decode("utf-8", errors="replace")[:300]

@@ -1,4 +1,5 @@
-"""Pieces the GR00T, MolmoAct2, VLA-0 and LeRobot-gRPC clients share: reply checks, backoff, npy bytes.
+"""Pieces the GR00T, MolmoAct2, VLA-0 and LeRobot-gRPC clients share: card checks, reply checks,
+backoff and connect retries, npy bytes.
 
 The four clients differ in transport and codec but must fail the same way: a reply that is not a
 finite numeric array of the expected shape is a `ProtocolError` naming the reply field and the
@@ -14,11 +15,12 @@ import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import numpy as np
 
 from spabench.errors import ConfigError, ProtocolError
+from spabench.policy.client import PolicyFault
 
 __all__ = [
     "Backoff",
@@ -29,13 +31,30 @@ __all__ = [
     "load_npy",
     "npy_bytes",
     "positive_int",
+    "probe_with_retries",
+    "require_cameras",
+    "require_protocol",
     "server_label",
 ]
+
+T = TypeVar("T")
 
 
 def server_label(card: Any) -> str:
     """'<protocol> server <name> at <host>:<port>' for error messages."""
     return f"{card.protocol} server '{card.name}' at {card.host}:{card.port}"
+
+
+def require_protocol(card: Any, protocol: str, client: str) -> None:
+    """ConfigError unless the card speaks `protocol` (the wire `client` implements)."""
+    if card.protocol != protocol:
+        raise ConfigError(f"policy card '{card.name}': {client} needs protocol '{protocol}', not {card.protocol!r}")
+
+
+def require_cameras(card: Any, hint: str) -> None:
+    """ConfigError when the card maps no cameras; `hint` says what the protocol expects there."""
+    if not card.cameras:
+        raise ConfigError(f"policy card '{card.name}': field 'cameras' is empty ({hint})")
 
 
 def card_extra(card: Any) -> dict[str, Any]:
@@ -146,6 +165,25 @@ class Backoff:
 
     def reset(self) -> None:
         self._next = 0.0
+
+
+def probe_with_retries(probe: Callable[[], T], attempts: int, failure: str) -> T:
+    """`probe()`'s answer, trying up to `attempts` times with `Backoff` pauses between tries.
+
+    Each try that raises PolicyFault is retried; when all fail, one PolicyFault
+    "<failure> after <attempts> attempt(s): <last fault>" (failure starts with the server label).
+    Anything other than a PolicyFault (a ProtocolError, Ctrl-C) ends the retries at once.
+    """
+    last: Exception | None = None
+    backoff = Backoff()
+    for attempt in range(attempts):
+        if attempt:
+            backoff.wait()
+        try:
+            return probe()
+        except PolicyFault as exc:
+            last = exc
+    raise PolicyFault(f"{failure} after {attempts} attempt(s): {last}")
 
 
 def positive_int(card: Any, key: str, value: Any, default: int) -> int:
