@@ -1,0 +1,41 @@
+"""The embedded MuJoCo twin of the Spa-Bench bench (imported only by the sim bench config and tests).
+
+Importing this package registers the LeRobot robot type "spabench_sim" (SimRobotConfig) without
+importing MuJoCo; the heavier parts load on first use:
+
+  SimRobot             spabench.sim.sim_robot      the twin as a LeRobot Robot
+  build_scene          spabench.sim.scene_builder  SceneSpec -> mujoco.MjModel
+  evaluate             spabench.sim.evaluator      success + suggested failure mode from poses
+  privileged_state     spabench.sim.privileged     the privileged payload (schema documented there)
+  make_sim_bench       spabench.sim.bench          a spabench Bench wired to the twin
+  ScriptedPolicy       spabench.sim.scripted       the scripted stand-in policy (not a VLA)
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+
+# Headless rendering: MuJoCo picks its GL backend when it is first imported.
+os.environ.setdefault("MUJOCO_GL", "egl")
+
+from spabench.sim.config_sim_robot import SimCameraConfig, SimRobotConfig  # noqa: E402
+
+_LAZY = {
+    "SimRobot": "spabench.sim.sim_robot",
+    "SimWorld": "spabench.sim.world",
+    "build_scene": "spabench.sim.scene_builder",
+    "compile_scene": "spabench.sim.scene_builder",
+    "evaluate": "spabench.sim.evaluator",
+    "privileged_state": "spabench.sim.privileged",
+    "make_sim_bench": "spabench.sim.bench",
+    "ScriptedPolicy": "spabench.sim.scripted",
+}
+
+__all__ = ["SimCameraConfig", "SimRobotConfig", *_LAZY]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'spabench.sim' has no attribute {name!r}")

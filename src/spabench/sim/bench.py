@@ -1,0 +1,105 @@
+"""The sim bench: spabench's `Bench` wired to the MuJoCo twin (`make_bench` calls make_sim_bench).
+
+Everything a real bench does (envelope, observe/act/hold/go_home) runs unchanged on the twin's
+LeRobot robot; the twin adds the privileged scene state to every Observation
+(`extras["privileged"]`) and scene/episode/evaluation hooks the auto operator uses.
+
+BenchConfig fields used: fps, max_relative_target, cameras (only width/height; `type` and
+`index_or_path` mean nothing to the twin), home_pose (the arm starts there), robot_id.
+`sim:` options (all optional): render_cameras (list; default all configured), shadows (false),
+offsamples (0), tasks_root ("tasks"), hardware_root ("hardware"), robot_xml (null), scene_id
+(null), settle_s (0.25), privileged (true: add extras["privileged"] to observations).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from spabench.bench.bench import Bench
+from spabench.bench.config import BenchConfig
+from spabench.errors import ConfigError
+from spabench.suite.vocabulary import JOINTS
+
+SIM_OPTIONS = ("render_cameras", "shadows", "offsamples", "tasks_root", "hardware_root", "robot_xml",
+               "scene_id", "settle_s", "privileged")
+
+
+class SimBench(Bench):
+    """A Bench whose robot is spabench.sim.SimRobot."""
+
+    kind = "sim"
+
+    def __init__(self, cfg: BenchConfig, *, objects=None, geometry=None, suite=None):
+        super().__init__(cfg)
+        unknown = sorted(set(cfg.sim or {}) - set(SIM_OPTIONS))
+        if unknown:
+            raise ConfigError(f"bench config, field 'sim.{unknown[0]}': unknown sim option "
+                              f"(allowed: {', '.join(SIM_OPTIONS)})")
+        self._world_data = {"objects": objects, "geometry": geometry, "suite": suite}
+        self.with_privileged = bool((cfg.sim or {}).get("privileged", True))
+
+    def robot_config(self):
+        from spabench.sim.config_sim_robot import SimCameraConfig, SimRobotConfig
+
+        sim = dict(self.cfg.sim or {})
+        sim.pop("privileged", None)
+        cams = {name: SimCameraConfig(width=c.width, height=c.height, fps=c.fps)
+                for name, c in self.cfg.cameras.items()}
+        return SimRobotConfig(id=self.cfg.robot_id, fps=self.cfg.fps,
+                              max_relative_target=self.cfg.max_relative_target, cameras=cams,
+                              initial_joints=dict(self.cfg.home_pose), **sim)
+
+    def _make_robot(self):
+        from spabench.sim.sim_robot import SimRobot
+
+        return SimRobot(self.robot_config(), **self._world_data)
+
+    def _read_state(self) -> np.ndarray:
+        return self.robot.world.joint_units()          # no rendering for a joint reading
+
+    def _extras(self, raw: dict) -> dict[str, Any]:
+        return {"privileged": self.robot.privileged_state()} if self.with_privileged else {}
+
+    # ------------------------------------------------------------------ twin hooks
+    def load_scene(self, scene) -> None:
+        """Set up a scene spec (objects at their poses); the arm stays where it is."""
+        self._require_connected()
+        self.robot.load_scene(scene)
+        self._observed_state = None
+
+    def begin_episode(self) -> None:
+        """Start the evaluator's trace now (call when the rollout timer starts)."""
+        self._require_connected()
+        self.robot.begin_episode()
+
+    def privileged_state(self) -> dict:
+        self._require_connected()
+        return self.robot.privileged_state()
+
+    def sim_time(self) -> float:
+        """Simulated seconds: the rollout runs the twin in lockstep on this clock, not the wall's."""
+        return float(self.robot.world.data.time)
+
+    def evaluate(self, scene=None, states=None) -> tuple[bool, str | None]:
+        """(success, suggested failure mode) since begin_episode(); `states` (T, 6) overrides the
+        twin's own joint trajectory (e.g. the recorded one)."""
+        self._require_connected()
+        return self.robot.evaluate(scene, states)
+
+    def evaluation(self, scene=None, states=None):
+        self._require_connected()
+        return self.robot.evaluation(scene, states)
+
+
+def make_sim_bench(cfg: BenchConfig | Any, **world) -> SimBench:
+    """Build (not connect) the sim bench. `world` may inject objects=, geometry=, suite= (tests)."""
+    if not isinstance(cfg, BenchConfig):
+        cfg = BenchConfig.from_mapping(cfg)
+    if cfg.type != "sim":
+        raise ConfigError(f"bench config, field 'type': {cfg.type!r} (make_sim_bench needs 'sim')")
+    missing = [j for j in JOINTS if j not in cfg.home_pose]
+    if missing:
+        raise ConfigError(f"bench config, field 'home_pose': missing {missing}")
+    return SimBench(cfg, **world)
