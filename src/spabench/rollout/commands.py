@@ -250,8 +250,10 @@ class Session:
         motion = MotionDetector()
         observers = [self.recorder, motion, *self.operator.observers()]
         self.controls.clear()
+        sim_time = getattr(self.bench, "sim_time", None)  # the twin runs in lockstep on its own clock
+        timing = {"clock": sim_time, "lockstep": True} if callable(sim_time) else {}
         rollout = Rollout(self.bench, broker, card, EmaFilter(card.ema_alpha), timer_s, observers,
-                          self.controls, go_home_after=self.op_cfg.go_home_after)
+                          self.controls, go_home_after=self.op_cfg.go_home_after, **timing)
         with self.operator.during_rollout(self.controls):
             result = rollout.run(meta, trial.instruction)
         if result.valid:

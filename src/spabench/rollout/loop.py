@@ -48,7 +48,8 @@ class Rollout:
 
     def __init__(self, bench, broker, card, ema=None, timer_s: float | None = None,
                  observers: Sequence[Any] = (), controls: StopControl | None = None,
-                 go_home_after: bool = True, clock: Callable[[], float] = time.perf_counter):
+                 go_home_after: bool = True, clock: Callable[[], float] = time.perf_counter,
+                 lockstep: bool = False):
         self.bench, self.broker, self.card = bench, broker, card
         if ema is None:
             from spabench.policy.ema import EmaFilter
@@ -59,6 +60,10 @@ class Rollout:
         self.observers = list(observers)
         self.controls = controls or StopControl()
         self.go_home_after = go_home_after
+        # Lockstep (the twin only): the clock is the simulator's, which advances one period per act,
+        # so nothing is slept, and an empty queue waits for the chunk in flight (simulated time
+        # stands still while the policy thinks). A real bench never runs in lockstep.
+        self.lockstep = lockstep
         self.clock = clock
         self.period = 1.0 / float(card.control_hz)
         self._t0: float | None = None
@@ -165,6 +170,8 @@ class Rollout:
             try:
                 broker.submit_observation(obs)
                 na = broker.next_action()
+                if na is None and self.lockstep:
+                    na = self._await_chunk()
             except Exception as exc:
                 return self._fault("policy", exc, k)
             raw, executed, chunk_id = _NAN6, _NAN6, -1
@@ -199,6 +206,8 @@ class Rollout:
             notify("on_step", step)
             last_start = tick_start
             k += 1
+            if self.lockstep:
+                continue
             # pacing: absolute deadlines; after an overrun skip ahead instead of bursting
             deadline = t0 + k * period
             now = clock()
@@ -213,6 +222,17 @@ class Rollout:
                 time.sleep(remaining - SPIN_S)
             while clock() < deadline:
                 pass
+
+    def _await_chunk(self):
+        """Lockstep only: wait (wall clock, up to the card's timeout) for the chunk in flight."""
+        broker = self.broker
+        deadline = time.monotonic() + float(getattr(self.card, "timeout_s", 10.0))
+        while getattr(broker, "in_flight", False) and time.monotonic() < deadline:
+            time.sleep(0.0005)
+            na = broker.next_action()
+            if na is not None:
+                return na
+        return broker.next_action()
 
     def _fault(self, where: str, exc: BaseException, k: int) -> tuple[str, str, str, int]:
         reason = classify(exc, where)
