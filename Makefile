@@ -54,8 +54,10 @@ test: install egl
 test-fast: install
 	$(PY) -m pytest -q -m "not slow"
 
+# BENCH_ARGS=--quick for short runs; results land in benchmarks/results/*.json.
+BENCH_ARGS ?=
 bench: install egl
-	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+	@for b in benchmarks/[a-z]*.py; do echo "== $$b"; $(PY) $$b $(BENCH_ARGS) || exit 1; done
 
 clean:
 	rm -rf $(VENV) demo-out .pytest_cache

@@ -65,6 +65,9 @@ class Bench:
     """A LeRobot robot behind the safety envelope. Context manager: connect on enter, disconnect on exit."""
 
     kind = "generic"
+    # A real arm moves in wall-clock time; a simulated one advances one period per act and needs
+    # no sleeping (SimBench sets this False).
+    paced = True
 
     def __init__(self, cfg: BenchConfig):
         if not isinstance(cfg, BenchConfig):
@@ -316,7 +319,7 @@ class Bench:
                                  "Check for an obstacle or a disabled motor.")
             next_tick += period
             delay = next_tick - time.monotonic()
-            if delay > 0:
+            if delay > 0 and self.paced:
                 time.sleep(delay)
             else:
                 next_tick = time.monotonic()

@@ -15,6 +15,7 @@ class Command:
     groups: tuple[str, ...]      # config groups validated before the call
     summary: str
     path_keys: tuple[str, ...] = ()  # top-level keys holding paths relative to the caller's cwd
+    presets: tuple[str, ...] = ()    # overrides applied before the caller's (who may override them)
 
 
 COMMANDS: dict[str, Command] = {
@@ -42,7 +43,8 @@ COMMANDS: dict[str, Command] = {
         Command("serve scripted", "spabench.sim.serve:serve_scripted", (),
                 "serve the twin's scripted stand-in policy (not a VLA): mode=compositional|memorising"),
         Command("demo", "spabench.demo:demo", ("campaign", "bench", "operator", "suite"),
-                "plan, run and report a small campaign on the embedded MuJoCo twin", ("out",)),
+                "plan, run and report a small campaign on the embedded MuJoCo twin", ("out",),
+                presets=("bench=sim_demo", "campaign=demo_twin", "operator=auto")),
     )
 }
 

@@ -76,7 +76,9 @@ def compose(command: Command, overrides: list[str]):
     from spabench.paths import conf_dir
 
     conf = conf_dir()
-    overrides = normalise_overrides(command, overrides, conf)
+    given = {o.partition("=")[0].lstrip("+~") for o in overrides}
+    presets = [p for p in command.presets if p.partition("=")[0] not in given]
+    overrides = normalise_overrides(command, [*presets, *overrides], conf)
     try:
         with initialize_config_dir(config_dir=str(conf), version_base=None):
             cfg = hydra_compose(config_name="config", overrides=overrides)

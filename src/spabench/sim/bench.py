@@ -22,7 +22,7 @@ from spabench.bench.config import BenchConfig
 from spabench.errors import ConfigError
 from spabench.suite.vocabulary import JOINTS
 
-SIM_OPTIONS = ("render_cameras", "shadows", "offsamples", "tasks_root", "hardware_root", "robot_xml",
+SIM_OPTIONS = ("render_cameras", "render_every", "shadows", "offsamples", "tasks_root", "hardware_root", "robot_xml",
                "scene_id", "settle_s", "privileged")
 
 
@@ -30,6 +30,7 @@ class SimBench(Bench):
     """A Bench whose robot is spabench.sim.SimRobot."""
 
     kind = "sim"
+    paced = False
 
     def __init__(self, cfg: BenchConfig, *, objects=None, geometry=None, suite=None):
         super().__init__(cfg)
@@ -73,6 +74,22 @@ class SimBench(Bench):
         """Start the evaluator's trace now (call when the rollout timer starts)."""
         self._require_connected()
         self.robot.begin_episode()
+
+    def end_episode(self) -> None:
+        """Freeze the evaluator's trace (the timer stopped); go_home() does this by itself."""
+        self._require_connected()
+        self.robot.end_episode()
+
+    def sim_time(self) -> float:
+        """The twin's clock (s): advances one control period per act(), so a rollout can run in
+        lockstep with the simulation instead of the wall clock."""
+        return self.robot.sim_time
+
+    def go_home(self, **kwargs):
+        """Homing after an episode is not part of it: the trace is frozen first."""
+        if self._connected and self.robot.is_connected:
+            self.robot.end_episode()
+        return super().go_home(**kwargs)
 
     def privileged_state(self) -> dict:
         self._require_connected()

@@ -54,6 +54,9 @@ class SimRobotConfig(RobotConfig):
     render_cameras: which of them render on each get_observation() (None: all). A camera that is
         configured but not rendered returns its last rendered frame, or a black frame of its
         configured size until it has rendered once.
+    render_every: render the cameras on every n-th get_observation() only (1: every step); the
+        other steps repeat the last frames. Cheap demos use 2-3; the recorded videos then hold
+        repeated frames, which the twin notes say.
     shadows / offsamples: rendering quality (off by default: ~10x cheaper under llvmpipe).
     tasks_root / hardware_root: where the inventory and bench geometry are read (spabench.suite).
     robot_xml: the arm's MJCF (None: hardware/sim/so101.xml).
@@ -66,6 +69,7 @@ class SimRobotConfig(RobotConfig):
     max_relative_target: float | dict[str, float] | None = 10.0
     cameras: dict[str, SimCameraConfig] = field(default_factory=_default_cameras)
     render_cameras: list[str] | None = None
+    render_every: int = 1
     shadows: bool = False
     offsamples: int = 0
     tasks_root: str = "tasks"
@@ -97,6 +101,10 @@ class SimRobotConfig(RobotConfig):
             if bad:
                 raise ConfigError(f"sim robot config, field 'render_cameras': {bad} are not configured "
                                   f"cameras (allowed: {', '.join(self.cameras) or 'none configured'})")
+        if isinstance(self.render_every, bool) or not isinstance(self.render_every, int) \
+                or not 1 <= self.render_every <= 30:
+            raise ConfigError(f"sim robot config, field 'render_every': {self.render_every!r} "
+                              "(allowed: an integer from 1 to 30)")
         if isinstance(self.fps, bool) or not isinstance(self.fps, int) or self.fps <= 0:
             raise ConfigError(f"sim robot config, field 'fps': {self.fps!r} (allowed: a positive integer)")
         mrt = self.max_relative_target

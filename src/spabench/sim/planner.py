@@ -1,12 +1,12 @@
 """Closed-loop pick-and-place motions for the scripted stand-in policy.
 
 Jobs ("object X into the bowl", "X onto table point P", "X beside Y in direction D") become phases
-(approach, descend, close, lift, check, transport, lower, release, retreat, then home). Every call
-returns the next `horizon` joint targets (bench units) from the *measured* state and the privileged
-object poses: phases that need no feedback run on into the next within one chunk; closing, lifting
-(followed by the grasp check) and going home wait for fresh observations, so partly executed
-chunks, slips and failed grasps are handled (a failed grasp is retried from the next-best jaw axis,
-up to `max_attempts` times per job). Jaw axes are chosen so the fingers clear the bowl wall and the
+(approach, descend, close, lift, transport, lower, release, retreat, then home). Every call returns
+the next `horizon` joint targets (bench units): the phases run on into each other within a chunk,
+and every call checks the *measured* state and the privileged object poses, so partly executed
+chunks, slips and failed grasps are handled (an object not in the jaws while carrying is picked up
+again from the next-best jaw axis, up to `max_attempts` times per job, then an alternative object
+when the job has one). Jaw axes are chosen so the fingers clear the bowl wall and the
 neighbouring objects, checked in 3-D with the arm's own kinematics (ArmKinematics).
 """
 
@@ -27,10 +27,11 @@ MIN_GRASP_Z_M = 0.0155     # grasp point never lower: the fixed finger's tip sta
 GRASP_CLEARANCE_M = 0.004  # fixed finger face this far from the object's side
 APERTURE_MARGIN_M = 0.006  # jaw opens this much wider than object + clearance
 ARM_TOL_DEG = 4.0
-# Phases whose successor needs no fresh observation: a chunk runs straight on into the next one.
-# Closing waits until the jaws have stopped on the object, lifting is followed by the grasp check,
-# home/idle by nothing: those wait for feedback.
-CHAINED = frozenset({"approach", "descend", "transport", "lower", "release", "retreat"})
+# Phases a chunk runs straight on from into the next one (open loop); only home/idle wait. The grasp
+# is checked on every call while carrying: an object that is not in the jaws any more is picked
+# up again (a new attempt).
+CHAINED = frozenset({"approach", "descend", "close", "lift", "transport", "lower", "release", "retreat"})
+CARRYING = frozenset({"transport", "lower"})
 SETTLE_STEPS = 3           # hold the end of a descent this many steps before the jaws move
 GRIPPER_TOL = 5.0
 
@@ -88,7 +89,7 @@ class Planner:
 
     def __init__(self, kin: ArmKinematics | None = None, horizon: int = 30, max_step_deg: float = 4.0,
                  grasp_noise_cm: float = 0.0, rng: np.random.Generator | None = None,
-                 max_attempts: int = 3):
+                 max_attempts: int = 2):
         self.kin = kin or ArmKinematics()
         self.horizon = int(horizon)
         self.max_step = float(max_step_deg)
@@ -125,6 +126,13 @@ class Planner:
         if self.home is None:
             self.home = state.copy()
         objects = {o["object_id"]: o for o in privileged.get("objects", [])}
+        if self.phase is not None and self.phase.name in CARRYING and not self._held(state, privileged, objects):
+            self.log.append(f"dropped:{self.job.object_id}")
+            try:
+                self._retry(state, objects)
+            except _NoSolution as exc:
+                self.log.append(f"unreachable:{exc}")
+                self._finish_job(state, objects)
         for _ in range(12):                      # a few instantaneous phase changes per call at most
             if self.phase is None or self._phase_done(state, privileged, objects):
                 self._advance(state, privileged, objects)
@@ -152,8 +160,6 @@ class Planner:
         ph = self.phase
         if ph.name == "idle":
             return bool(self.jobs)
-        if ph.name == "check":
-            return True
         if ph.sent < len(ph.path):
             return False
         end = ph.path[-1]
@@ -183,16 +189,7 @@ class Planner:
             if name == "close":
                 return self._lift(state)
             if name == "lift":
-                return self._check(state, privileged, objects)
-            if name == "check":
-                if ph.info.get("held"):
-                    return self._transport(state, objects)
-                self.attempts += 1
-                if self.attempts >= self.max_attempts:
-                    self.log.append(f"gave_up:{self.job.object_id}")
-                    self._substitute(objects)
-                    return self._finish_job(state, objects)
-                return self._approach(state, objects, open_first=True)
+                return self._transport(state, objects)
             if name == "transport":
                 return self._lower(state)
             if name == "lower":
@@ -487,12 +484,21 @@ class Planner:
                               partial=True)
         self._set("lift", densify(pts, self.max_step))
 
-    def _check(self, state, privileged, objects) -> None:
+    def _held(self, state, privileged, objects) -> bool:
+        """Is the job's object still in the jaws (touching both fingers, or off the table with
+        the jaws not shut on nothing)?"""
         obj = objects.get(self.job.object_id, {})
         holding = (privileged.get("gripper") or {}).get("holding")
-        lifted = obj.get("lift_cm", 0.0) > 2.5
-        held = holding == self.job.object_id or (lifted and float(state[5]) > 1.0)
-        self._set("check", [self._start(state)], held=held)
+        return holding == self.job.object_id or (obj.get("lift_cm", 0.0) > 1.5 and float(state[5]) > 1.0)
+
+    def _retry(self, state, objects) -> None:
+        """The grasp failed or the object slipped out: pick it up again, or give up on it."""
+        self.attempts += 1
+        if self.attempts >= self.max_attempts:
+            self.log.append(f"gave_up:{self.job.object_id}")
+            self._substitute(objects)
+            return self._finish_job(state, objects)
+        return self._approach(state, objects, open_first=True)
 
     def _release_z(self) -> float:
         """Grasp-point height at release: just over the bowl's rim, or just over the table."""

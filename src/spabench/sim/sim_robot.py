@@ -5,8 +5,8 @@ camera; action_features: `<joint>.pos`. send_action takes position targets, boun
 step by max_relative_target (relative to the measured position, as SOFollower does), sets them and
 advances the physics by one control period (1/fps s of sim time); it returns what was sent.
 
-Twin extras (not part of LeRobot's Robot): load_scene(scene), begin_episode(), privileged_state(),
-episode_trace(), evaluate(scene).
+Twin extras (not part of LeRobot's Robot): load_scene(scene), begin_episode(), end_episode(),
+sim_time, privileged_state(), episode_trace(), evaluate(scene), evaluation(scene).
 """
 
 from __future__ import annotations
@@ -61,6 +61,7 @@ class SimRobot(Robot):
         self._rig: CameraRig | None = None
         self._rig_generation = -1
         self._frames: dict[str, np.ndarray] = {}
+        self._since_render = 0
         self._connected = False
         self._reset_trace()
 
@@ -159,8 +160,12 @@ class SimRobot(Robot):
             sizes = {n: (c.width, c.height) for n, c in self.config.cameras.items()}
             self._rig = CameraRig(world.model, sizes)
             self._rig_generation = world.generation
-        for name in self.config.rendered:
-            self._frames[name] = self._rig.render(world.data, name)
+        if self._frames and self._since_render + 1 < self.config.render_every:
+            self._since_render += 1
+        else:
+            self._since_render = 0
+            for name in self.config.rendered:
+                self._frames[name] = self._rig.render(world.data, name)
         out = {}
         for name, cam in self.config.cameras.items():
             frame = self._frames.get(name)
@@ -198,6 +203,7 @@ class SimRobot(Robot):
         world = self._need()
         world.load(scene, settle_s=self.config.settle_s)
         self._frames.clear()
+        self._since_render = 0
         self.begin_episode()
 
     def begin_episode(self) -> None:
@@ -208,12 +214,25 @@ class SimRobot(Robot):
             self._max_z = {o: p[2] for o, p in self._trace_initial.items()}
             self._states.append(self.world.joint_units())
 
+    def end_episode(self) -> None:
+        """Freeze the trace here (the timer stopped): later motion (homing) is not scored."""
+        if self.world is not None and self.world.data is not None and self._frozen is None:
+            self._frozen = self.episode_trace()
+
+    @property
+    def sim_time(self) -> float:
+        """Seconds of simulated time since the scene loaded."""
+        return float(self._need().data.time)
+
     def _reset_trace(self) -> None:
+        self._frozen: EpisodeTrace | None = None
         self._trace_initial: dict[str, np.ndarray] | None = None
         self._max_z: dict[str, float] = {}
         self._states: list[np.ndarray] = []
 
     def _track(self) -> None:
+        if self._frozen is not None:
+            return
         if self._trace_initial is None:
             self.begin_episode()
             return
@@ -229,8 +248,10 @@ class SimRobot(Robot):
         return privileged_state(self._need())
 
     def episode_trace(self) -> EpisodeTrace:
-        """What happened since begin_episode() (or since the scene loaded)."""
+        """What happened since begin_episode() (or since the scene loaded) until end_episode()."""
         world = self._need()
+        if self._frozen is not None:
+            return self._frozen
         if self._trace_initial is None:
             self.begin_episode()
         final = {o: p * 100.0 for o, (p, _) in world.object_poses().items()}
