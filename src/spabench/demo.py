@@ -27,33 +27,30 @@ def _with(cfg: Any, **values: Any) -> Any:
     return copy
 
 
-def _port_free(host: str, port: int) -> bool:
+def _free_port(host: str) -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            sock.bind((host, port))
-        except OSError:
-            return False
-    return True
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
 
 
-def start_stand_ins(cfg: Any) -> list[Any]:
-    """One scripted stand-in server per policy of the campaign, listening on its card's port."""
+def start_stand_ins(cfg: Any) -> tuple[list[Any], dict[str, dict]]:
+    """One scripted stand-in server per policy of the campaign, each on a free loopback port.
+
+    Returns the servers and the per-card port overrides that `run` needs to reach them."""
     from spabench.policy.card import load_card
     from spabench.sim.serve import build_server
 
-    servers = []
+    servers, ports = [], {}
     for entry in cfg.campaign.policies:
         card = load_card(entry.card)
         mode = str(card.extra.get("mode", "memorising" if "memoris" in card.name else "compositional"))
         if card.family != "scripted":
             raise ConfigError(f"demo: policy card '{card.name}' is family '{card.family}'; the demo serves "
                               "only the scripted stand-ins (allowed: scripted_compositional, scripted_memorising)")
-        if not _port_free(card.host, card.port):
-            raise ConfigError(f"demo: port {card.port} of policy card '{card.name}' is in use; stop what "
-                              f"listens there or set another port in conf/policy/{card.name}.yaml")
+        port = _free_port(card.host)
+        ports[card.name] = {"port": port}
         server_cfg = OmegaConf.create({
-            "mode": mode, "host": card.host, "port": card.port, "seed": int(cfg.seed),
+            "mode": mode, "host": card.host, "port": port, "seed": int(cfg.seed),
             "grasp_noise_cm": float(cfg.grasp_noise_cm), "api_key": None,
             "suite": OmegaConf.to_container(cfg.suite, resolve=True),
             "policy": {"horizon": card.horizon},
@@ -61,7 +58,7 @@ def start_stand_ins(cfg: Any) -> list[Any]:
         _, server = build_server(server_cfg)
         server.start()
         servers.append(server)
-    return servers
+    return servers, ports
 
 
 def _headline(report_dir: Path) -> list[str]:
@@ -90,10 +87,10 @@ def demo(cfg: Any) -> int:
     rc = plan(_with(cfg, out=str(campaign_dir)))
     if rc:
         return rc
-    servers = start_stand_ins(cfg)
+    servers, ports = start_stand_ins(cfg)
     try:
         started = time.monotonic()
-        rc = run(_with(cfg, campaign_dir=str(campaign_dir)))
+        rc = run(_with(cfg, campaign_dir=str(campaign_dir), cards=ports))
         elapsed = time.monotonic() - started
     finally:
         for server in servers:

@@ -57,17 +57,27 @@ def card_yaml(card: Any) -> str:
 
 
 def load_cards(names: list[str], cfg: Any) -> dict[str, Any]:
-    """One PolicyCard per card name in the plan; `cfg.policy` (with its overrides) wins for its own name."""
+    """One PolicyCard per card name in the plan; `cfg.policy` (with its overrides) wins for its own
+    name, and `cfg.cards.<name>.<field>=...` overrides single fields of any card (e.g. each policy's
+    GPU host in a multi-policy campaign)."""
     from spabench.policy.card import card_from_mapping, load_card
 
     cards = {}
     override = _get(cfg, "policy")
     override_name = _get(override, "name") if override is not None else None
+    per_card = _to_container(_get(cfg, "cards", {})) or {}
+    unknown = sorted(set(per_card) - set(names))
+    if unknown:
+        raise ConfigError(f"cards: no policy card {unknown[0]!r} in this campaign "
+                          f"(allowed: {', '.join(sorted(names))})")
     for name in names:
         if override_name == name:
-            cards[name] = card_from_mapping(_to_container(override), source=f"policy={name}")
+            card = card_from_mapping(_to_container(override), source=f"policy={name}")
         else:
-            cards[name] = load_card(name)
+            card = load_card(name)
+        if per_card.get(name):
+            card = card_from_mapping({**dataclasses.asdict(card), **per_card[name]}, source=f"cards.{name}")
+        cards[name] = card
     return cards
 
 
