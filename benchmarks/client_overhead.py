@@ -89,6 +89,7 @@ def raw_http(req_bytes: int, rep_bytes: int, n: int) -> list[float]:
 
     class H(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        disable_nagle_algorithm = True
 
         def do_POST(self):
             self.rfile.read(int(self.headers["Content-Length"]))

@@ -7,6 +7,8 @@ the written path, or None when the outcomes hold nothing to plot for it.
 
 from __future__ import annotations
 
+import warnings
+
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -86,7 +88,9 @@ def _bars(ax, groups: Sequence[str], series: Sequence[Series], title: str = "") 
 def _save(figure: Figure, path: Path, ylabel_axes=None) -> Path:
     if ylabel_axes is not None:
         ylabel_axes.set_ylabel("Success rate (%)")
-    figure.tight_layout()
+    with warnings.catch_warnings():  # a crowded figure keeps its default margins; not worth a warning
+        warnings.simplefilter("ignore", UserWarning)
+        figure.tight_layout()
     figure.savefig(path, dpi=120)
     return path
 
