@@ -9,7 +9,7 @@ Measured on a suite scene (five objects by default), each figure the median over
   get_observation + send_action   the robot's whole step as the bench sees it (all five cameras)
 Also the same whole step at 640x480 (the real bench's resolution) for comparison.
 
-    python benchmarks/bench_sim_step.py [--runs 5] [--steps 60] [--scene ID]
+    python benchmarks/bench_sim_step.py [--runs 5] [--steps 60] [--scene ID] [--quick]
 """
 
 from __future__ import annotations
@@ -51,7 +51,10 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--scene", default=None, help="scene id (default: the first 5-object ID scene)")
+    ap.add_argument("--quick", action="store_true", help="2 runs x 20 steps (a smoke run)")
     args = ap.parse_args()
+    if args.quick:
+        args.runs, args.steps = 2, 20
 
     from spabench.paths import repo_root
     from spabench.suite.loader import load_suite

@@ -88,3 +88,24 @@ def test_unknown_sim_option_is_refused(suite):
 
     with pytest.raises(ConfigError, match="sim.colour_mode"):
         make_sim_bench(sim_config(colour_mode="sepia"))
+
+
+def test_lockstep_clock_and_homing_is_not_scored(bench, suite):
+    scene = suite.scenes_for("object_state", "no_intervention")[0]
+    bench.load_scene(scene)
+    bench.begin_episode()
+    t0 = bench.sim_time()
+    for _ in range(15):
+        bench.observe()
+        bench.hold()
+    assert bench.sim_time() - t0 == pytest.approx(15 / bench.fps, rel=1e-6)   # one period per act
+    assert bench.evaluate(scene) == (True, None)           # held still: no motion
+    bench.go_home(speed_deg_s=600.0)                       # already home: the trace is frozen first
+    obs = bench.observe()
+    for _ in range(20):                                    # after the timer: not part of the episode
+        bench.act(obs.state + np.array([0, 0, 0, 0, 0, 30.0]))
+    assert bench.evaluate(scene) == (True, None)
+    bench.begin_episode()                                  # a new episode scores motion again
+    for _ in range(20):
+        bench.act(obs.state)                               # the gripper goes back: motion
+    assert bench.evaluate(scene) == (False, "unnecessary_intervention")

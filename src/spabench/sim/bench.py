@@ -8,11 +8,15 @@ BenchConfig fields used: fps, max_relative_target, cameras (only width/height; `
 `index_or_path` mean nothing to the twin), home_pose (the arm starts there), robot_id.
 `sim:` options (all optional): render_cameras (list; default all configured), shadows (false),
 offsamples (0), tasks_root ("tasks"), hardware_root ("hardware"), robot_xml (null), scene_id
-(null), settle_s (0.25), privileged (true: add extras["privileged"] to observations).
+(null), settle_s (0.25), max_timestep_s (0.002), privileged (true: add extras["privileged"] to observations; built
+lazily, only for the observations a policy request reads).
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -23,7 +27,34 @@ from spabench.errors import ConfigError
 from spabench.suite.vocabulary import JOINTS
 
 SIM_OPTIONS = ("render_cameras", "render_every", "shadows", "offsamples", "tasks_root", "hardware_root", "robot_xml",
-               "scene_id", "settle_s", "privileged")
+               "scene_id", "settle_s", "max_timestep_s", "privileged")
+
+
+class LazyExtras(Mapping):
+    """Observation extras whose values are built on first access (then kept): the privileged
+    payload costs about a millisecond to build but is read only when an observation becomes a
+    policy request. Each value is a function of a snapshot taken at observation time, so building it
+    later (in the policy client's thread) sees the same instant."""
+
+    def __init__(self, builders: dict[str, Callable[[], Any]]):
+        self._builders = dict(builders)
+        self._values: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def __getitem__(self, key: str) -> Any:
+        with self._lock:
+            if key not in self._values:
+                self._values[key] = self._builders[key]()
+            return self._values[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._builders)
+
+    def __len__(self) -> int:
+        return len(self._builders)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._builders
 
 
 class SimBench(Bench):
@@ -60,8 +91,12 @@ class SimBench(Bench):
     def _read_state(self) -> np.ndarray:
         return self.robot.world.joint_units()          # no rendering for a joint reading
 
-    def _extras(self, raw: dict) -> dict[str, Any]:
-        return {"privileged": self.robot.privileged_state()} if self.with_privileged else {}
+    def _extras(self, raw: dict) -> Mapping[str, Any]:
+        if not self.with_privileged:
+            return {}
+        from spabench.sim.privileged import payload_of
+
+        return LazyExtras({"privileged": partial(payload_of, self.robot.privileged_snapshot())})
 
     # ------------------------------------------------------------------ twin hooks
     def load_scene(self, scene) -> None:
@@ -94,10 +129,6 @@ class SimBench(Bench):
     def privileged_state(self) -> dict:
         self._require_connected()
         return self.robot.privileged_state()
-
-    def sim_time(self) -> float:
-        """Simulated seconds: the rollout runs the twin in lockstep on this clock, not the wall's."""
-        return float(self.robot.world.data.time)
 
     def evaluate(self, scene=None, states=None) -> tuple[bool, str | None]:
         """(success, suggested failure mode) since begin_episode(); `states` (T, 6) overrides the

@@ -27,6 +27,10 @@ MIN_GRASP_Z_M = 0.0155     # grasp point never lower: the fixed finger's tip sta
 GRASP_CLEARANCE_M = 0.004  # fixed finger face this far from the object's side
 APERTURE_MARGIN_M = 0.006  # jaw opens this much wider than object + clearance
 ARM_TOL_DEG = 4.0
+# Per control step (30 Hz): arm joints up to 6 deg (180 deg/s, within the STS3215's no-load speed;
+# descents and lowering at 0.6 of it), jaws 6 gripper units while closing on or releasing an object
+MAX_STEP_DEG = 6.0
+GRIPPER_STEP = 6.0
 # Phases a chunk runs straight on from into the next one (open loop); only home/idle wait. The grasp
 # is checked on every call while carrying: an object that is not in the jaws any more is picked
 # up again (a new attempt).
@@ -87,7 +91,7 @@ def _quat_mat(quat) -> np.ndarray:
 class Planner:
     """Turns jobs into joint-target chunks, one call per policy request."""
 
-    def __init__(self, kin: ArmKinematics | None = None, horizon: int = 30, max_step_deg: float = 4.0,
+    def __init__(self, kin: ArmKinematics | None = None, horizon: int = 30, max_step_deg: float = MAX_STEP_DEG,
                  grasp_noise_cm: float = 0.0, rng: np.random.Generator | None = None,
                  max_attempts: int = 2):
         self.kin = kin or ArmKinematics()
@@ -472,7 +476,7 @@ class Planner:
         start = self._start(state)
         closed = start.copy()
         closed[5] = 0.0
-        path = densify([start, closed], self.max_step, gripper_step=4.0)
+        path = densify([start, closed], self.max_step, gripper_step=GRIPPER_STEP)
         path += [closed] * 8
         self._set("close", path)
 
@@ -612,7 +616,7 @@ class Planner:
         start = self._start(state)
         opened = start.copy()
         opened[5] = self._grasp["opening"]
-        self._set("release", densify([start, opened], self.max_step, gripper_step=4.0) + [opened] * 6)
+        self._set("release", densify([start, opened], self.max_step, gripper_step=GRIPPER_STEP) + [opened] * 6)
 
     def _retreat(self, state) -> None:
         c = self._carry

@@ -25,6 +25,9 @@ Schema "spabench.sim.privileged/1":
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import mujoco
 import numpy as np
 
@@ -47,14 +50,42 @@ def _round(values, nd: int = 3) -> list[float]:
     return [round(float(v), nd) for v in values]
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """Copies of what the payload is built from, taken in microseconds at one instant; the payload
+    itself (dicts and rounding, most of the cost) is built from it later, and only when asked for,
+    possibly in another thread while the physics runs on."""
+
+    t_sim_s: float
+    built: Any
+    poses: dict
+    initial: dict
+    contacts: dict
+    tcp: np.ndarray
+    rot: np.ndarray
+    geometry: Any
+
+
+def snapshot(world: SimWorld) -> Snapshot:
+    poses = world.object_poses()
+    tcp, rot = world.tcp_pose()
+    return Snapshot(float(world.data.time), world.built, poses, getattr(world, "initial_poses", poses),
+                    world.gripper_contacts(), tcp, rot, world.geometry)
+
+
 def privileged_state(world: SimWorld) -> dict:
     """The privileged payload (schema above) for the world's current state."""
-    built = world.built
+    return payload_of(snapshot(world))
+
+
+def payload_of(snap: Snapshot) -> dict:
+    """The privileged payload (schema above) of a snapshot."""
+    built = snap.built
     scene = built.scene if built else None
-    poses = world.object_poses()
-    contacts = world.gripper_contacts()
+    poses = snap.poses
+    contacts = snap.contacts
     holding = sorted(set(contacts["fixed"]) & set(contacts["moving"]))
-    initial = getattr(world, "initial_poses", poses)
+    initial = snap.initial
     objects = []
     for placed in (scene.objects if scene is not None else ()):
         oid = placed.object_id
@@ -75,7 +106,7 @@ def privileged_state(world: SimWorld) -> dict:
             "pos_cm": _round(pos_cm),
             "quat_wxyz": _round(quat, 5),
             "yaw_deg": round(yaw_deg_of(quat), 2),
-            "in_bowl": bool(in_bowl(pos_cm, world.geometry)) and oid not in holding,
+            "in_bowl": bool(in_bowl(pos_cm, snap.geometry)) and oid not in holding,
             "lift_cm": round(float(pos_cm[2] - initial[oid][0][2] * 100.0), 3),
             "twin_dims_cm": _round(np.asarray(shape.dims_m) * 100.0),
             "grasp": {"offset_cm": _round(np.asarray(shape.grasp_offset_m) * 100.0),
@@ -84,11 +115,11 @@ def privileged_state(world: SimWorld) -> dict:
                       "width_cm": round(shape.grasp_width_m * 100.0, 3),
                       "symmetric": bool(shape.symmetric)},
         })
-    tcp, rot = world.tcp_pose()
-    g = world.geometry
+    tcp, rot = snap.tcp, snap.rot
+    g = snap.geometry
     payload = {
         "schema": SCHEMA,
-        "t_sim_s": round(float(world.data.time), 4),
+        "t_sim_s": round(snap.t_sim_s, 4),
         "scene": None,
         "objects": objects,
         "bowl": {"pos_cm": [float(g.bowl_xy_cm[0]), float(g.bowl_xy_cm[1]), 0.0],

@@ -24,7 +24,7 @@ from spabench.suite.model import BenchGeometry, ObjectSpec, SceneSpec
 from spabench.suite.vocabulary import JOINTS
 from spabench.sim.config_sim_robot import DEFAULT_SIM_HOME, SimRobotConfig
 from spabench.sim.evaluator import EpisodeTrace, Evaluation, evaluate
-from spabench.sim.privileged import privileged_state
+from spabench.sim.privileged import Snapshot, privileged_state, snapshot
 from spabench.sim.render import CameraRig
 from spabench.sim.scene_builder import SceneOptions
 from spabench.sim.world import SimError, SimWorld
@@ -96,7 +96,7 @@ class SimRobot(Robot):
             self._geometry = self._geometry or geometry
             self._suite = self._suite or suite
         options = SceneOptions(robot_xml=self.config.robot_xml, fps=self.config.fps,
-                               shadows=self.config.shadows, offsamples=self.config.offsamples,
+                               max_timestep_s=float(self.config.max_timestep_s), shadows=self.config.shadows, offsamples=self.config.offsamples,
                                offscreen_size=self._offscreen_size())
         self.world = SimWorld(self._objects, self._geometry, options)
         home = self.config.initial_joints or DEFAULT_SIM_HOME
@@ -246,6 +246,10 @@ class SimRobot(Robot):
     def privileged_state(self) -> dict:
         """The privileged scene state (spabench.sim.privileged schema)."""
         return privileged_state(self._need())
+
+    def privileged_snapshot(self) -> Snapshot:
+        """What privileged_state() is built from, copied now (cheap); privileged.payload_of() builds it."""
+        return snapshot(self._need())
 
     def episode_trace(self) -> EpisodeTrace:
         """What happened since begin_episode() (or since the scene loaded) until end_episode()."""
