@@ -106,7 +106,7 @@ def test_camera_names_must_be_the_protocols_five():
 def test_camera_fields():
     with pytest.raises(ConfigError, match=r"cameras\.wrist\.fps"):
         cfg(cameras=cams(wrist={"type": "opencv", "index_or_path": 0, "fps": 0}))
-    with pytest.raises(ConfigError, match=r"cameras\.wrist\.type.*allowed: opencv, spabench_replay, zmq"):
+    with pytest.raises(ConfigError, match=r"cameras\.wrist\.type.*allowed: opencv, intelrealsense, spabench_replay, zmq"):
         cfg(cameras=cams(wrist={"type": "usb", "index_or_path": 0}))
     with pytest.raises(ConfigError, match=r"cameras\.left\.index_or_path.*pattern"):
         cfg(cameras=cams(left={"type": "spabench_replay", "index_or_path": "clip.avi"}))
@@ -147,3 +147,17 @@ def test_omegaconf_nan_override_is_rejected():
         ["max_relative_target=.nan"]))
     with pytest.raises(ConfigError, match="max_relative_target"):
         OmegaConf.to_object(merged)
+
+
+def test_realsense_camera_spec_becomes_lerobots_realsense_config():
+    """RealSense cameras are built as LeRobot's own config (pyrealsense2 is only needed to connect)."""
+    from spabench.bench.config import CameraSpec
+    from spabench.bench.so101 import camera_config
+
+    spec = CameraSpec(type="intelrealsense", index_or_path="123456789", width=640, height=480, fps=30)
+    spec.validate("overhead")
+    config = camera_config("overhead", spec)
+    assert type(config).__name__ == "RealSenseCameraConfig"
+    assert (config.serial_number_or_name, config.width, config.height, config.fps) == ("123456789", 640, 480, 30)
+    with pytest.raises(ConfigError, match="serial number"):
+        CameraSpec(type="intelrealsense", index_or_path="").validate("overhead")

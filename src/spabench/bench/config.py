@@ -17,7 +17,7 @@ from spabench.errors import ConfigError
 from spabench.suite.vocabulary import CAMERAS, GRIPPER, JOINTS
 
 BENCH_TYPES: tuple[str, ...] = ("so101", "sim")
-CAMERA_TYPES: tuple[str, ...] = ("opencv", "spabench_replay", "zmq")
+CAMERA_TYPES: tuple[str, ...] = ("opencv", "intelrealsense", "spabench_replay", "zmq")
 
 # Physical range a joint value can take at all (one encoder turn; the gripper is a percentage).
 BODY_RANGE_DEG: tuple[float, float] = (-180.0, 180.0)
@@ -67,7 +67,9 @@ class CameraSpec:
     type: "opencv" (index_or_path: device index like 0 or a path like /dev/video2),
           "spabench_replay" (index_or_path: an .mp4/.npz file to replay, or "pattern" for a
           synthetic test pattern with the frame counter encoded in it), or "zmq" (LeRobot's ZMQ
-          camera; put server_address/port/camera_name in extra).
+          camera; put server_address/port/camera_name in extra), or "intelrealsense" (LeRobot's
+          RealSense camera, colour stream only; index_or_path: the serial number or name; needs
+          `pip install pyrealsense2` on the bench computer).
     extra: further keyword arguments for the LeRobot camera config (fourcc, rotation, warmup_s,...).
     """
 
@@ -90,6 +92,9 @@ class CameraSpec:
         if self.type == "opencv" and not isinstance(self.index_or_path, (int, str)):
             raise ConfigError(f"{_where(where + '.index_or_path')}: {self.index_or_path!r} "
                               "(allowed: a device index like 0 or a path like /dev/video2)")
+        if self.type == "intelrealsense" and not str(self.index_or_path or "").strip():
+            raise ConfigError(f"{_where(where + '.index_or_path')}: {self.index_or_path!r} "
+                              "(allowed: the RealSense serial number or name, see `lerobot-find-cameras realsense`)")
         if self.type == "spabench_replay":
             if not isinstance(self.index_or_path, str) or not (
                 self.index_or_path == "pattern" or self.index_or_path.endswith((".mp4", ".npz"))

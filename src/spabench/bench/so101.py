@@ -77,7 +77,7 @@ def load_calibration_file(path: Path, cfg: BenchConfig) -> dict[str, dict[str, i
 
 
 def camera_configs(cfg: BenchConfig) -> dict[str, Any]:
-    """BenchConfig camera specs -> LeRobot CameraConfig objects (opencv, zmq or spabench_replay)."""
+    """BenchConfig camera specs -> LeRobot CameraConfig objects (opencv, intelrealsense, zmq, spabench_replay)."""
     return {name: camera_config(name, spec) for name, spec in cfg.cameras.items()}
 
 
@@ -113,7 +113,13 @@ def camera_config(name: str, spec: CameraSpec):
             extra["port"] = int(port)
         extra.setdefault("camera_name", name)
         return ZMQCameraConfig(fps=spec.fps, width=spec.width, height=spec.height, **extra)
-    raise SafetyError(f"camera '{name}': unknown type {spec.type!r} (allowed: opencv, spabench_replay, zmq)")
+    if spec.type == "intelrealsense":
+        from lerobot.cameras.realsense import RealSenseCameraConfig
+
+        return RealSenseCameraConfig(serial_number_or_name=str(spec.index_or_path), fps=spec.fps,
+                                     width=spec.width, height=spec.height, **extra)
+    raise SafetyError(f"camera '{name}': unknown type {spec.type!r} "
+                      "(allowed: opencv, intelrealsense, spabench_replay, zmq)")
 
 
 class SO101Bench(Bench):
