@@ -136,6 +136,8 @@ def main(argv: list[str] | None = None) -> int:
         print(_usage())
         return 0
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    for chatty in ("websockets", "httpx", "urllib3"):  # per-connection chatter hides the progress lines
+        logging.getLogger(chatty).setLevel(logging.WARNING)
     try:
         command, overrides = split_command(argv)
         if any(a in ("-h", "--help") for a in overrides):

@@ -104,7 +104,7 @@ class ScriptedPolicy:
         self.planner.set_jobs(self._jobs(self.decision))
         self.episode_key = key
         self.episodes += 1
-        log.info("scripted %s: %r -> %s %s (%s)", self.mode, prompt, self.decision.action,
+        log.debug("scripted %s: %r -> %s %s (%s)", self.mode, prompt, self.decision.action,
                  list(self.decision.targets), self.decision.reason)
 
     @staticmethod
