@@ -7,6 +7,7 @@ the written path, or None when the outcomes hold nothing to plot for it.
 
 from __future__ import annotations
 
+import textwrap
 import warnings
 
 from collections.abc import Sequence
@@ -74,7 +75,7 @@ def _bars(ax, groups: Sequence[str], series: Sequence[Series], title: str = "") 
         yerr = np.clip([rate - low, high - rate], 0, None)  # float noise at 0% / 100%
         ax.errorbar(x + offset, rate, yerr=yerr, fmt="none", ecolor="#222222",
                     elinewidth=0.9, capsize=2.5)
-    ax.set_xticks(x, list(groups), fontsize=8)
+    ax.set_xticks(x, [textwrap.fill(str(g), 12) for g in groups], fontsize=8)  # long labels wrap
     ax.set_ylim(0, 105)
     ax.set_yticks(range(0, 101, 20))
     ax.yaxis.grid(True, color="#E5E5E5", linewidth=0.7)
