@@ -12,11 +12,12 @@ __all__ = ["plain_container"]
 
 
 def plain_container(data: Any) -> Any:
-    """An OmegaConf DictConfig as plain containers (interpolations resolved); anything else as is."""
+    """An OmegaConf DictConfig or ListConfig as plain containers (interpolations resolved);
+    anything else as is."""
     try:
-        from omegaconf import DictConfig, OmegaConf
+        from omegaconf import DictConfig, ListConfig, OmegaConf
 
-        if isinstance(data, DictConfig):
+        if isinstance(data, (DictConfig, ListConfig)):
             return OmegaConf.to_container(data, resolve=True)
     except ImportError:  # pragma: no cover - omegaconf is a core dependency
         pass

@@ -4,22 +4,15 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
 
 import numpy as np
 
+from spabench.bench.bench import Observation
 from spabench.policy.card import PolicyCard
 from spabench.serve.openpi_server import OpenPiServer
 
 
-@dataclass
-class Obs:
-    """The fields of spabench.bench.Observation the policy side reads."""
-
-    t: float
-    state: np.ndarray
-    images: dict
-    extras: dict = field(default_factory=dict)
+Obs = Observation  # the real record the bench hands the policy side
 
 
 def make_obs(marker: float = 1.0, height: int = 480, width: int = 640) -> Obs:

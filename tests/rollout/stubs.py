@@ -9,21 +9,17 @@ on loopback) is exercised end to end in tests/integration.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
+from spabench.bench.bench import Observation
 from spabench.bench.errors import BenchFault
 from spabench.bench.safety import Clamp
 from spabench.policy.client import ActionChunk, PolicyClient, PolicyFault
 
 
-@dataclass
-class Obs:
-    t: float
-    state: np.ndarray
-    images: dict
-    extras: dict = field(default_factory=dict)
+Obs = Observation  # the real record the bench hands the rollout loop
 
 
 @dataclass

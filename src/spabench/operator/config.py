@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from spabench.configtools import plain_container
 from spabench.errors import ConfigError
 
 OPERATOR_TYPES: tuple[str, ...] = ("terminal", "unattended", "auto")
@@ -72,14 +73,7 @@ class OperatorConfig:
     def from_mapping(cls, data: Any) -> "OperatorConfig":
         if isinstance(data, OperatorConfig):
             return data
-        try:
-            from omegaconf import DictConfig, OmegaConf
-
-            if isinstance(data, DictConfig):
-                data = OmegaConf.to_container(data, resolve=True)
-        except ImportError:  # pragma: no cover
-            pass
-        data = dict(data or {})
+        data = dict(plain_container(data) or {})
         allowed = [f.name for f in fields(cls)]
         unknown = sorted(set(data) - set(allowed))
         if unknown:

@@ -6,25 +6,15 @@ import os
 from pathlib import Path
 from typing import Any
 
+from spabench.configtools import plain_container
 from spabench.errors import ConfigError
 from spabench.plan.config import CampaignConfig, campaign_from_mapping
 from spabench.plan.planner import build_plan, config_hash, summary_table, write_campaign
 
 
-def _container(node: Any) -> Any:
-    try:
-        from omegaconf import DictConfig, ListConfig, OmegaConf
-
-        if isinstance(node, (DictConfig, ListConfig)):
-            return OmegaConf.to_container(node, resolve=True)
-    except ImportError:  # pragma: no cover
-        pass
-    return node
-
-
 def suite_settings(node: Any) -> dict[str, Any]:
     """The suite group as a plain dict with root and hardware (relative to the repo root)."""
-    data = _container(node) if node is not None else {}
+    data = plain_container(node) if node is not None else {}
     if not isinstance(data, dict):
         raise ConfigError(f"conf/suite: expected a mapping with root, hardware, seed; got {data!r}")
     data = dict(data)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from spabench.configtools import plain_container
 from spabench.errors import ConfigError
 from spabench.suite.vocabulary import CAMERAS, POLICY_CAMERAS
 
@@ -192,13 +193,7 @@ _FIELD_NAMES = tuple(f.name for f in fields(PolicyCard))
 
 def card_from_mapping(data: Any, source: str = "policy card") -> PolicyCard:
     """A card from a dict or DictConfig (e.g. the composed `cfg.policy`); unknown keys are an error."""
-    try:
-        from omegaconf import DictConfig, OmegaConf
-
-        if isinstance(data, DictConfig):
-            data = OmegaConf.to_container(data, resolve=True)
-    except ImportError:  # pragma: no cover - omegaconf is a core dependency
-        pass
+    data = plain_container(data)
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a mapping of card fields, got {type(data).__name__}")
     unknown = sorted(set(data) - set(_FIELD_NAMES))

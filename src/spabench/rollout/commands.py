@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from spabench.configtools import plain_container
 from spabench.errors import ConfigError, SpabenchError
 from spabench.operator.base import motion_prefill
 from spabench.operator.checklist import checklist, reference_image
@@ -39,17 +40,6 @@ def _get(cfg: Any, key: str, default: Any = None) -> Any:
     return default if value is None else value
 
 
-def _to_container(node: Any) -> Any:
-    try:
-        from omegaconf import DictConfig, OmegaConf
-
-        if isinstance(node, DictConfig):
-            return OmegaConf.to_container(node, resolve=True)
-    except ImportError:  # pragma: no cover
-        pass
-    return node
-
-
 def card_yaml(card: Any) -> str:
     import yaml
 
@@ -65,14 +55,14 @@ def load_cards(names: list[str], cfg: Any) -> dict[str, Any]:
     cards = {}
     override = _get(cfg, "policy")
     override_name = _get(override, "name") if override is not None else None
-    per_card = _to_container(_get(cfg, "cards", {})) or {}
+    per_card = plain_container(_get(cfg, "cards", {})) or {}
     unknown = sorted(set(per_card) - set(names))
     if unknown:
         raise ConfigError(f"cards: no policy card {unknown[0]!r} in this campaign "
                           f"(allowed: {', '.join(sorted(names))})")
     for name in names:
         if override_name == name:
-            card = card_from_mapping(_to_container(override), source=f"policy={name}")
+            card = card_from_mapping(plain_container(override), source=f"policy={name}")
         else:
             card = load_card(name)
         if per_card.get(name):
