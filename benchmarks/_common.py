@@ -75,3 +75,21 @@ def _fmt(value) -> str:
     if isinstance(value, float):
         return "nan" if not np.isfinite(value) else f"{value:.3g}" if abs(value) < 1000 else f"{value:.0f}"
     return str(value)
+
+
+def rollout_args(description: str) -> "argparse.ArgumentParser":
+    """The options every five-camera rollout benchmark takes (--quick, --runs, --seconds, size)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--quick", action="store_true", help="10 s rollouts, 2 runs")
+    ap.add_argument("--runs", type=int, default=None)
+    ap.add_argument("--seconds", type=float, default=None)
+    ap.add_argument("--width", type=int, default=640)
+    ap.add_argument("--height", type=int, default=480)
+    return ap
+
+
+def rollout_plan(args) -> tuple[float, int]:
+    """(seconds per rollout, runs) from rollout_args' options: 60 s x 3, or 10 s x 2 with --quick."""
+    return args.seconds or (10.0 if args.quick else 60.0), args.runs or (2 if args.quick else 3)

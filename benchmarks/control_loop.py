@@ -14,7 +14,6 @@ recorder's share, and dropped video frames.
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import tempfile
 import time
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import median, pct, table, write_result  # also puts the repo root on sys.path
+from _common import median, pct, rollout_args, rollout_plan, table, write_result  # also puts the repo root on sys.path
 
 CAMS = ("wrist", "middle", "left", "right", "overhead")
 HORIZON = 30
@@ -116,15 +115,8 @@ def one_run(seconds: float, width: int, height: int, workdir: Path, run: int) ->
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="10 s rollouts, 2 runs")
-    ap.add_argument("--runs", type=int, default=None)
-    ap.add_argument("--seconds", type=float, default=None)
-    ap.add_argument("--width", type=int, default=640)
-    ap.add_argument("--height", type=int, default=480)
-    args = ap.parse_args()
-    seconds = args.seconds or (10.0 if args.quick else 60.0)
-    runs = args.runs or (2 if args.quick else 3)
+    args = rollout_args(__doc__.splitlines()[0]).parse_args()
+    seconds, runs = rollout_plan(args)
     workdir = Path(tempfile.mkdtemp(prefix="spabench_loop_"))
     results = []
     try:

@@ -14,7 +14,6 @@ Ratio = LeRobot dead time / spabench dead time. Medians over --runs.
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import tempfile
 import time
@@ -22,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import camera_frames, median, pace, pct, table, write_result
+from _common import camera_frames, median, pace, pct, rollout_args, rollout_plan, table, write_result
 
 CAMS = ("wrist", "middle", "left", "right", "overhead")
 FPS = 30
@@ -97,16 +96,10 @@ def run_lerobot(seconds: float, banks, workdir: Path, run: int, streaming: bool)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="10 s rollouts, 2 runs")
-    ap.add_argument("--runs", type=int, default=None)
-    ap.add_argument("--seconds", type=float, default=None)
-    ap.add_argument("--width", type=int, default=640)
-    ap.add_argument("--height", type=int, default=480)
+    ap = rollout_args(__doc__.splitlines()[0])
     ap.add_argument("--no-streaming", action="store_true", help="skip LeRobot's streaming-encoding variant")
     args = ap.parse_args()
-    seconds = args.seconds or (10.0 if args.quick else 60.0)
-    runs = args.runs or (2 if args.quick else 3)
+    seconds, runs = rollout_plan(args)
     banks = _banks(args.width, args.height)
     systems = {"spabench": [], "lerobot": []}
     if not args.no_streaming:
