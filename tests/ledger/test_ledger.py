@@ -101,10 +101,11 @@ def test_wal_mode_and_foreign_keys(ledger):
     raw = sqlite3.connect(ledger.path)
     assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     raw.close()
-    assert ledger._query("PRAGMA foreign_keys")[0][0] == 1
+    assert ledger._query("PRAGMA foreign_keys")[0]["foreign_keys"] == 1
     with pytest.raises(sqlite3.IntegrityError):
         with ledger._write() as conn:
-            conn.execute("INSERT INTO attempts (attempt_id, trial_id, status) VALUES ('x', 'no-such-trial', 'running')")
+            conn.execute("INSERT INTO attempts (attempt_id, trial_id, n, status) "
+                         "VALUES ('x', 'no-such-trial', 1, 'running')")
     assert ledger.attempts_for("no-such-trial") == []
 
 
@@ -112,8 +113,8 @@ def test_reader_sees_committed_state_while_a_write_is_open(ledger):
     reader = Ledger.open(ledger.path, readonly=True)
     try:
         with ledger._write() as conn:
-            conn.execute("INSERT INTO attempts (attempt_id, trial_id, status, started_at) "
-                         "VALUES ('E0001-P2-a1', 'E0001-P2', 'complete', '2026-01-01')")
+            conn.execute("INSERT INTO attempts (attempt_id, trial_id, n, status, started_at) "
+                         "VALUES ('E0001-P2-a1', 'E0001-P2', 1, 'complete', '2026-01-01')")
             # the write transaction holds the lock; the reader is not blocked and sees the old state
             assert reader.next_trial().trial_id == "E0001-P2"
             assert reader.progress()["complete"] == 0
@@ -247,9 +248,9 @@ def test_record_score_validation(ledger):
         ledger.record_score(a, "op", False, "wrong_instance")
     assert ledger.scores_for(a) == []
     ledger.record_score(a, "op", np.bool_(False), "grasp_failure", "slipped")
-    with pytest.raises(LedgerError, match="already scored"):
+    with pytest.raises(LedgerError, match="already scored.*needs a reason"):
         ledger.record_score(a, "op", True)
-    ledger.record_score(a, "op", True, replace=True)
+    ledger.record_score(a, "op", True, reason="replayed the video: it was in the bowl")
     ledger.record_score(a, "second_rater", False, "timeout_or_incomplete")
     scores = ledger.scores_for(a)
     assert [(s.rater, s.success, s.failure_mode) for s in scores] == \

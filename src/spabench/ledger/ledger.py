@@ -1,8 +1,9 @@
-"""A campaign's durable state in one SQLite file (WAL): the plan, attempts, scores, events.
+"""A campaign's durable state: the plan, attempts, scores with history, claims, events.
 
-Every state change is one `BEGIN IMMEDIATE` transaction, so a crash, a dead server or Ctrl-C never
-leaves half a change behind, and one writer process (the bench) can share the file with any number of
-readers (a scoring terminal, a live report). The ledger holds no episode payloads, only their paths.
+Every state change is one transaction, so a crash, a dead server or Ctrl-C never leaves half a change
+behind. The statements are written once over the storage interface (storage.py): a SQLite file (WAL)
+for one bench, or a PostgreSQL schema for several benches claiming scene sets under leases. The
+ledger holds no episode payloads, only where they are (bench id and path).
 """
 
 from __future__ import annotations
@@ -10,16 +11,15 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-import threading
-from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Mapping
 
 from spabench.errors import ConfigError, DataError, SpabenchError
 from spabench.ledger.schema import (
     DDL,
     FINISH_STATUSES,
+    OPERATOR_INVALIDATED,
     OUTCOME_COLUMNS,
     SCHEMA_VERSION,
     STOP_REASONS,
@@ -28,6 +28,7 @@ from spabench.ledger.schema import (
     ScoreRow,
     TrialRow,
 )
+from spabench.ledger.storage import Row, SQLiteStorage, Storage, Tx
 from spabench.suite.vocabulary import (
     CONDITIONS,
     FAILURE_MODES,
@@ -115,82 +116,97 @@ def validate_plan(rows: Iterable[TrialRow | Mapping[str, Any]], source: str = "p
     return out
 
 
+def _campaign_folder(path: Path) -> tuple[Path, Path | None]:
+    """(campaign folder, explicit SQLite file or None) for a folder, a ledger file or a pointer."""
+    if path.is_dir():
+        return path, None
+    if path.name in (Ledger.FILENAME, Ledger.POINTER):
+        return path.parent, None
+    return path.parent, path
+
+
 class Ledger:
-    """One campaign's SQLite ledger. Use `Ledger.create` once (planner), then `Ledger.open`."""
+    """One campaign's ledger. Use `Ledger.create` once (planner), then `Ledger.open`.
+
+    The SQLite ledger is `<campaign>/ledger.sqlite`; a PostgreSQL ledger is one schema in a lab's
+    database, and the campaign folder keeps a pointer to it (`ledger.pg.json`: URL without password
+    and schema name), so every command that takes a campaign folder works on either.
+    """
 
     FILENAME = "ledger.sqlite"
+    POINTER = "ledger.pg.json"
 
-    def __init__(self, path: Path, conn: sqlite3.Connection, readonly: bool):
-        self.path = path
-        self._conn = conn
-        self._readonly = readonly
-        self._lock = threading.RLock()
+    def __init__(self, path: Path, storage: Storage):
+        self.path = path                 # the SQLite file or the pointer file (for messages)
+        self.storage = storage
+        self._readonly = storage.readonly
+
+    @property
+    def location(self) -> str:
+        """Where the ledger lives: a file path, or a PostgreSQL URL (no password) and schema."""
+        return self.storage.location
+
+    @property
+    def backend(self) -> str:
+        return self.storage.kind
 
     # ------------------------------------------------------------------ lifecycle
-    @staticmethod
-    def _connect(path: Path, readonly: bool = False) -> sqlite3.Connection:
-        if readonly:
-            conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None,
-                                   check_same_thread=False, timeout=30.0)
-        else:
-            conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False, timeout=30.0)
-        conn.row_factory = sqlite3.Row
-        conn.execute("PRAGMA foreign_keys = ON")
-        conn.execute("PRAGMA busy_timeout = 30000")
-        if not readonly:
-            conn.execute("PRAGMA synchronous = FULL")   # a committed attempt survives a power cut
-        return conn
+    @classmethod
+    def exists(cls, campaign_dir: str | os.PathLike) -> bool:
+        folder = Path(campaign_dir)
+        return (folder / cls.FILENAME).is_file() or (folder / cls.POINTER).is_file()
 
     @classmethod
     def create(cls, path: str | os.PathLike, plan_rows: Iterable[TrialRow | Mapping[str, Any]],
-               config_hash: str, meta: Mapping[str, Any] | None = None) -> Ledger:
+               config_hash: str, meta: Mapping[str, Any] | None = None, *, url: str | None = None) -> Ledger:
         """Write a new ledger holding the plan; refuses to touch an existing one.
 
-        The file is built as `<path>.partial` and linked into place only when complete, so a failed
-        plan never leaves a half-written ledger behind.
+        `path` is the campaign's `ledger.sqlite` (or its folder). With `url` (postgresql://...), the
+        ledger is a new schema in that database and the folder gets the pointer instead. A SQLite file
+        is built as `<path>.partial` and linked into place only when complete, so a failed plan never
+        leaves a half-written ledger behind; a PostgreSQL plan is one transaction.
         """
         path = Path(path)
-        if path.exists():
+        if path.is_dir() or path.suffix == "":
+            path = path / cls.FILENAME
+        folder = path.parent
+        if cls.exists(folder) or path.exists():
             raise ConfigError(cls._exists_message(path))
         if not isinstance(config_hash, str) or not config_hash:
             raise ConfigError(f"{path}: config_hash must be a non-empty string")
         rows = validate_plan(plan_rows, source=f"{path} (plan)")
         if not rows:
             raise DataError(f"{path} (plan)", "the plan holds no trials")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".partial")
-        for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm"), Path(f"{tmp}-journal")):
-            leftover.unlink(missing_ok=True)
         all_meta = dict(meta or {})
         all_meta.update(schema_version=SCHEMA_VERSION, config_hash=config_hash, created_at=_now(),
                         n_trials=len(rows))
         all_meta.setdefault("campaign", "")
-        conn = cls._connect(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        if url is not None and url not in ("", "sqlite"):
+            from spabench.ledger.postgres import create_campaign_schema
+
+            storage, pointer = create_campaign_schema(url, folder / cls.POINTER, all_meta["campaign"])
+            try:
+                cls._fill(storage, rows, all_meta, config_hash)
+            except BaseException:
+                storage.drop_schema()
+                storage.close()
+                pointer.unlink(missing_ok=True)
+                raise
+            storage.close()
+            return cls.open(folder)
+        tmp = path.with_name(path.name + ".partial")
+        for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm"), Path(f"{tmp}-journal")):
+            leftover.unlink(missing_ok=True)
+        storage = SQLiteStorage(tmp)
         try:
-            mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            if mode.lower() != "wal":
-                raise LedgerError(f"{path}: SQLite refused WAL mode (got {mode}); "
-                                  "put the campaign on a local file system")
-            conn.executescript(DDL)
-            conn.execute("BEGIN IMMEDIATE")
-            conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)",
-                             [(k, _dumps(v)) for k, v in sorted(all_meta.items())])
-            cols = ", ".join(f'"{c}"' for c in TRIAL_COLUMNS)
-            marks = ", ".join("?" for _ in TRIAL_COLUMNS)
-            conn.executemany(
-                f"INSERT INTO trials ({cols}) VALUES ({marks})",
-                [tuple(int(v) if isinstance(v, bool) else v for v in (getattr(r, c) for c in TRIAL_COLUMNS))
-                 for r in rows],
-            )
-            cls._insert_event(conn, None, "campaign_planned",
-                              {"n_trials": len(rows), "config_hash": config_hash})
-            conn.execute("COMMIT")
+            cls._fill(storage, rows, all_meta, config_hash)
         except BaseException:
-            conn.close()
+            storage.close()
             for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
                 leftover.unlink(missing_ok=True)
             raise
-        conn.close()
+        storage.close()
         try:
             os.link(tmp, path)          # atomic and never clobbers a ledger created meanwhile
         except FileExistsError:
@@ -204,56 +220,92 @@ class Ledger:
         tmp.unlink(missing_ok=True)
         return cls.open(path)
 
-    @staticmethod
-    def _exists_message(path: Path) -> str:
+    @classmethod
+    def _fill(cls, storage: Storage, rows: list[TrialRow], all_meta: Mapping[str, Any], config_hash: str) -> None:
+        storage.create_schema(DDL)
+        with storage.write() as tx:
+            tx.many("INSERT INTO meta (key, value) VALUES (?, ?)",
+                    [(k, _dumps(v)) for k, v in sorted(all_meta.items())])
+            cols = ", ".join(f'"{c}"' for c in TRIAL_COLUMNS)
+            marks = ", ".join("?" for _ in TRIAL_COLUMNS)
+            tx.many(f"INSERT INTO trials ({cols}) VALUES ({marks})",
+                    [tuple(int(v) if isinstance(v, bool) else v for v in (getattr(r, c) for c in TRIAL_COLUMNS))
+                     for r in rows])
+            first: dict[str, int] = {}
+            for r in rows:
+                first[r.evaluation_id] = min(first.get(r.evaluation_id, r.order), r.order)
+            tx.many("INSERT INTO scene_sets (evaluation_id, first_order) VALUES (?, ?)", sorted(first.items()))
+            cls._insert_event(tx, None, "campaign_planned", {"n_trials": len(rows), "config_hash": config_hash})
+
+    @classmethod
+    def _exists_message(cls, path: Path) -> str:
         campaign = ""
+        folder = path.parent if path.suffix else path
+        sqlite_path = folder / cls.FILENAME
         try:
-            conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+            conn = sqlite3.connect(f"{sqlite_path.resolve().as_uri()}?mode=ro", uri=True)
             row = conn.execute("SELECT value FROM meta WHERE key = 'campaign'").fetchone()
             conn.close()
             campaign = f" (campaign {json.loads(row[0])!r})" if row else ""
         except (sqlite3.Error, ValueError):
             pass
-        folder = path.parent
-        return (f"{path} already exists{campaign}: a campaign is already planned in {folder}. "
+        what = folder / cls.POINTER if (folder / cls.POINTER).is_file() else sqlite_path
+        return (f"{what} already exists{campaign}: a campaign is already planned in {folder}. "
                 f"Resume it with `spabench run campaign={folder}`, or plan into a new folder (out=<new dir>); "
                 "an existing ledger is never overwritten")
 
     @classmethod
-    def open(cls, path: str | os.PathLike, expect_hash: str | None = None, readonly: bool = False) -> Ledger:
-        """Open an existing ledger; with `expect_hash`, refuse one planned from a different config."""
+    def open(cls, path: str | os.PathLike, expect_hash: str | None = None, readonly: bool = False, *,
+             url: str | None = None) -> Ledger:
+        """Open an existing ledger (a campaign folder, its ledger.sqlite or its pointer).
+
+        With `expect_hash`, refuse one planned from a different config. `url` replaces the pointer's
+        connection URL (e.g. each bench connects as its own role); the schema stays the pointer's.
+        """
         path = Path(path)
-        if path.is_dir():
-            path = path / cls.FILENAME
-        if not path.is_file():
-            raise ConfigError(f"{path}: no campaign ledger here; plan one first with "
-                              "`spabench plan campaign=<name> out=<dir>`")
+        folder, explicit = _campaign_folder(path)
+        pointer = folder / cls.POINTER
+        if explicit is None and pointer.is_file():
+            from spabench.ledger.postgres import open_pointer
+
+            storage = open_pointer(pointer, readonly=readonly, url=url)
+            where: Path = pointer
+        else:
+            where = explicit or folder / cls.FILENAME
+            if not where.is_file():
+                raise ConfigError(f"{where}: no campaign ledger here; plan one first with "
+                                  "`spabench plan campaign=<name> out=<dir>`")
+            try:
+                storage = SQLiteStorage(where, readonly=readonly)
+            except sqlite3.DatabaseError as exc:
+                raise DataError(where, f"not a spabench ledger ({exc})") from None
         try:
-            conn = cls._connect(path, readonly=readonly)
-            rows = conn.execute("SELECT key, value FROM meta").fetchall()
-        except sqlite3.DatabaseError as exc:
-            raise DataError(path, f"not a spabench ledger ({exc})") from None
+            rows = storage.query("SELECT key, value FROM meta")
+        except Exception as exc:
+            storage.close()
+            if isinstance(exc, SpabenchError):
+                raise
+            raise DataError(where, f"not a spabench ledger ({str(exc).splitlines()[0]})") from None
         meta = {r["key"]: json.loads(r["value"]) for r in rows}
         if meta.get("schema_version") != SCHEMA_VERSION:
-            conn.close()
-            raise DataError(path, f"ledger schema version {meta.get('schema_version')!r} is not supported",
+            storage.close()
+            raise DataError(where, f"ledger schema version {meta.get('schema_version')!r} is not supported",
                             field="schema_version", allowed=[SCHEMA_VERSION])
         if expect_hash is not None and meta.get("config_hash") != expect_hash:
-            conn.close()
+            storage.close()
             name = meta.get("campaign") or "?"
             raise ConfigError(
-                f"{path}: campaign '{name}' was planned with config hash {str(meta.get('config_hash'))[:12]}, "
+                f"{where}: campaign '{name}' was planned with config hash {str(meta.get('config_hash'))[:12]}, "
                 f"but the current campaign config and scene files hash to {expect_hash[:12]}. The suite "
                 f"(tasks/, hardware/bench.yaml) or conf/campaign/{name}.yaml changed since planning, so "
                 "resuming would break scene matching across policies. Restore the files the campaign was "
                 "planned with (e.g. check out the planning commit), or plan a new campaign into a new "
                 f"folder: `spabench plan campaign={name} out=<new dir>`"
             )
-        return cls(path, conn, readonly)
+        return cls(where, storage)
 
     def close(self) -> None:
-        with self._lock:
-            self._conn.close()
+        self.storage.close()
 
     def __enter__(self) -> Ledger:
         return self
@@ -262,41 +314,37 @@ class Ledger:
         self.close()
 
     # ------------------------------------------------------------------ plumbing
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction; BEGIN IMMEDIATE takes the write lock up front (no upgrade deadlock)."""
+    def _write(self):
+        """One write transaction (SQLite: BEGIN IMMEDIATE; PostgreSQL: row locks)."""
         if self._readonly:
             raise LedgerError(f"{self.path}: opened read-only")
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield self._conn
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+        return self.storage.write()
 
-    def _query(self, sql: str, params: tuple = ()) -> list[sqlite3.Row]:
-        with self._lock:
-            return self._conn.execute(sql, params).fetchall()
+    def _query(self, sql: str, params: tuple = ()) -> list[Row]:
+        return self.storage.query(sql, params)
 
     @staticmethod
-    def _insert_event(conn: sqlite3.Connection, attempt_id: str | None, kind: str,
-                      payload: Mapping[str, Any]) -> int:
-        cur = conn.execute("INSERT INTO events (attempt_id, t, kind, payload) VALUES (?, ?, ?, ?)",
-                           (attempt_id, _now(), kind, _dumps(dict(payload))))
-        return int(cur.lastrowid)
+    def _insert_event(tx: Tx, attempt_id: str | None, kind: str, payload: Mapping[str, Any]) -> int:
+        return tx.insert_id("INSERT INTO events (attempt_id, t, kind, payload) VALUES (?, ?, ?, ?)",
+                            (attempt_id, _now(), kind, _dumps(dict(payload))), "event_id")
 
     @staticmethod
-    def _trial(row: sqlite3.Row) -> TrialRow:
+    def _trial(row: Row) -> TrialRow:
         return TrialRow.from_mapping(row)
 
     @staticmethod
-    def _attempt(row: sqlite3.Row) -> AttemptRow:
-        return AttemptRow(**{k: row[k] for k in row.keys() if k in AttemptRow.__dataclass_fields__})
+    def _attempt(row: Row) -> AttemptRow:
+        values = {k: row[k] for k in row if k in AttemptRow.__dataclass_fields__}
+        values["dry_run"] = bool(values.get("dry_run", 0))
+        return AttemptRow(**values)
 
-    def _attempt_row(self, conn: sqlite3.Connection, attempt_id: str) -> sqlite3.Row:
-        row = conn.execute("SELECT * FROM attempts WHERE attempt_id = ?", (attempt_id,)).fetchone()
+    @staticmethod
+    def _score(row: Row) -> ScoreRow:
+        return ScoreRow(row["attempt_id"], row["rater"], bool(row["success"]), row["failure_mode"], row["note"],
+                        row["scored_at"], row["reason"], row["superseded_at"])
+
+    def _attempt_row(self, tx: Tx, attempt_id: str) -> Row:
+        row = tx.one("SELECT * FROM attempts WHERE attempt_id = ?", (attempt_id,))
         if row is None:
             raise LedgerError(f"{self.path}: unknown attempt_id {attempt_id!r}")
         return row
@@ -318,7 +366,7 @@ class Ledger:
         return dict(self.meta().get("aliases", {}))
 
     def journal_mode(self) -> str:
-        return self._query("PRAGMA journal_mode")[0][0]
+        return self.storage.journal_mode()
 
     def trials(self) -> list[TrialRow]:
         return [self._trial(r) for r in self._query('SELECT * FROM trials ORDER BY "order"')]
@@ -330,37 +378,56 @@ class Ledger:
         return self._trial(rows[0])
 
     _PENDING = ('SELECT t.* FROM trials t WHERE NOT EXISTS (SELECT 1 FROM attempts a '
-                "WHERE a.trial_id = t.trial_id AND a.status = 'complete') ORDER BY t.\"order\"")
+                "WHERE a.trial_id = t.trial_id AND a.status = 'complete')")
 
-    def next_trial(self) -> TrialRow | None:
-        """The lowest-order trial without a complete attempt (invalid attempts are re-run)."""
-        rows = self._query(self._PENDING + " LIMIT 1")
+    def next_trial(self, evaluation_id: str | None = None) -> TrialRow | None:
+        """The lowest-order trial without a complete attempt (invalid attempts are re-run);
+        with `evaluation_id`, the next one of that scene set."""
+        if evaluation_id is None:
+            rows = self._query(self._PENDING + ' ORDER BY t."order" LIMIT 1')
+        else:
+            rows = self._query(self._PENDING + ' AND t.evaluation_id = ? ORDER BY t."order" LIMIT 1',
+                               (evaluation_id,))
         return self._trial(rows[0]) if rows else None
 
     def pending_trials(self) -> list[TrialRow]:
-        return [self._trial(r) for r in self._query(self._PENDING)]
+        return [self._trial(r) for r in self._query(self._PENDING + ' ORDER BY t."order"')]
 
     # ------------------------------------------------------------------ attempts
-    def begin_attempt(self, trial_id: str, episode_path: str | os.PathLike | None = None) -> str:
-        """Start an attempt (status running) and return its id, e.g. 'E0137-P2-a1'."""
-        with self._write() as conn:
-            if conn.execute("SELECT 1 FROM trials WHERE trial_id = ?", (trial_id,)).fetchone() is None:
+    def begin_attempt(self, trial_id: str, episode_path: str | os.PathLike | None = None, *,
+                      bench_id: str | None = None, bench_kind: str | None = None, operator: str | None = None,
+                      dry_run: bool = False) -> str:
+        """Start an attempt (status running) and return its id, e.g. 'E0137-P2-a1'.
+
+        Refused while the same bench has another attempt running, and while another bench holds a
+        live claim on the trial's scene set."""
+        with self._write() as tx:
+            trial = tx.one("SELECT evaluation_id FROM trials WHERE trial_id = ?", (trial_id,))
+            if trial is None:
                 raise LedgerError(f"{self.path}: unknown trial_id {trial_id!r}")
-            done = conn.execute("SELECT attempt_id FROM attempts WHERE trial_id = ? AND status = 'complete'",
-                                (trial_id,)).fetchone()
+            claim = tx.one(f"SELECT bench_id, lease_expires > {self.storage.now_epoch()} AS live FROM scene_sets "
+                           f"WHERE evaluation_id = ?{self.storage.for_update}", (trial["evaluation_id"],))
+            if claim is not None and claim["bench_id"] not in (None, bench_id) and claim["live"]:
+                raise LedgerError(f"{self.path}: scene set {trial['evaluation_id']} is claimed by bench "
+                                  f"{claim['bench_id']!r}; bench {bench_id!r} does not run its trials")
+            done = tx.one("SELECT attempt_id FROM attempts WHERE trial_id = ? AND status = 'complete'", (trial_id,))
             if done is not None:
                 raise LedgerError(f"{self.path}: trial {trial_id} already has a complete attempt "
                                   f"({done['attempt_id']}); it is not run again")
-            running = conn.execute("SELECT attempt_id FROM attempts WHERE status = 'running'").fetchone()
+            running = tx.one("SELECT attempt_id FROM attempts WHERE status = 'running' "
+                             "AND COALESCE(bench_id, '') = ?", (bench_id or "",))
             if running is not None:
                 raise LedgerError(f"{self.path}: attempt {running['attempt_id']} is still running; finish it "
                                   "or call mark_interrupted() when resuming after a crash")
-            n = conn.execute("SELECT COUNT(*) FROM attempts WHERE trial_id = ?", (trial_id,)).fetchone()[0]
-            attempt_id = f"{trial_id}-a{n + 1}"
+            n = int(tx.one("SELECT COALESCE(MAX(n), 0) AS n FROM attempts WHERE trial_id = ?", (trial_id,))["n"]) + 1
+            attempt_id = f"{trial_id}-a{n}"
             path = None if episode_path is None else str(episode_path)
-            conn.execute("INSERT INTO attempts (attempt_id, trial_id, status, started_at, episode_path) "
-                         "VALUES (?, ?, 'running', ?, ?)", (attempt_id, trial_id, _now(), path))
-            self._insert_event(conn, attempt_id, "attempt_started", {"trial_id": trial_id, "episode_path": path})
+            tx.execute("INSERT INTO attempts (attempt_id, trial_id, n, status, started_at, episode_path, bench_id, "
+                       "bench_kind, operator, dry_run) VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?)",
+                       (attempt_id, trial_id, n, _now(), path, bench_id, bench_kind, operator, int(bool(dry_run))))
+            self._insert_event(tx, attempt_id, "attempt_started", {
+                "trial_id": trial_id, "episode_path": path, "bench_id": bench_id, "bench_kind": bench_kind,
+                "operator": operator, "dry_run": bool(dry_run)})
         return attempt_id
 
     def finish_attempt(self, attempt_id: str, status: str, stop_reason: str | None,
@@ -378,56 +445,90 @@ class Ledger:
         if status == "complete" and invalid_reason:
             raise LedgerError(f"{self.path}: attempt {attempt_id}: a complete attempt has no invalid_reason "
                               f"(got {invalid_reason!r})")
-        with self._write() as conn:
-            row = self._attempt_row(conn, attempt_id)
+        with self._write() as tx:
+            row = self._attempt_row(tx, attempt_id)
             if row["status"] != "running":
-                raise LedgerError(f"{self.path}: attempt {attempt_id} is {row['status']}, not running")
+                raise LedgerError(f"{self.path}: attempt {attempt_id} is {row['status']}, not running"
+                                  + (f" ({row['invalid_reason']})" if row["invalid_reason"] else ""))
             path = None if episode_path is None else str(episode_path)
-            conn.execute("UPDATE attempts SET status = ?, ended_at = ?, stop_reason = ?, invalid_reason = ?, "
-                         "episode_path = COALESCE(?, episode_path) WHERE attempt_id = ?",
-                         (status, _now(), stop_reason, invalid_reason, path, attempt_id))
-            self._insert_event(conn, attempt_id, "attempt_finished",
+            tx.execute("UPDATE attempts SET status = ?, ended_at = ?, stop_reason = ?, invalid_reason = ?, "
+                       "episode_path = COALESCE(?, episode_path) WHERE attempt_id = ?",
+                       (status, _now(), stop_reason, invalid_reason, path, attempt_id))
+            self._insert_event(tx, attempt_id, "attempt_finished",
                                {"status": status, "stop_reason": stop_reason, "invalid_reason": invalid_reason})
 
-    def mark_interrupted(self) -> list[str]:
-        """On resume: every attempt still 'running' becomes invalid ('interrupted'); returns their ids."""
-        with self._write() as conn:
-            ids = [r["attempt_id"] for r in
-                   conn.execute("SELECT attempt_id FROM attempts WHERE status = 'running' ORDER BY started_at")]
-            now = _now()
-            for attempt_id in ids:
-                conn.execute("UPDATE attempts SET status = 'invalid', ended_at = ?, stop_reason = 'interrupted', "
-                             "invalid_reason = 'interrupted' WHERE attempt_id = ?", (now, attempt_id))
-                self._insert_event(conn, attempt_id, "attempt_interrupted", {})
+    def mark_interrupted(self, bench_id: str | None = None) -> list[str]:
+        """On resume: every attempt still 'running' becomes invalid ('interrupted'); returns their ids.
+
+        With `bench_id` only that bench's (several benches share a PostgreSQL ledger; each resumes its
+        own, and a bench that takes over a lapsed claim interrupts the dead holder's attempts)."""
+        with self._write() as tx:
+            return self._interrupt(tx, "status = 'running'" + (" AND bench_id = ?" if bench_id else ""),
+                                   (bench_id,) if bench_id else (), {})
+
+    def _interrupt(self, tx: Tx, where: str, params: tuple, payload: Mapping[str, Any]) -> list[str]:
+        ids = [r["attempt_id"] for r in
+               tx.execute(f"SELECT attempt_id FROM attempts WHERE {where} ORDER BY started_at, attempt_id", params)]
+        now = _now()
+        for attempt_id in ids:
+            tx.execute("UPDATE attempts SET status = 'invalid', ended_at = ?, stop_reason = 'interrupted', "
+                       "invalid_reason = 'interrupted' WHERE attempt_id = ?", (now, attempt_id))
+            self._insert_event(tx, attempt_id, "attempt_interrupted", payload)
         return ids
 
+    def invalidate_attempt(self, attempt_id: str, reason: str, rater: str) -> None:
+        """A complete attempt becomes invalid after the fact (e.g. the scene was wrong): its trial is
+        re-run, its scores stay in the history, and the decision is logged with who made it."""
+        where = f"{self.path}: invalidate {attempt_id}"
+        if not isinstance(reason, str) or not reason.strip():
+            raise LedgerError(f"{where}: a reason is required")
+        if not isinstance(rater, str) or not rater.strip():
+            raise LedgerError(f"{where}: rater must be a non-empty string")
+        with self._write() as tx:
+            row = self._attempt_row(tx, attempt_id)
+            if row["status"] != "complete":
+                raise LedgerError(f"{where}: attempt is {row['status']}; only complete attempts are invalidated")
+            tx.execute("UPDATE attempts SET status = 'invalid', invalid_reason = ? WHERE attempt_id = ?",
+                       (f"{OPERATOR_INVALIDATED}: {reason.strip()}", attempt_id))
+            self._insert_event(tx, attempt_id, "attempt_invalidated", {"rater": rater, "reason": reason.strip()})
+
     def attempt(self, attempt_id: str) -> AttemptRow:
-        with self._lock:
-            return self._attempt(self._attempt_row(self._conn, attempt_id))
+        rows = self._query("SELECT * FROM attempts WHERE attempt_id = ?", (attempt_id,))
+        if not rows:
+            raise LedgerError(f"{self.path}: unknown attempt_id {attempt_id!r}")
+        return self._attempt(rows[0])
+
+    def attempts(self) -> list[AttemptRow]:
+        """Every attempt, in plan order."""
+        return [self._attempt(r) for r in self._query(
+            'SELECT a.* FROM attempts a JOIN trials t USING (trial_id) ORDER BY t."order", a.n')]
 
     def attempts_for(self, trial_id: str) -> list[AttemptRow]:
         return [self._attempt(r) for r in self._query(
-            "SELECT * FROM attempts WHERE trial_id = ? ORDER BY started_at, rowid", (trial_id,))]
+            "SELECT * FROM attempts WHERE trial_id = ? ORDER BY n", (trial_id,))]
 
     def unscored_attempts(self) -> list[AttemptRow]:
         """Complete attempts without any score, in plan order."""
         return [self._attempt(r) for r in self._query(
             "SELECT a.* FROM attempts a JOIN trials t USING (trial_id) WHERE a.status = 'complete' "
             "AND NOT EXISTS (SELECT 1 FROM scores s WHERE s.attempt_id = a.attempt_id) "
-            'ORDER BY t."order", a.started_at')]
+            'ORDER BY t."order", a.n')]
 
     def first_complete_attempt(self, evaluation_id: str) -> AttemptRow | None:
         """The earliest complete attempt of an evaluation (any policy): the operator's reference."""
         rows = self._query(
             "SELECT a.* FROM attempts a JOIN trials t USING (trial_id) WHERE t.evaluation_id = ? "
-            "AND a.status = 'complete' ORDER BY a.episode_path IS NULL, a.ended_at, a.rowid LIMIT 1",
-            (evaluation_id,))
+            "AND a.status = 'complete' ORDER BY CASE WHEN a.episode_path IS NULL THEN 1 ELSE 0 END, "
+            "a.ended_at, a.attempt_id LIMIT 1", (evaluation_id,))
         return self._attempt(rows[0]) if rows else None
 
     # ------------------------------------------------------------------ scores and events
     def record_score(self, attempt_id: str, rater: str, success: bool, failure_mode: str | None = None,
-                     note: str = "", *, replace: bool = False) -> None:
-        """The binary outcome of a complete attempt; failure_mode annotates failures only."""
+                     note: str = "", *, reason: str | None = None) -> None:
+        """The binary outcome of a complete attempt; failure_mode annotates failures only.
+
+        A second score by the same rater is a correction: it needs `reason`, and the earlier score
+        stays in the history (superseded)."""
         where = f"{self.path}: score for {attempt_id}"
         if not _is_bool(success):
             raise LedgerError(f"{where}: success must be a bool, got {success!r}")
@@ -438,37 +539,46 @@ class Ledger:
             raise LedgerError(f"{where}: a successful attempt has no failure_mode (got {failure_mode!r})")
         if not isinstance(rater, str) or not rater.strip():
             raise LedgerError(f"{where}: rater must be a non-empty string")
-        with self._write() as conn:
-            row = self._attempt_row(conn, attempt_id)
+        if reason is not None and (not isinstance(reason, str) or not reason.strip()):
+            raise LedgerError(f"{where}: reason must be a non-empty string")
+        with self._write() as tx:
+            row = self._attempt_row(tx, attempt_id)
             if row["status"] != "complete":
                 raise LedgerError(f"{where}: attempt is {row['status']}; only complete attempts are scored "
                                   "(invalid attempts are re-run, never failures)")
-            trial = conn.execute("SELECT task, condition FROM trials WHERE trial_id = ?",
-                                 (row["trial_id"],)).fetchone()
+            trial = tx.one("SELECT task, condition FROM trials WHERE trial_id = ?", (row["trial_id"],))
             if failure_mode in _MODE_CONDITIONS and trial["condition"] not in _MODE_CONDITIONS[failure_mode]:
                 raise LedgerError(f"{where}: failure_mode {failure_mode!r} is for conditions "
                                   f"{', '.join(_MODE_CONDITIONS[failure_mode])} only (trial is {trial['condition']})")
             if failure_mode in _MODE_TASKS and trial["task"] not in _MODE_TASKS[failure_mode]:
                 raise LedgerError(f"{where}: failure_mode {failure_mode!r} is for tasks "
                                   f"{', '.join(_MODE_TASKS[failure_mode])} only (trial is {trial['task']})")
-            existing = conn.execute("SELECT 1 FROM scores WHERE attempt_id = ? AND rater = ?",
-                                    (attempt_id, rater)).fetchone()
-            values = (int(success), failure_mode, note or "", _now(), attempt_id, rater)
-            if existing is not None:
-                if not replace:
-                    raise LedgerError(f"{where}: already scored by rater {rater!r}; pass replace=True to correct it")
-                conn.execute("UPDATE scores SET success = ?, failure_mode = ?, note = ?, scored_at = ? "
-                             "WHERE attempt_id = ? AND rater = ?", values)
-            else:
-                conn.execute("INSERT INTO scores (success, failure_mode, note, scored_at, attempt_id, rater) "
-                             "VALUES (?, ?, ?, ?, ?, ?)", values)
-            self._insert_event(conn, attempt_id, "scored" if existing is None else "rescored",
-                               {"rater": rater, "success": success, "failure_mode": failure_mode})
+            current = tx.one("SELECT score_id FROM scores WHERE attempt_id = ? AND rater = ? "
+                             "AND superseded_at IS NULL", (attempt_id, rater))
+            now = _now()
+            if current is not None:
+                if reason is None:
+                    raise LedgerError(f"{where}: already scored by rater {rater!r}; a correction needs a reason "
+                                      "(record_score(..., reason='...'); the earlier score stays in the history)")
+                tx.execute("UPDATE scores SET superseded_at = ? WHERE score_id = ?", (now, current["score_id"]))
+            tx.execute("INSERT INTO scores (attempt_id, rater, success, failure_mode, note, scored_at, reason) "
+                       "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                       (attempt_id, rater, int(success), failure_mode, note or "", now,
+                        reason.strip() if reason else None))
+            payload = {"rater": rater, "success": success, "failure_mode": failure_mode}
+            if current is not None:
+                payload["reason"] = reason.strip()
+            self._insert_event(tx, attempt_id, "scored" if current is None else "rescored", payload)
 
     def scores_for(self, attempt_id: str) -> list[ScoreRow]:
-        return [ScoreRow(r["attempt_id"], r["rater"], bool(r["success"]), r["failure_mode"], r["note"],
-                         r["scored_at"])
-                for r in self._query("SELECT * FROM scores WHERE attempt_id = ? ORDER BY rowid", (attempt_id,))]
+        """The current score of each rater of an attempt (corrections applied), first rater first."""
+        return [self._score(r) for r in self._query(
+            "SELECT * FROM scores WHERE attempt_id = ? AND superseded_at IS NULL ORDER BY score_id", (attempt_id,))]
+
+    def score_history(self, attempt_id: str) -> list[ScoreRow]:
+        """Every score ever recorded for an attempt, superseded ones included, oldest first."""
+        return [self._score(r) for r in self._query(
+            "SELECT * FROM scores WHERE attempt_id = ? ORDER BY score_id", (attempt_id,))]
 
     def log_event(self, attempt_id: str | None, kind: str, payload: Mapping[str, Any] | None = None) -> int:
         """Append one audit event (its own transaction); returns the event id."""
@@ -478,10 +588,10 @@ class Ledger:
             _dumps(dict(payload or {}))
         except (TypeError, ValueError) as exc:
             raise LedgerError(f"{self.path}: event {kind!r} payload is not JSON-serialisable: {exc}") from None
-        with self._write() as conn:
+        with self._write() as tx:
             if attempt_id is not None:
-                self._attempt_row(conn, attempt_id)
-            return self._insert_event(conn, attempt_id, kind, payload or {})
+                self._attempt_row(tx, attempt_id)
+            return self._insert_event(tx, attempt_id, kind, payload or {})
 
     def events(self, attempt_id: str | None = None, kind: str | None = None) -> list[dict[str, Any]]:
         sql, params = "SELECT * FROM events WHERE 1 = 1", []
@@ -489,7 +599,7 @@ class Ledger:
             sql, params = sql + " AND attempt_id = ?", params + [attempt_id]
         if kind is not None:
             sql, params = sql + " AND kind = ?", params + [kind]
-        return [{"event_id": r["event_id"], "attempt_id": r["attempt_id"], "t": r["t"], "kind": r["kind"],
+        return [{"event_id": int(r["event_id"]), "attempt_id": r["attempt_id"], "t": r["t"], "kind": r["kind"],
                  "payload": json.loads(r["payload"])} for r in self._query(sql + " ORDER BY event_id", tuple(params))]
 
     # ------------------------------------------------------------------ summaries
@@ -501,7 +611,7 @@ class Ledger:
             "(SELECT COUNT(*) FROM attempts WHERE status = 'invalid') AS invalid_attempts, "
             "(SELECT COUNT(*) FROM attempts a WHERE status = 'complete' AND NOT EXISTS "
             " (SELECT 1 FROM scores s WHERE s.attempt_id = a.attempt_id)) AS unscored")[0]
-        out = {k: int(r[k]) for k in r.keys()}
+        out = {k: int(v) for k, v in r.items()}
         out["pending"] = out["trials"] - out["complete"]
         return out
 
@@ -509,27 +619,37 @@ class Ledger:
         """One row per finished attempt: complete+scored (valid) and invalid (valid=False, success=False).
 
         Complete attempts without a score are not outcomes yet (see `unscored_attempts`). With several
-        raters the first to score an attempt is the primary rating.
+        raters the first to score an attempt is the primary rater, and their latest score (after any
+        correction) is the outcome; `scored_by_n` counts raters, `corrections` superseded scores.
         """
         import pandas as pd
 
         rows = self._query(
             "SELECT t.policy, t.task, t.condition, t.evaluation_id, s.success, t.matched_group, "
             "t.instruction_variant, s.failure_mode, a.status, t.trial_id, a.attempt_id, a.episode_path, "
-            "t.alias, t.scene_id, t.cell, t.withheld, a.stop_reason, a.invalid_reason, s.rater "
+            "t.alias, t.scene_id, t.cell, t.withheld, a.stop_reason, a.invalid_reason, s.rater, "
+            "(SELECT COUNT(DISTINCT s2.rater) FROM scores s2 WHERE s2.attempt_id = a.attempt_id) AS scored_by_n, "
+            "(SELECT COUNT(*) FROM scores s3 WHERE s3.attempt_id = a.attempt_id "
+            " AND s3.superseded_at IS NOT NULL) AS corrections, "
+            "a.bench_kind, a.bench_id, a.dry_run "
             "FROM attempts a JOIN trials t USING (trial_id) "
-            "LEFT JOIN (SELECT * FROM scores WHERE rowid IN (SELECT MIN(rowid) FROM scores GROUP BY attempt_id)) s "
-            "ON s.attempt_id = a.attempt_id "
+            "LEFT JOIN scores s ON s.attempt_id = a.attempt_id AND s.superseded_at IS NULL AND s.rater = "
+            " (SELECT s0.rater FROM scores s0 WHERE s0.attempt_id = a.attempt_id ORDER BY s0.score_id LIMIT 1) "
             "WHERE a.status = 'invalid' OR (a.status = 'complete' AND s.attempt_id IS NOT NULL) "
-            'ORDER BY t."order", a.started_at, a.rowid')
+            'ORDER BY t."order", a.n')
         records = []
         for r in rows:
-            rec = {k: r[k] for k in r.keys() if k != "status"}
+            rec = {k: v for k, v in r.items() if k != "status"}
             valid = r["status"] == "complete"
             rec["valid"] = valid
             rec["success"] = bool(r["success"]) if valid else False
             rec["withheld"] = bool(r["withheld"])
+            rec["dry_run"] = bool(r["dry_run"])
+            rec["scored_by_n"] = int(r["scored_by_n"])
+            rec["corrections"] = int(r["corrections"])
+            if not valid:
+                rec["failure_mode"] = None
             records.append(rec)
         frame = pd.DataFrame.from_records(records, columns=list(OUTCOME_COLUMNS))
-        return frame.astype({"success": bool, "valid": bool, "withheld": bool})
-
+        return frame.astype({"success": bool, "valid": bool, "withheld": bool, "dry_run": bool,
+                             "scored_by_n": int, "corrections": int})

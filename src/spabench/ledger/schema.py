@@ -1,9 +1,14 @@
 """The ledger's tables and row records.
 
-One campaign = one SQLite file. `trials` is the frozen plan (written once by the planner);
-`attempts` are executions of a trial (a trial with only invalid attempts is still pending: invalid is
-re-run, never a failure); `scores` are the rater's binary outcome and failure mode per complete
-attempt; `events` is an append-only audit log; `meta` holds the config hash and the blind aliases.
+One campaign = one ledger (a SQLite file, or a schema in a PostgreSQL database). `trials` is the
+frozen plan (written once by the planner); `attempts` are executions of a trial (a trial with only
+invalid attempts is still pending: invalid is re-run, never a failure) and say which bench ran them,
+under which operator; `scores` are the raters' binary outcome and failure mode per complete attempt,
+with history (a correction supersedes the earlier row, which stays); `scene_sets` are the claim
+units of several benches (every policy's trial of one evaluation id) with their leases; `events` is
+an append-only audit log; `meta` holds the config hash and the blind aliases.
+
+The DDL is written once for both back ends; `{serial}` and `{real}` are the only dialect words.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Mapping
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 ATTEMPT_STATUSES: tuple[str, ...] = ("planned", "running", "complete", "invalid")
 FINISH_STATUSES: tuple[str, ...] = ("complete", "invalid")
@@ -47,28 +52,45 @@ CREATE INDEX trials_evaluation ON trials (evaluation_id);
 CREATE TABLE attempts (
     attempt_id     TEXT PRIMARY KEY,
     trial_id       TEXT NOT NULL REFERENCES trials (trial_id),
+    n              INTEGER NOT NULL CHECK (n >= 1),       -- attempt number within the trial (a1, a2, ...)
     status         TEXT NOT NULL CHECK (status IN ('planned', 'running', 'complete', 'invalid')),
     started_at     TEXT,
     ended_at       TEXT,
-    episode_path   TEXT,
+    episode_path   TEXT,                                  -- relative to the campaign folder on bench_id
     stop_reason    TEXT,
     invalid_reason TEXT,
+    bench_id       TEXT,                                  -- which bench ran it (host name by default)
+    bench_kind     TEXT,                                  -- bench type (so101, sim, ...): never pooled
+    operator       TEXT,                                  -- who reset and ran it
+    dry_run        INTEGER NOT NULL DEFAULT 0 CHECK (dry_run IN (0, 1)),
+    UNIQUE (trial_id, n),
     CHECK (status != 'invalid' OR invalid_reason IS NOT NULL)
 );
 CREATE INDEX attempts_trial ON attempts (trial_id);
 CREATE INDEX attempts_status ON attempts (status);
 CREATE TABLE scores (
-    attempt_id   TEXT NOT NULL REFERENCES attempts (attempt_id),
-    rater        TEXT NOT NULL,
-    success      INTEGER NOT NULL CHECK (success IN (0, 1)),
-    failure_mode TEXT,
-    note         TEXT NOT NULL DEFAULT '',
-    scored_at    TEXT NOT NULL,
-    PRIMARY KEY (attempt_id, rater),
+    score_id      {serial},
+    attempt_id    TEXT NOT NULL REFERENCES attempts (attempt_id),
+    rater         TEXT NOT NULL,
+    success       INTEGER NOT NULL CHECK (success IN (0, 1)),
+    failure_mode  TEXT,
+    note          TEXT NOT NULL DEFAULT '',
+    scored_at     TEXT NOT NULL,
+    reason        TEXT,                                   -- why a correction was made (NULL for a first score)
+    superseded_at TEXT,                                   -- NULL: the rater's current score
     CHECK (success = 0 OR failure_mode IS NULL)
 );
+CREATE UNIQUE INDEX scores_current ON scores (attempt_id, rater) WHERE superseded_at IS NULL;
+CREATE INDEX scores_attempt ON scores (attempt_id);
+CREATE TABLE scene_sets (
+    evaluation_id TEXT PRIMARY KEY,
+    first_order   INTEGER NOT NULL,
+    bench_id      TEXT,                                   -- the bench holding the claim (NULL: free)
+    lease_expires {real},                                 -- epoch seconds on the ledger's clock
+    claimed_at    TEXT
+);
 CREATE TABLE events (
-    event_id   INTEGER PRIMARY KEY AUTOINCREMENT,
+    event_id   {serial},
     attempt_id TEXT REFERENCES attempts (attempt_id),
     t          TEXT NOT NULL,
     kind       TEXT NOT NULL,
@@ -127,16 +149,25 @@ class AttemptRow:
     episode_path: str | None
     stop_reason: str | None
     invalid_reason: str | None
+    bench_id: str | None = None
+    bench_kind: str | None = None
+    operator: str | None = None
+    dry_run: bool = False
+    n: int = 1
 
 
 @dataclass(frozen=True)
 class ScoreRow:
+    """One rater's score of one attempt; `superseded_at` is set once a correction replaced it."""
+
     attempt_id: str
     rater: str
     success: bool
     failure_mode: str | None
     note: str
     scored_at: str
+    reason: str | None = None
+    superseded_at: str | None = None
 
 
 # The outcomes table (the analysis module's input; also the outcomes-CSV schema).
@@ -145,7 +176,10 @@ OUTCOME_COLUMNS: tuple[str, ...] = (
     "instruction_variant", "failure_mode", "valid",
     "trial_id", "attempt_id", "episode_path", "alias",
     "scene_id", "cell", "withheld", "stop_reason", "invalid_reason", "rater",
+    "scored_by_n", "corrections", "bench_kind", "bench_id", "dry_run",
 )
+# Prefix of invalid_reason for a complete attempt a rater invalidated after the fact.
+OPERATOR_INVALIDATED = "operator_invalidated"
 
 
 def _as_bool(value: Any) -> bool:

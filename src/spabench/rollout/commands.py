@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -120,6 +121,7 @@ class Session:
         self.campaign_dir = Path(str(campaign_dir)).expanduser().resolve()
         self.op_cfg = OperatorConfig.from_mapping(_get(cfg, "operator", {}))
         self.max_trials = _get(cfg, "max_trials")
+        self.bench_id = str(_get(cfg, "bench_id") or socket.gethostname())
         self.ledger = None
         self.clients: dict[str, Any] = {}
         self.brokers: dict[str, Any] = {}
@@ -231,7 +233,9 @@ class Session:
         self.bench.go_home()
         n_before = len(self.ledger.attempts_for(trial.trial_id))
         expected = f"{trial.trial_id}-a{n_before + 1}"  # the ledger's id scheme, so the path is known up front
-        attempt_id = self.ledger.begin_attempt(trial.trial_id, episode_path=f"episodes/{expected}")
+        attempt_id = self.ledger.begin_attempt(trial.trial_id, episode_path=f"episodes/{expected}",
+                                               bench_id=self.bench_id, bench_kind=self.bench.cfg.type,
+                                               operator=self.op_cfg.type)
         self.running_attempt = attempt_id
         rel_path = self.recorder.relative_path(attempt_id)
         timer_s = self.op_cfg.timer_s or trial.timer_s
