@@ -80,10 +80,13 @@ def demo(cfg: Any) -> int:
     from spabench.rollout.commands import run
 
     base = Path(cfg.out) if cfg.out else repo_root() / "demo-out"
-    run_dir = base / time.strftime("%Y%m%d-%H%M%S")
+    from spabench.outputs import add_entries, claim_new_folder
+
+    run_dir = claim_new_folder(base / time.strftime("%Y%m%d-%H%M%S"), "demo")
     campaign_dir, report_dir = run_dir / "campaign", run_dir / "report"
     print(f"spabench demo: a {cfg.campaign.name} campaign on the MuJoCo twin with scripted stand-in "
           "policies (not VLAs)", flush=True)
+    add_entries(run_dir, campaign_dir.name, report_dir.name)
     rc = plan(_with(cfg, out=str(campaign_dir)))
     if rc:
         return rc

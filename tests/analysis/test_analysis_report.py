@@ -192,7 +192,7 @@ def test_refuses_to_overwrite_foreign_directory(tmp_path, synthetic):
     out = tmp_path / "report"
     out.mkdir()
     (out / "notes.txt").write_text("mine")
-    with pytest.raises(ConfigError, match="not an earlier spabench report"):
+    with pytest.raises(ConfigError, match="spabench did not write"):
         run_report(tmp_path, csv_path)
     assert (out / "notes.txt").read_text() == "mine"
 

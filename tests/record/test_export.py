@@ -62,4 +62,9 @@ def test_export_two_episodes(tmp_path):
     assert tuple(img.shape) == (3, 24, 32) and abs(float(img.mean()) * 255 - 60) < 6
     first = ds[0]
     np.testing.assert_allclose(first["action"].numpy(), first["observation.state"].numpy())  # hold on tick 0
-    assert export_lerobot(OmegaConf.create({"campaign_dir": str(campaign), "out": str(out)}), io.StringIO()) == 2
+    # a folder holding a file the export did not write is refused and kept as it is (spabench.outputs)
+    (out / "my_notes.txt").write_text("mine")
+    msg = io.StringIO()
+    assert export_lerobot(OmegaConf.create({"campaign_dir": str(campaign), "out": str(out)}), msg) == 2
+    assert "my_notes.txt" in msg.getvalue() and (out / "my_notes.txt").read_text() == "mine"
+    assert (out / "meta" / "info.json").is_file()

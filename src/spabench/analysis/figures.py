@@ -263,7 +263,20 @@ FIGURES = (
 
 def write_figures(summary: pd.DataFrame, failures: pd.DataFrame, policies: Sequence[str],
                   out_dir: Path) -> list[Path]:
-    """Every figure that has data, as PNG files in `out_dir`; returns the written paths."""
-    written = [draw(summary, policies, out_dir / name) for name, draw in FIGURES]
-    written.append(failure_composition(failures, policies, out_dir / "failure_modes.png"))
+    """Every figure that has data, as PNG files in `out_dir`; returns the written paths.
+
+    Labels are drawn literally (no mathtext: a policy named `p$\\frac{$x` is text, not TeX) and on
+    one line (spabench.escaping.printable)."""
+    import matplotlib
+
+    from spabench.escaping import printable
+
+    shown = {p: printable(p) for p in policies}
+    if any(k != v for k, v in shown.items()):
+        summary = summary.assign(policy=summary["policy"].map(lambda p: shown.get(p, printable(p))))
+        failures = failures.assign(policy=failures["policy"].map(lambda p: shown.get(p, printable(p))))
+        policies = list(dict.fromkeys(shown.values()))
+    with matplotlib.rc_context({"text.parse_math": False}):
+        written = [draw(summary, policies, out_dir / name) for name, draw in FIGURES]
+        written.append(failure_composition(failures, policies, out_dir / "failure_modes.png"))
     return [p for p in written if p is not None]

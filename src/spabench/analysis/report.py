@@ -6,8 +6,6 @@ written, so a failure never leaves a half-written report behind.
 
 from __future__ import annotations
 
-import shutil
-import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,7 +17,8 @@ from spabench.analysis.failures import FAILURE_MODE_ORDER, failure_mode_table
 from spabench.analysis.outcomes import invalid_rollouts, policies_in_order
 from spabench.analysis.rates import (ALL_TASKS, NON_RELATIONAL, NON_RELATIONAL_TASKS, TASK_ORDER, rate_of,
                                      success_table)
-from spabench.errors import ConfigError
+from spabench.escaping import csv_safe_frame, markdown_text, printable
+from spabench.outputs import replace_output
 
 OUTPUT_FILES = ("summary.csv", "contrasts.csv", "failure_modes.csv", "invalid.csv", "report.md")
 
@@ -90,7 +89,7 @@ def format_p(p: float) -> str:
 
 def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     def line(cells: list[str]) -> str:
-        return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+        return "| " + " | ".join(printable(c).replace("|", "\\|") for c in cells) + " |"
 
     lines = [line(header), "|" + "|".join(["---"] * len(header)) + "|"]
     lines += [line(row) for row in rows]
@@ -121,9 +120,9 @@ def render_markdown(analysis: Analysis, figure_names: list[str]) -> str:
     n_valid = int(outcomes["valid"].sum())
     lines = [
         "# Spa-Bench report", "",
-        f"Source: `{outcomes.attrs.get('source', '?')}`: {len(outcomes)} rows, {n_valid} valid, "
+        f"Source: {markdown_text(outcomes.attrs.get('source', '?'))}: {len(outcomes)} rows, {n_valid} valid, "
         f"{len(outcomes) - n_valid} invalid (excluded from every rate). "
-        f"Policies: {', '.join(analysis.policies) or 'none'}.", "",
+        f"Policies: {', '.join(map(markdown_text, analysis.policies)) or 'none'}.", "",
         "Rates are successes/trials with two-sided Wilson 95% intervals: `rate [low, high] (k/n)`.", "",
     ]
     if not outcomes.attrs.get("has_matched_group", True) and \
@@ -136,7 +135,7 @@ def render_markdown(analysis: Analysis, figure_names: list[str]) -> str:
     conditions = [c for c in HEADLINE_CONDITIONS if (summary["condition"] == c).any()]
     rows = []
     for policy in analysis.policies:
-        rows.append([policy] + [
+        rows.append([markdown_text(policy)] + [
             _cell(summary, policy, NON_RELATIONAL if c == "no_intervention" else ALL_TASKS, c)
             for c in conditions])
     header = ["policy"] + [_label(c) + (" (non-relational)" if c == "no_intervention" else "")
@@ -146,14 +145,14 @@ def render_markdown(analysis: Analysis, figure_names: list[str]) -> str:
     if analysis.id_only:
         lines += ["## ID-only diagnostic baselines", ""]
         for policy in analysis.id_only:
-            lines.append(f"- **{policy}** has ID rollouts only. It is reported as an ID-only "
+            lines.append(f"- **{markdown_text(policy)}** has ID rollouts only. It is reported as an ID-only "
                          "diagnostic baseline (the protocol's treatment of a policy whose ID success "
                          "is inadequate for OOD evaluation); no OOD, matched or contrast statistic "
                          "exists for it.")
         lines.append("")
 
     for policy in analysis.policies:
-        lines += [f"## {policy}", ""]
+        lines += [f"## {markdown_text(policy)}", ""]
         mine = summary[summary["policy"] == policy]
         for title, context, own in SECTIONS:
             if not mine["condition"].isin(own).any():
@@ -192,7 +191,7 @@ def render_markdown(analysis: Analysis, figure_names: list[str]) -> str:
         columns = list(INVALID_LIST_COLUMNS) + extra
         lines += [f"{len(analysis.invalid)} invalid attempts, excluded from every rate and contrast "
                   "(an infrastructure fault is not a policy failure):", ""]
-        lines += _table(columns, [[str(r[c]) for c in columns]
+        lines += _table(columns, [[markdown_text(r[c]) for c in columns]
                                   for _, r in analysis.invalid.iterrows()])
 
     if figure_names:
@@ -241,36 +240,16 @@ def method_notes(analysis: Analysis) -> list[str]:
 
 # ---------------------------------------------------------------- writing
 
-def _replaceable(out: Path) -> bool:
-    """An existing `out` may be replaced only when it is empty or holds an earlier report."""
-    return out.is_dir() and (not any(out.iterdir()) or (out / "report.md").exists())
-
-
 def write_report(analysis: Analysis, out: str | Path) -> list[Path]:
-    """Write every output into `out` atomically; returns the written files (final paths)."""
+    """Write every output into `out` at once (spabench.outputs: a folder holding anything but an
+    earlier report is refused, nothing of the user's is deleted); returns the written files."""
     out = Path(out)
-    if out.exists() and not _replaceable(out):
-        raise ConfigError(f"out={out} exists and is not an earlier spabench report; choose a new "
-                          "directory (an existing report directory is replaced)")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = out.parent / f".{out.name}.{uuid.uuid4().hex[:8]}.partial"
-    staging.mkdir()  # a plain mkdir keeps the caller's umask (mkdtemp would make it 0700)
-    try:
-        analysis.summary.to_csv(staging / "summary.csv", index=False)
-        analysis.contrasts.to_csv(staging / "contrasts.csv", index=False)
-        analysis.failures.to_csv(staging / "failure_modes.csv", index=False)
-        analysis.invalid.to_csv(staging / "invalid.csv", index=False)
+    with replace_output(out, "report") as staging:
+        csv_safe_frame(analysis.summary).to_csv(staging / "summary.csv", index=False)
+        csv_safe_frame(analysis.contrasts).to_csv(staging / "contrasts.csv", index=False)
+        csv_safe_frame(analysis.failures).to_csv(staging / "failure_modes.csv", index=False)
+        csv_safe_frame(analysis.invalid).to_csv(staging / "invalid.csv", index=False)
         drawn = figures.write_figures(analysis.summary, analysis.failures, analysis.policies, staging)
         names = [p.name for p in drawn]
         (staging / "report.md").write_text(render_markdown(analysis, names), encoding="utf-8")
-        if out.exists():
-            retired = out.parent / f".{out.name}.old-{staging.name}"
-            out.rename(retired)
-            staging.rename(out)
-            shutil.rmtree(retired, ignore_errors=True)
-        else:
-            staging.rename(out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return [out / name for name in OUTPUT_FILES] + [out / name for name in names]

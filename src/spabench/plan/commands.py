@@ -51,6 +51,12 @@ def plan(cfg) -> int:
         from spabench.ledger import Ledger
 
         raise ConfigError(Ledger._exists_message(ledger_path))
+    from spabench.outputs import check_new_folder
+    from spabench.plan.planner import not_a_campaign_message
+
+    if out_dir.is_dir() and any(out_dir.iterdir()):
+        raise ConfigError(not_a_campaign_message(out_dir))
+    check_new_folder(out_dir, "plan")
 
     settings = suite_settings(cfg.get("suite"))
     root = repo_root()

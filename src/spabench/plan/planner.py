@@ -305,11 +305,13 @@ def write_campaign(out_dir: str | os.PathLike, plan: Plan, digest: str,
 
     from spabench import __version__
 
+    from spabench.outputs import add_entries, claim_new_folder
+
     out = Path(out_dir)
     ledger_path = out / Ledger.FILENAME
     if ledger_path.exists():
         raise ConfigError(Ledger._exists_message(ledger_path))
-    out.mkdir(parents=True, exist_ok=True)
+    claim_new_folder(out, "plan", refusal=not_a_campaign_message(out))
     campaign = plan.campaign
     meta = {
         "campaign": campaign.name,
@@ -326,7 +328,15 @@ def write_campaign(out_dir: str | os.PathLike, plan: Plan, digest: str,
     _atomic_write(out / PLAN_CSV, plan_csv_text(plan.trials))
     resolved = {"campaign": campaign.as_dict(), "suite": dict(suite_settings), "config_hash": digest}
     _atomic_write(out / CONFIG_YAML, yaml.safe_dump(resolved, sort_keys=False))
+    add_entries(out, Ledger.FILENAME, PLAN_CSV, CONFIG_YAML)
     return {"ledger": ledger_path, "plan": out / PLAN_CSV, "config": out / CONFIG_YAML}
+
+
+def not_a_campaign_message(out: Path) -> str:
+    entries = sorted(p.name for p in Path(out).iterdir()) if Path(out).is_dir() else []
+    shown = ", ".join(entries[:5]) + (f" and {len(entries) - 5} more" if len(entries) > 5 else "")
+    return (f"out={out} is not empty ({shown}) and is not a campaign; plan writes a new campaign only "
+            "into a new or empty folder and never deletes or overwrites files: choose another folder")
 
 
 def read_plan_csv(path: str | os.PathLike) -> list[TrialRow]:

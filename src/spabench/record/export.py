@@ -87,13 +87,13 @@ def _camera_shapes(ep: EpisodeReader) -> dict[str, tuple[int, int, int]]:
 
 def export_lerobot_dataset(campaign_dir: str | os.PathLike, out: str | os.PathLike, repo_id: str | None = None,
                            include_invalid: bool = False, fps: int | None = None) -> Path:
-    """Write the dataset to `out` (must not exist). Returns its root."""
+    """Write the dataset to `out` (new, empty, or an earlier export: spabench.outputs). Returns its root."""
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
     campaign_dir = Path(campaign_dir).resolve()
     out = Path(out).resolve()
-    if out.exists():
-        raise DataError(out, "already exists; export into a new folder (LeRobotDataset.create refuses to overwrite)")
+    from spabench.outputs import replace_output
+
     episodes = episode_folders(campaign_dir, include_invalid)
     if not episodes:
         raise DataError(campaign_dir, "no complete recorded attempt to export")
@@ -102,8 +102,15 @@ def export_lerobot_dataset(campaign_dir: str | os.PathLike, out: str | os.PathLi
         rate = int(round(float(first.attrs.get("control_hz") or 30)))
     fps = fps or rate
     repo_id = repo_id or f"spabench/{campaign_dir.name}"
-    dataset = LeRobotDataset.create(repo_id=repo_id, fps=fps, features=features_for(shapes), root=out,
-                                    robot_type=ROBOT_TYPE, use_videos=True)
+    with replace_output(out, "export lerobot", create=False) as staging:
+        exported = _write_dataset(LeRobotDataset.create(
+            repo_id=repo_id, fps=fps, features=features_for(shapes), root=staging, robot_type=ROBOT_TYPE,
+            use_videos=True), episodes, shapes)
+    log.info("exported %d episode(s) to %s", exported, out)
+    return out
+
+
+def _write_dataset(dataset, episodes: list[tuple[str, Path, str]], shapes: dict) -> int:
     exported = 0
     try:
         for attempt_id, folder, instruction in episodes:
@@ -125,5 +132,4 @@ def export_lerobot_dataset(campaign_dir: str | os.PathLike, out: str | os.PathLi
                 exported += 1
     finally:
         dataset.finalize()
-    log.info("exported %d episode(s) to %s", exported, out)
-    return out
+    return exported
