@@ -48,6 +48,10 @@ def test_one_trial_campaign_end_to_end(tmp_path):
         assert attrs["server_metadata"]["policy"] == "wave"
         assert attrs["software_versions"]["lerobot"] == "0.6.1"
         assert attrs["stop_reason"] == "timer" and attrs["valid"]
+        # the episode keeps its motion-onset frame (on main the recorder closed before the detector ran)
+        from spabench.suite.motion import motion_onset
+
+        assert "motion_onset" in attrs and attrs["motion_onset"] == motion_onset(ep.states) is not None
         chunk = ep.array("action/chunk_id")
         acted = chunk >= 0
         assert acted.sum() > 20 and len(set(chunk[acted])) >= 2

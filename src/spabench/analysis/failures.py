@@ -7,17 +7,22 @@ import pandas as pd
 from spabench.analysis.matching import valid_rollouts
 from spabench.analysis.outcomes import policies_in_order
 from spabench.analysis.rates import ALL_TASKS, order_rows
-from spabench.suite.vocabulary import FAILURE_MODES
+from spabench.suite.vocabulary import FAILURE_MODE_LABELS, FAILURE_MODES
 
 UNANNOTATED = "unannotated"
 FAILURE_MODE_ORDER: tuple[str, ...] = FAILURE_MODES + (UNANNOTATED,)
-FAILURE_COLUMNS: tuple[str, ...] = ("policy", "task", "condition", "failure_mode", "count")
+FAILURE_COLUMNS: tuple[str, ...] = ("policy", "task", "condition", "failure_mode", "count", "label")
+
+
+def failure_mode_label(mode: str) -> str:
+    """The protocol's published label of a failure mode ('Wrong target', ...); 'Unannotated' for none."""
+    return FAILURE_MODE_LABELS.get(mode, "Unannotated" if mode == UNANNOTATED else mode)
 
 
 def failure_mode_table(outcomes: pd.DataFrame) -> pd.DataFrame:
     """Counts of failure modes among failed valid rollouts, per policy x task x condition.
 
-    A failure without an annotation counts as 'unannotated'. Rows with task='all' pool the tasks of
+    A failure without an annotation counts as 'unannotated'. `label` is the published label. Rows with task='all' pool the tasks of
     each condition (they repeat the per-task counts; do not add them to the per-task rows).
     """
     failed = valid_rollouts(outcomes)
@@ -35,4 +40,5 @@ def failure_mode_table(outcomes: pd.DataFrame) -> pd.DataFrame:
     table = table.assign(_m=table["failure_mode"].map(rank)).sort_values("_m", kind="stable")
     table = order_rows(table.drop(columns="_m"), policies_in_order(outcomes))
     table["count"] = table["count"].astype(int)
+    table["label"] = table["failure_mode"].map(failure_mode_label)
     return table[list(FAILURE_COLUMNS)]

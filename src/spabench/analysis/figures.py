@@ -18,8 +18,9 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from spabench.analysis.failures import FAILURE_MODE_ORDER, UNANNOTATED
+from spabench.analysis.failures import FAILURE_MODE_ORDER, UNANNOTATED, failure_mode_label
 from spabench.analysis.rates import ALL_TASKS, NON_RELATIONAL, NON_RELATIONAL_TASKS, rate_of
+from spabench.suite import vocabulary
 from spabench.suite.vocabulary import TASKS
 
 POLICY_COLORS = ("#5E82E6", "#6CA363", "#C95A48", "#E0A33B", "#8E6CC9", "#4DA6A6", "#B5651D", "#7F7F7F")
@@ -27,19 +28,16 @@ SERIES_COLORS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3")
 FAILURE_COLORS = ("#C95A48", "#E8927C", "#7F7F7F", "#E0A33B", "#6CA363", "#4DA6A6", "#5E82E6",
                   "#8E6CC9", "#B5651D", "#D17BB5", "#D9D9D9")
 
+# The protocol's published labels (spabench.suite.vocabulary), wrapped for the axes.
 TASK_LABELS = {
-    "object_state": "Object\nState", "relative_size": "Relative\nSize",
-    "relational_placement": "Relational\nPlacement", "referential_description": "Referential\nDescription",
-    "ordinal_position": "Ordinal\nPosition", "counting": "Counting", ALL_TASKS: "All tasks",
-    NON_RELATIONAL: "Non-relational\n(pooled)",
+    **{t: label.replace(" ", "\n") for t, label in vocabulary.TASK_LABELS.items()},
+    ALL_TASKS: "All tasks", NON_RELATIONAL: "Non-relational\n(pooled)",
 }
 CONDITION_LABELS = {
-    "id": "ID", "ood": "OOD", "ood_matched": "OOD (matched)", "direct": "Direct control",
-    "paraphrase_ood": "OOD, paraphrase", "paraphrase_direct": "Direct, paraphrase",
-    "ood_paraphrase_subset": "OOD, original", "direct_paraphrase_subset": "Direct, original",
-    "cross_task": "Cross-task objects", "novel_object": "Novel object (pilot)",
-    "no_intervention": "No intervention", "no_movement": "No movement",
-    "movement_required": "Movement required", "id_cross_task_subset": "ID (cross-task tasks)",
+    **vocabulary.CONDITION_LABELS,
+    "ood_matched": "OOD spatial (matched)",
+    "ood_paraphrase_subset": "OOD spatial, original", "direct_paraphrase_subset": "Direct control, original",
+    "id_cross_task_subset": "ID spatial (cross-task tasks)",
 }
 AGGREGATE_CONDITIONS = ("id", "ood", "ood_matched", "direct", "cross_task", "no_intervention")
 PARAPHRASE_CONDITIONS = ("ood_paraphrase_subset", "paraphrase_ood", "direct_paraphrase_subset",
@@ -238,7 +236,7 @@ def failure_composition(failures: pd.DataFrame, policies: Sequence[str], path: P
     left = np.zeros(len(bars))
     for mode in modes:
         share = np.array([100 * counts.get(mode, 0) / total for _, counts, total in bars])
-        ax.barh(y, share, 0.75, left=left, color=colors[mode], label=mode.replace("_", " "),
+        ax.barh(y, share, 0.75, left=left, color=colors[mode], label=failure_mode_label(mode),
                 edgecolor="white", linewidth=0.4)
         left += share
     ax.set_yticks(y, [label for label, _, _ in bars], fontsize=7)

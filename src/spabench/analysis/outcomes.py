@@ -17,10 +17,18 @@ from pathlib import Path
 import pandas as pd
 
 from spabench.errors import DataError
-from spabench.suite.vocabulary import CONDITIONS, FAILURE_MODES, INSTRUCTION_VARIANTS, TASKS
+from spabench.suite.vocabulary import (
+    INSTRUCTION_VARIANTS,
+    allowed_labels,
+    condition_name,
+    failure_mode_name,
+    policy_name,
+    task_name,
+)
 
 REQUIRED_COLUMNS: tuple[str, ...] = ("policy", "task", "condition", "evaluation_id", "success")
-OPTIONAL_COLUMNS: tuple[str, ...] = ("matched_group", "instruction_variant", "failure_mode", "valid")
+OPTIONAL_COLUMNS: tuple[str, ...] = ("matched_group", "instruction_variant", "failure_mode", "valid",
+                                     "paraphrase_of")
 
 # Conditions played on a matched OOD scene; their rollouts are paired by matched_group.
 MATCHED_CONDITIONS: tuple[str, ...] = ("ood", "direct", "paraphrase_ood", "paraphrase_direct")
@@ -156,12 +164,15 @@ def _validate_row(record: Mapping[str, str], row: int, source: str, has_matched_
     for field in ("policy", "evaluation_id"):
         if not record[field]:
             _fail(source, row, field, f"'{field}' is empty", "any non-empty text")
-    task = record["task"]
-    if task not in TASKS:
-        _fail(source, row, "task", f"unknown task '{task}'", TASKS)
-    condition = record["condition"]
-    if condition not in CONDITIONS:
-        _fail(source, row, "condition", f"unknown condition '{condition}'", CONDITIONS)
+    # names in spabench's, the paper's or the authors' words (spabench.suite.vocabulary), any case/punctuation
+    task = task_name(record["task"])
+    if task is None:
+        _fail(source, row, "task", f"unknown task '{record['task']}'", allowed_labels("task"))
+    condition = condition_name(record["condition"], task, record.get("paraphrase_of") or None)
+    if condition is None:
+        _fail(source, row, "condition", f"unknown condition '{record['condition']}' (for 'Language "
+              "robustness' the row must say which prompt it paraphrases: a paraphrase_of column "
+              "'ood' or 'direct')", allowed_labels("condition"))
 
     valid_text = record.get("valid", "")
     valid = True if not valid_text else _parse_flag(valid_text, source, row, "valid")
@@ -194,11 +205,12 @@ def _validate_row(record: Mapping[str, str], row: int, source: str, has_matched_
         _fail(source, row, "matched_group", f"a '{condition}' rollout must name the matched OOD "
               "scene group it is paired with", "the matched_group of an ood rollout of the same task")
 
-    failure_mode = record.get("failure_mode", "").lower()
-    if failure_mode:
-        if failure_mode not in FAILURE_MODES:
-            _fail(source, row, "failure_mode", f"unknown failure mode '{failure_mode}'",
-                  ("(empty)",) + FAILURE_MODES)
+    failure_text = record.get("failure_mode", "")
+    failure_mode = failure_mode_name(failure_text) if failure_text else ""
+    if failure_text:
+        if failure_mode is None:
+            _fail(source, row, "failure_mode", f"unknown failure mode '{failure_text}'",
+                  ("(empty)",) + allowed_labels("failure_mode"))
         if failure_mode in FAILURE_MODE_CONDITIONS and condition not in FAILURE_MODE_CONDITIONS[failure_mode]:
             _fail(source, row, "failure_mode", f"'{failure_mode}' does not apply to condition "
                   f"'{condition}'", f"conditions {', '.join(FAILURE_MODE_CONDITIONS[failure_mode])}")
@@ -207,7 +219,7 @@ def _validate_row(record: Mapping[str, str], row: int, source: str, has_matched_
                   f"tasks {', '.join(FAILURE_MODE_TASKS[failure_mode])}")
 
     out = {
-        "row": row, "policy": record["policy"], "task": task, "condition": condition,
+        "row": row, "policy": policy_name(record["policy"]), "task": task, "condition": condition,
         "evaluation_id": record["evaluation_id"], "matched_group": matched_group,
         "instruction_variant": variant, "success": success, "valid": valid,
         "failure_mode": failure_mode,

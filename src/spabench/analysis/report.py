@@ -13,7 +13,7 @@ import pandas as pd
 
 from spabench.analysis import figures
 from spabench.analysis.contrasts import PAIRED_CONTRASTS, contrast_table
-from spabench.analysis.failures import FAILURE_MODE_ORDER, failure_mode_table
+from spabench.analysis.failures import FAILURE_MODE_ORDER, failure_mode_label, failure_mode_table
 from spabench.analysis.outcomes import invalid_rollouts, policies_in_order
 from spabench.analysis.rates import (ALL_TASKS, NON_RELATIONAL, NON_RELATIONAL_TASKS, TASK_ORDER, rate_of,
                                      success_table)
@@ -180,7 +180,7 @@ def render_markdown(analysis: Analysis, figure_names: list[str]) -> str:
                                                aggfunc="sum", fill_value=0)
             lines += ["### Failure modes of failed valid rollouts (all tasks)", ""]
             lines += _table(["failure mode"] + [_label(c) for c in conds],
-                            [[m.replace("_", " ")] + [str(int(counts.loc[m, c])) for c in conds]
+                            [[failure_mode_label(m)] + [str(int(counts.loc[m, c])) for c in conds]
                              for m in modes])
 
     lines += ["## Invalid rollouts", ""]

@@ -54,8 +54,10 @@ def placement_line(placed: Any, suite: Any) -> str:
 
 
 def checklist(scene: Any, suite_or_geometry: Any, reference_image: str | os.PathLike | None,
-              instruction: str | None = None) -> str:
-    """The operator's reset checklist for one scene, as plain text (one item per line)."""
+              instruction: str | None = None, relation_rule: Any = None) -> str:
+    """The operator's reset checklist for one scene, as plain text (one item per line).
+
+    Relational goals print the suite's success rule (spabench.suite.success, conf/suite `relation`)."""
     geometry = getattr(suite_or_geometry, "geometry", suite_or_geometry)
     suite = suite_or_geometry if hasattr(suite_or_geometry, "objects") else None
     lines = [f"Scene {scene.scene_id}  (task {scene.task}, scene condition {scene.condition})",
@@ -75,6 +77,10 @@ def checklist(scene: Any, suite_or_geometry: Any, reference_image: str | os.Path
         lines.append("Reference image: none yet (first attempt of this evaluation); place from the numbers above.")
     if instruction:
         lines.append(f"Instruction the policy will get: \"{instruction}\"")
+    if getattr(getattr(scene, "goal", None), "kind", None) == "relation":
+        from spabench.suite.success import DEFAULT_RELATION_RULE
+
+        lines.append(f"Success: {(relation_rule or DEFAULT_RELATION_RULE).describe()}.")
     if getattr(scene, "notes", ""):
         lines.append(f"Note: {scene.notes}")
     return "\n".join(lines)

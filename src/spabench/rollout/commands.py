@@ -81,6 +81,24 @@ def _scene(suite: Any, scene_id: str) -> Any:
         return None
 
 
+def _onset_rule(cfg: Any) -> Any:
+    """The suite config's motion-onset rule (conf/suite `motion_onset`)."""
+    from spabench.suite.motion import MotionOnsetRule
+
+    return MotionOnsetRule.from_mapping(_plain(_get(_get(cfg, "suite") or {}, "motion_onset") or {}))
+
+
+def _relation_rule(cfg: Any) -> Any:
+    """The suite config's Relational Placement success rule (conf/suite `relation`)."""
+    from spabench.suite.success import RelationRule
+
+    return RelationRule.from_mapping(_plain(_get(_get(cfg, "suite") or {}, "relation") or {}))
+
+
+def _plain(value: Any) -> dict:
+    return dict(plain_container(value)) if value else {}
+
+
 def _load_suite(cfg: Any) -> Any:
     suite_cfg = _get(cfg, "suite")
     try:
@@ -225,7 +243,8 @@ class Session:
             ref = reference_image(self.ledger, self.campaign_dir, trial.evaluation_id,
                                   self.op_cfg.reference_camera, self.op_cfg.reference_fallback)
         if scene is not None:
-            text = checklist(scene, self.suite, ref, instruction=trial.instruction)
+            text = checklist(scene, self.suite, ref, instruction=trial.instruction,
+                             relation_rule=_relation_rule(self.cfg))
         else:
             text = f"Scene {trial.scene_id} (no scene specification loaded)\nReference image: {ref or 'none yet'}"
         if not self.operator.wait_scene_ready(trial, scene, text):
@@ -251,8 +270,9 @@ class Session:
                    "instruction_variant": trial.instruction_variant, "order": trial.order,
                    "matched_group": trial.matched_group or ""},
         )
-        motion = MotionDetector()
-        observers = [self.recorder, motion, *self.operator.observers()]
+        motion = MotionDetector(_onset_rule(self.cfg))
+        # the detector ends first, so the recorder writes the onset frame into the episode's attributes
+        observers = [motion, self.recorder, *self.operator.observers()]
         self.controls.clear()
         sim_time = getattr(self.bench, "sim_time", None)  # the twin runs in lockstep on its own clock
         timing = {"clock": sim_time, "lockstep": True} if callable(sim_time) else {}

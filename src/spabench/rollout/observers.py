@@ -18,7 +18,8 @@ class MotionDetector(ObserverBase):
     pre-fills the score of no-intervention / no-movement trials.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, rule=None) -> None:
+        self.rule = rule  # spabench.suite.motion.MotionOnsetRule; None: the protocol's defaults
         self._states: list[np.ndarray] = []
         self.onset: int | None = None
         self.evaluated = False
@@ -30,11 +31,11 @@ class MotionDetector(ObserverBase):
         self._states.append(np.asarray(step.state, dtype=float))
 
     def on_episode_end(self, result: EpisodeResult) -> None:
-        from spabench.rollout.motion import motion_onset
+        from spabench.suite.motion import motion_onset
 
         states = np.asarray(self._states, dtype=float).reshape(-1, 6)
         states = states[np.all(np.isfinite(states), axis=1)]
-        self.onset = motion_onset(states) if len(states) else None
+        self.onset = motion_onset(states, self.rule) if len(states) else None
         self.evaluated = True
         result.motion_onset = self.onset
 

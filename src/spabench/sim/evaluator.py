@@ -4,11 +4,11 @@ Binary success per the protocol's criteria (model.Goal kinds), plus a *suggested
 mode from vocabulary.FAILURE_MODES. The suggestion never changes the binary outcome.
 
   in_bowl        the goal objects are in the bowl and no other object is newly in it
-  relation       goal.objects[0] ends within RELATION_RADIUS_CM (7.62 cm) of goal.reference and
-                 inside the +-45 degree sector of goal.direction, in the robot's frame:
-                 left = +y, right = -y, front = -x, behind = +x
+  relation       goal.objects[0] satisfies the suite's relation rule (spabench.suite.success; default
+                 the paper's: within 7.62 cm of goal.reference and inside the +-45 degree sector of
+                 goal.direction), in the robot's frame: left = +y, right = -y, front = -x, behind = +x
   count_in_bowl  exactly goal.count objects are in the bowl
-  no_motion      no motion onset in the joint trajectory (spabench.rollout.motion)
+  no_motion      no motion onset in the joint trajectory (spabench.suite.motion)
 
 "In the bowl": the object's centre is within the bowl's inner radius (horizontally), no higher
 than the rim plus IN_BOWL_Z_MARGIN_CM, and the gripper is not holding it.
@@ -25,15 +25,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from spabench.errors import DataError
-from spabench.rollout.motion import motion_onset
+from spabench.suite.motion import MotionOnsetRule, motion_onset
 from spabench.suite.geometry import DIRECTION_VECTORS as _SUITE_DIRECTIONS
 from spabench.suite.geometry import relation_holds as _suite_relation_holds
 from spabench.suite.model import BenchGeometry, Goal, ObjectSpec, SceneSpec
+from spabench.suite.success import RelationRule
 from spabench.suite.vocabulary import (
     DIRECTIONS,
     FAILURE_MODES,
-    RELATION_HALF_ANGLE_DEG,
-    RELATION_RADIUS_CM,
 )
 
 IN_BOWL_Z_MARGIN_CM = 2.0
@@ -76,21 +75,32 @@ def in_bowl(xyz_cm, geometry: BenchGeometry, z_margin_cm: float = IN_BOWL_Z_MARG
     return r <= geometry.bowl_inner_radius_cm and p[2] <= geometry.bowl_height_cm + z_margin_cm
 
 
-def relation_holds(target_xy_cm, reference_xy_cm, direction: str,
-                   radius_cm: float = RELATION_RADIUS_CM,
-                   half_angle_deg: float = RELATION_HALF_ANGLE_DEG) -> bool:
-    """Target within radius_cm of the reference and inside the +-half_angle sector of direction
-    (the suite's criterion, spabench.suite.geometry.relation_holds, on centre positions)."""
+def relation_holds(target_xy_cm, reference_xy_cm, direction: str, rule: RelationRule | None = None,
+                   edge_gap_cm: float | None = None) -> bool:
+    """The suite's Relational Placement rule (spabench.suite.success, conf/suite `relation`) on centre
+    positions; the sheet bound also takes the edge gap."""
     if direction not in DIRECTION_VECTORS:
         raise DataError("goal", f"unknown direction {direction!r}", field="direction",
                         allowed=DIRECTIONS)
     t = np.asarray(target_xy_cm, float)
     r = np.asarray(reference_xy_cm, float)
     return bool(_suite_relation_holds((float(t[0]), float(t[1])), (float(r[0]), float(r[1])), direction,
-                                      radius_cm, half_angle_deg))
+                                      rule, edge_gap_cm))
 
 
 # ---------------------------------------------------------------------- helpers
+def _edge_gap(t_xy, r_xy, target: str, ref: str, objects: Mapping[str, ObjectSpec] | None) -> float | None:
+    """Approximate edge gap (the sheet bound): centre distance minus each object's half-width."""
+    if not objects or target not in objects or ref not in objects:
+        return None
+
+    def half(o: ObjectSpec) -> float:
+        return o.footprint_radius_cm or min(o.size_cm[0], o.size_cm[1]) / 2
+
+    d = math.hypot(float(t_xy[0]) - float(r_xy[0]), float(t_xy[1]) - float(r_xy[1]))
+    return d - half(objects[target]) - half(objects[ref])
+
+
 def _moved(trace: EpisodeTrace, oid: str) -> bool:
     a, b = trace.initial_cm[oid], trace.final_cm[oid]
     return bool(np.linalg.norm(np.asarray(b, float)[:2] - np.asarray(a, float)[:2]) > MOVED_CM
@@ -122,8 +132,10 @@ def _check(mode: str | None) -> str | None:
 
 # ---------------------------------------------------------------------- evaluation
 def evaluate(scene: SceneSpec | Goal, trace: EpisodeTrace, geometry: BenchGeometry,
-             objects: Mapping[str, ObjectSpec] | None = None, task: str = "") -> Evaluation:
-    """Score one episode against a scene's goal (or a bare Goal)."""
+             objects: Mapping[str, ObjectSpec] | None = None, task: str = "", *,
+             relation_rule: RelationRule | None = None,
+             onset_rule: MotionOnsetRule | None = None) -> Evaluation:
+    """Score one episode against a scene's goal (or a bare Goal), by the suite's rules (conf/suite)."""
     goal = scene.goal if isinstance(scene, SceneSpec) else scene
     task = scene.task if isinstance(scene, SceneSpec) else task
     missing = [o for o in trace.initial_cm if o not in trace.final_cm]
@@ -133,7 +145,7 @@ def evaluate(scene: SceneSpec | Goal, trace: EpisodeTrace, geometry: BenchGeomet
         if oid not in trace.final_cm:
             raise DataError("episode trace", f"goal object {oid!r} is not in the scene",
                             field="goal.objects", allowed=sorted(trace.final_cm))
-    onset = motion_onset(trace.states) if trace.states is not None and len(trace.states) else None
+    onset = motion_onset(trace.states, onset_rule) if trace.states is not None and len(trace.states) else None
     s0 = _bowl_set(trace.initial_cm, geometry)
     s1 = _bowl_set(trace.final_cm, geometry, trace.held_at_end)
     any_moved = any(_moved(trace, o) for o in trace.final_cm)
@@ -170,7 +182,8 @@ def evaluate(scene: SceneSpec | Goal, trace: EpisodeTrace, geometry: BenchGeomet
 
     if goal.kind == "relation":
         target, ref, direction = goal.objects[0], goal.reference, goal.direction
-        if relation_holds(trace.final_cm[target], trace.final_cm[ref], direction):
+        gap = _edge_gap(trace.final_cm[target], trace.final_cm[ref], target, ref, objects)
+        if relation_holds(trace.final_cm[target], trace.final_cm[ref], direction, relation_rule, gap):
             return result(True, None, f"{target} {RELATION_WORDS[direction]} {ref}")
         return result(False, *_target_outcome(trace, task, [target], (target,), objects,
                                               placed_mode="correct_target_incorrect_spatial_outcome"))

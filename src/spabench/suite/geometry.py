@@ -8,12 +8,13 @@ towards +y), or a disc for round objects (footprint_radius_cm set in the invento
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import math
 from dataclasses import dataclass
 from typing import Sequence
 
 from spabench.suite.model import ObjectSpec, PlacedObject
-from spabench.suite.vocabulary import RELATION_HALF_ANGLE_DEG, RELATION_RADIUS_CM
 
 Point = tuple[float, float]
 Polygon = tuple[Point, ...]
@@ -53,6 +54,10 @@ class Footprint:
         cx, cy = self.centre
         return tuple((cx + r * math.cos(2 * math.pi * i / _DISC_SIDES), cy + r * math.sin(2 * math.pi * i / _DISC_SIDES))
                      for i in range(_DISC_SIDES))
+
+
+if TYPE_CHECKING:
+    from spabench.suite.success import RelationRule
 
 
 def footprint(spec: ObjectSpec, x_cm: float, y_cm: float, yaw_deg: float = 0.0) -> Footprint:
@@ -193,11 +198,12 @@ def relation_offset(target_xy: Point, reference_xy: Point, direction: str) -> tu
 
 
 def relation_holds(target_xy: Point, reference_xy: Point, direction: str,
-                   radius_cm: float = RELATION_RADIUS_CM,
-                   half_angle_deg: float = RELATION_HALF_ANGLE_DEG) -> bool:
-    """The protocol's Relational Placement criterion: within radius and inside the +-45 degree sector."""
+                   rule: "RelationRule | None" = None, edge_gap_cm: float | None = None) -> bool:
+    """The protocol's Relational Placement criterion (spabench.suite.success: the suite's `relation` rule)."""
+    from spabench.suite.success import DEFAULT_RELATION_RULE
+
     distance, angle = relation_offset(target_xy, reference_xy, direction)
-    return 0 < distance <= radius_cm and angle <= half_angle_deg
+    return (rule or DEFAULT_RELATION_RULE).holds(distance, angle, edge_gap_cm)
 
 
 def distance(a: Point, b: Point) -> float:

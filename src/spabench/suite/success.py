@@ -1,0 +1,76 @@
+"""The Relational Placement success rule as one suite setting (conf/suite `relation`).
+
+Two published bounds exist. The paper: the target ends within 3 inches (7.62 cm) of the reference,
+centre to centre, inside the +-45 degree sector around the requested direction (`bound: paper`, the
+default, because the paper is the published definition and what its numbers were scored by). The
+authors' evaluation sheets: a 2-8 cm edge gap in the requested direction with the centroid direction
+within +-45 degrees (`bound: sheet`). The checklist prints `describe()`, the twin's evaluator and the
+suite contracts call `holds()`, the README quotes the default: one rule, one place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from spabench.errors import ConfigError
+from spabench.suite.vocabulary import RELATION_HALF_ANGLE_DEG, RELATION_RADIUS_CM
+
+BOUNDS = ("paper", "sheet")
+SHEET_EDGE_GAP_CM = (2.0, 8.0)
+
+__all__ = ["RelationRule", "DEFAULT_RELATION_RULE", "BOUNDS"]
+
+
+@dataclass  # not frozen: Hydra overrides set fields on it
+class RelationRule:
+    bound: str = "paper"                       # paper (centre distance) | sheet (edge gap)
+    max_distance_cm: float = RELATION_RADIUS_CM  # paper: centre distance bound
+    min_edge_gap_cm: float = SHEET_EDGE_GAP_CM[0]  # sheet: edge gap range
+    max_edge_gap_cm: float = SHEET_EDGE_GAP_CM[1]
+    half_angle_deg: float = RELATION_HALF_ANGLE_DEG
+
+    def __post_init__(self) -> None:
+        if self.bound not in BOUNDS:
+            raise ConfigError(f"conf/suite: relation.bound {self.bound!r} is not a published bound "
+                              f"(allowed: {', '.join(BOUNDS)})")
+        if not (0 < self.half_angle_deg < 90):
+            raise ConfigError(f"conf/suite: relation.half_angle_deg must be in (0, 90), got {self.half_angle_deg!r}")
+        if not (self.max_distance_cm > 0 and 0 <= self.min_edge_gap_cm < self.max_edge_gap_cm):
+            raise ConfigError("conf/suite: relation needs max_distance_cm > 0 and "
+                              "0 <= min_edge_gap_cm < max_edge_gap_cm")
+
+    @classmethod
+    def from_mapping(cls, data) -> "RelationRule":
+        data = dict(data or {})
+        allowed = ("bound", "max_distance_cm", "min_edge_gap_cm", "max_edge_gap_cm", "half_angle_deg")
+        unknown = sorted(set(data) - set(allowed))
+        if unknown:
+            raise ConfigError(f"conf/suite: relation has unknown field(s) {unknown} (allowed: {', '.join(allowed)})")
+        return cls(**data)
+
+    def holds(self, distance_cm: float, angle_deg: float, edge_gap_cm: float | None = None) -> bool:
+        """Whether a target at (centre distance, angle off the direction[, edge gap]) satisfies the rule."""
+        if angle_deg > self.half_angle_deg or distance_cm <= 0:
+            return False
+        if self.bound == "paper":
+            return distance_cm <= self.max_distance_cm
+        gap = edge_gap_cm if edge_gap_cm is not None else distance_cm
+        return self.min_edge_gap_cm <= gap <= self.max_edge_gap_cm
+
+    def describe(self) -> str:
+        """One line for checklists and docs."""
+        if self.bound == "paper":
+            return (f"the target ends within {self.max_distance_cm:.2f} cm (3 in) of the reference, centre to "
+                    f"centre, inside the +-{self.half_angle_deg:.0f} deg sector of the requested direction "
+                    f"(the paper's bound)")
+        return (f"the target ends with a {self.min_edge_gap_cm:g}-{self.max_edge_gap_cm:g} cm edge gap from the "
+                f"reference in the requested direction, centroid direction within +-{self.half_angle_deg:.0f} deg "
+                f"(the authors' evaluation sheets)")
+
+    def as_dict(self) -> dict:
+        return {"bound": self.bound, "max_distance_cm": self.max_distance_cm,
+                "min_edge_gap_cm": self.min_edge_gap_cm, "max_edge_gap_cm": self.max_edge_gap_cm,
+                "half_angle_deg": self.half_angle_deg}
+
+
+DEFAULT_RELATION_RULE = RelationRule()
