@@ -77,17 +77,26 @@ def test_clamps_to_limits_and_step_bound_are_reported_and_sent(bus, make_cfg):
         np.testing.assert_allclose(goals_deg(bus), expected, atol=TICK_DEG)
 
 
-def test_lerobot_clip_against_fresh_position_is_recorded(bus, make_cfg):
+def test_one_clamp_one_bus_read_per_tick_nothing_printed(bus, make_cfg, capfd):
+    """Issue 9 (measured on main): LeRobot applied max_relative_target a second time, reading
+    Present_Position again inside send_action and printing every clip to stderr. Now the envelope
+    (relative to the observed state) is the only clamp: one SYNC_READ per observe+act, silence."""
     with make_bench(make_cfg(bus)) as bench:
+        assert bench.robot.config.max_relative_target is None
         obs = bench.observe()
         bus.move_by_hand("wrist_flex", obs.state[3] + 20.0)  # the arm moved after the observation
-        target = obs.state.copy()
-        target[3] += 8.0  # fine relative to the observation, 12 deg behind the real position
-        result = bench.act(target)
-        clip = [c for c in result.clamps if c.reason == "robot_clip"]
-        assert [c.joint for c in clip] == ["wrist_flex"]
-        assert result.sent[3] == pytest.approx(obs.state[3] + 10.0, abs=TICK_DEG)
-        assert bus.goal_deg("wrist_flex") == pytest.approx(result.sent[3], abs=TICK_DEG)
+        capfd.readouterr()
+        reads = bus.instruction_counts.get(INST_SYNC_READ, 0)
+        for _ in range(5):
+            obs = bench.observe()
+            target = obs.state.copy()
+            target[3] += 30.0  # too big a step: the envelope clamps it, nobody else does
+            result = bench.act(target)
+            assert [c.reason for c in result.clamps] == ["max_relative_target"]
+            assert result.sent[3] == pytest.approx(obs.state[3] + 10.0)
+        assert bus.instruction_counts.get(INST_SYNC_READ, 0) - reads == 5  # observe only
+        captured = capfd.readouterr()
+        assert "clamped" not in captured.err + captured.out
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf])
@@ -135,6 +144,18 @@ def test_calibration_mismatch_refuses_and_disconnects(bus, make_cfg, calib_dir):
     assert f"lerobot-calibrate --robot.type=so101_follower --robot.port={bus.port} --robot.id={ROBOT_ID}" in text
     assert not bench.is_connected and not bench.robot.bus.is_connected
     assert not any(bus.torque_enabled(j) for j in JOINTS)
+    # Issue 9 (measured on main: Torque_Enable=1 at +1.757 s, 0 at +1.760 s): torque never enabled
+    writes = bus.register_writes("Torque_Enable")
+    assert all(value == 0 for _, _, value in writes), writes
+    assert not bus.goal_writes()  # and no goal was ever sent
+
+
+def test_matching_calibration_enables_torque_after_the_check(bus, make_cfg):
+    """The write log of a good connect: calibration registers read, then configure, then torque on."""
+    with make_bench(make_cfg(bus)):
+        writes = bus.register_writes("Torque_Enable")
+    enabled = [t for t, _, v in writes if v == 1]
+    assert len({i for _, i, v in writes if v == 1}) == 6 and enabled
 
 
 def test_missing_calibration_file_refuses_before_touching_the_bus(bus, make_cfg, calib_dir):

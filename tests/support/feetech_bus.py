@@ -18,7 +18,7 @@ limits like the real servo does in position mode.
 
 The servos run in a child process by default (mode="thread" runs them in a thread of this process);
 EmulatedBus talks to them over a socket: inspection (goal_ticks, present_deg, register, snapshot,
-goal_writes, instruction_counts) and fault injection: go_silent()/resume(), remove_motor(id)/
+goal_writes, register_writes, instruction_counts) and fault injection: go_silent()/resume(), remove_motor(id)/
 restore_motor(id), set_model_number(id, n), set_stored_calibration(id, ...) (the motors' EEPROM no
 longer matches the calibration file), move_by_hand(), set_rate(). Every inspection first lets the
 servos handle all bytes the client already wrote, so the effect of a reply-less SYNC_WRITE is visible.
@@ -240,6 +240,7 @@ class ServoBusCore:
         self.rate_ticks_per_s = rate_ticks_per_s
         self.silent = False
         self.goal_log: list[list] = []           # [t, motor_id, ticks]
+        self.write_log: list[list] = []          # [t, motor_id, address, [bytes]]: every write received
         self.counts: dict[int, int] = {}         # instruction -> packets received
         self.motors: dict[int, EmulatedMotor] = {}
         for name, motor_id in self.motor_ids.items():
@@ -289,6 +290,16 @@ class ServoBusCore:
 
     def instruction_counts(self) -> dict[int, int]:
         return dict(self.counts)
+
+    def register_writes(self, reg: str) -> list[list]:
+        """[t, motor_id, value] for every write that covered register `reg` (any instruction)."""
+        addr, size = REG[reg]
+        out = []
+        for t, motor_id, start, data in self.write_log:
+            if start <= addr and addr + size <= start + len(data):
+                raw = bytes(data[addr - start:addr - start + size])
+                out.append([t, motor_id, int.from_bytes(raw, "little")])
+        return out
 
     def set_silent(self, silent: bool) -> None:
         self.silent = bool(silent)
@@ -359,6 +370,7 @@ class ServoBusCore:
 
     def _write_bytes(self, motor: EmulatedMotor, addr: int, data: bytes, now: float) -> None:
         self._advance(motor, now)
+        self.write_log.append([now, motor.motor_id, addr, list(data)])
         end = addr + len(data)
         for offset, byte in enumerate(data):
             a = addr + offset
@@ -687,6 +699,11 @@ class EmulatedBus:
         """Every Goal_Position write the servos received, in order (optionally for one joint)."""
         rows = self._call("goal_writes", None if name is None else self.motor_ids[name])
         return [GoalWrite(t, int(i), int(ticks)) for t, i, ticks in rows]
+
+    def register_writes(self, reg: str) -> list[tuple[float, int, int]]:
+        """Every write of register `reg` the servos received, in order: (t, motor_id, raw value).
+        The write log behind it records every WRITE / SYNC_WRITE / ACTION, whatever the register."""
+        return [(t, int(i), int(v)) for t, i, v in self._call("register_writes", reg)]
 
     @property
     def instruction_counts(self) -> dict[int, int]:

@@ -114,8 +114,13 @@ class Bench:
     def _before_connect(self) -> None:
         """Checks that need no hardware (files, ports). Raise a SpabenchError to refuse."""
 
+    def _connect_robot(self, robot) -> None:
+        """Open the robot without ever calibrating or prompting; a subclass may check things on the
+        way (SO101Bench compares the calibration before LeRobot enables torque)."""
+        robot.connect(calibrate=False)
+
     def _after_connect(self) -> None:
-        """Checks on the connected robot (calibration). Raise to refuse; the bench then disconnects."""
+        """Checks on the connected robot. Raise to refuse; the bench then disconnects."""
 
     def _read_state(self) -> np.ndarray:
         """Fresh joint positions without cameras; the default reads a full observation."""
@@ -152,7 +157,7 @@ class Bench:
         attempts = 1 + int(getattr(self.cfg, "connect_retries", 0))
         for attempt in range(attempts):
             try:
-                robot.connect(calibrate=False)
+                self._connect_robot(robot)
                 break
             except DRIVER_ERRORS as exc:
                 self._force_close()

@@ -1,8 +1,10 @@
 """The SO-101 follower arm through LeRobot: SO101Follower over a Feetech STS3215 bus.
 
-The harness never calibrates and never prompts: it connects with calibrate=False and refuses to
-run (SafetyError) when the calibration file is missing, malformed, or differs from what the motors
-store, telling the operator the exact lerobot-calibrate command and where the file must go.
+The harness never calibrates and never prompts: it refuses to run (SafetyError) when the calibration
+file is missing, malformed, or differs from what the motors store, telling the operator the exact
+lerobot-calibrate command and where the file must go. The comparison happens before LeRobot
+configures the motors (which enables torque), so a mismatching arm is never torqued. The per-tick
+step bound is spabench's envelope alone (LeRobot's max_relative_target is left off).
 """
 
 from __future__ import annotations
@@ -150,7 +152,9 @@ class SO101Bench(Bench):
             id=self.cfg.robot_id,
             calibration_dir=self.calibration_dir,
             cameras=camera_configs(self.cfg),
-            max_relative_target=float(self.cfg.max_relative_target),
+            # One clamp: spabench's SafetyEnvelope bounds every step against the observed state.
+            # LeRobot's own clamp would read the bus a second time per tick and print every clip.
+            max_relative_target=None,
             disable_torque_on_disconnect=self.cfg.disable_torque_on_disconnect,
             use_degrees=self.cfg.use_degrees,
             num_read_retries=self.cfg.num_read_retries,
@@ -167,26 +171,36 @@ class SO101Bench(Bench):
             raise BenchFault(f"serial port {self.cfg.port} does not exist (bench config field 'port'). "
                              "Plug in the arm's controller board and find its port with `lerobot-find-port`.")
 
-    def _after_connect(self) -> None:
-        bus = self.robot.bus
+    def _connect_robot(self, robot) -> None:
+        """LeRobot's connect() minus its torque-first order: open the bus (handshake only), compare the
+        calibration while torque is still off, and only then connect the cameras and let LeRobot
+        configure the motors (which ends with Torque_Enable=1). A mismatch never torques the arm."""
+        bus = robot.bus
+        bus.connect()
         try:
             calibrated = bus.is_calibrated
             stored = bus.read_calibration() if not calibrated else None
         except DRIVER_ERRORS as exc:
             raise self._fault(exc, "calibration check") from exc
-        if calibrated:
-            return
+        if not calibrated:
+            raise self._mismatch(stored)
+        for cam in robot.cameras.values():
+            cam.connect()
+        robot.configure()
+
+    def _mismatch(self, stored: dict) -> SafetyError:
         diffs = []
         for joint in JOINTS:
             file_cal, motor_cal = self.calibration[joint], stored[joint]
             for key in ("homing_offset", "range_min", "range_max"):
                 if file_cal[key] != getattr(motor_cal, key):
                     diffs.append(f"{joint}.{key} file {file_cal[key]} vs motor {getattr(motor_cal, key)}")
-        raise SafetyError(
+        return SafetyError(
             f"calibration mismatch: {self.calibration_path} does not match the calibration stored in the "
             f"motors on {self.cfg.port} ({'; '.join(diffs) or 'unknown difference'}). Either the arm was "
             f"recalibrated or a motor swapped since the file was written, or the file belongs to another "
-            f"arm. The robot was disconnected without moving. {calibrate_hint(self.cfg, self.calibration_path)} "
+            f"arm. The robot was disconnected without torque ever being enabled. "
+            f"{calibrate_hint(self.cfg, self.calibration_path)} "
             "To write the file's values into the motors instead, run the same command and press ENTER at "
             "its first prompt.")
 
