@@ -143,6 +143,52 @@ def test_n15_flat_keys_and_flat_reply():
     np.testing.assert_allclose(chunk.actions, expected_actions(obs.state, 16, DEFAULT_GROUPS)[:8], rtol=1e-6)
 
 
+def test_n15_server_squeezes_one_joint_groups_as_upstream_and_the_client_accepts():
+    """Issue 9 (measured on main): upstream Gr00tPolicy np.squeeze()s its reply, so the gripper group
+    arrives as (16,); the client rejected it as a wrong shape and the old test server sent (16, 1)."""
+    import zmq
+
+    with GrootTestServer(version="n1.5") as srv:
+        ctx = zmq.Context()
+        sock = ctx.socket(zmq.REQ)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(f"tcp://127.0.0.1:{srv.port}")
+        obs = {"video.front": np.zeros((1, 48, 64, 3), np.uint8), "video.wrist": np.zeros((1, 48, 64, 3), np.uint8),
+               "state.single_arm": np.zeros((1, 5)), "state.gripper": np.zeros((1, 1)),
+               "annotation.human.task_description": ["x"]}
+        sock.send(encode_message({"endpoint": "get_action", "data": obs}))
+        raw = decode_message(sock.recv())
+        sock.close()
+        ctx.term()
+        assert raw["action.gripper"].shape == (16,) and raw["action.single_arm"].shape == (16, 5)
+        card = groot_card(srv.port, extra={"connect_attempts": 1, "groot_version": "n1.5"})
+        with GrootClient(card) as client:
+            obs = make_obs()
+            chunk = client.infer(obs, "x")
+    assert chunk.actions.shape == (8, 6)
+    np.testing.assert_allclose(chunk.actions, expected_actions(obs.state, 16, DEFAULT_GROUPS)[:8], rtol=1e-6)
+
+
+def test_torch_pickle_n15_server_gets_one_clear_error_and_is_never_unpickled(monkeypatch):
+    """An Isaac-GR00T server from before the msgpack wire answers torch.save pickles."""
+    import pickle
+
+    def refuse(*a, **k):  # the client must never unpickle what a server sent
+        raise AssertionError("the client unpickled a reply")
+
+    monkeypatch.setattr(pickle, "loads", refuse)
+    monkeypatch.setattr(pickle, "load", refuse)
+    with GrootTestServer(version="n1.5-torch") as srv:
+        card = groot_card(srv.port, extra={"connect_attempts": 1, "groot_version": "n1.5"})
+        client = GrootClient(card)
+        with pytest.raises(ProtocolError) as err:
+            client.connect()
+        client.close()
+    text = str(err.value)
+    assert "torch.save pickle" in text and "older Isaac-GR00T N1.5" in text and "msgpack" in text
+    assert "not valid msgpack" not in text
+
+
 # -- faults -----------------------------------------------------------------------------------
 
 

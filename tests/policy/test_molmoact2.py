@@ -83,11 +83,24 @@ def test_round_trip_json_numpy_native_frames_and_joint_order(server, client):
     assert client.infer(obs, "x").chunk_id == 2
 
 
-def test_round_trip_compact_jpeg_form(server):
-    card = molmo_card(server.port, extra={"image_encoding": "jpeg", "jpeg_keys": {"external_cam": "top"}})
+def test_jpeg_form_is_refused_by_an_upstream_like_server(server):
+    """Issue 9: no upstream MolmoAct2 server decodes `images_jpeg`; it answers 400 for the missing camera."""
+    card = molmo_card(server.port, extra={"image_encoding": "jpeg"})
     with MolmoAct2Client(card) as client:
-        obs = make_obs(height=120, width=160)
-        chunk = client.infer(obs, "x")
+        with pytest.raises(PolicyFault, match=r"missing required field: 'external_cam'"):
+            client.infer(make_obs(height=120, width=160), "x")
+
+
+def test_round_trip_compact_jpeg_form_with_the_documented_server_change():
+    srv = MolmoAct2TestServer(accept_jpeg=True).start()
+    card = molmo_card(srv.port, extra={"image_encoding": "jpeg", "jpeg_keys": {"external_cam": "top"}})
+    try:
+        with MolmoAct2Client(card) as client:
+            obs = make_obs(height=120, width=160)
+            chunk = client.infer(obs, "x")
+    finally:
+        srv.stop()
+    server = srv
     np.testing.assert_allclose(chunk.actions, expected_actions(obs.state, 30)[:10], rtol=1e-6)
     payload = server.received[-1]
     assert set(payload["images_jpeg"]) == {"top", "wrist_cam"}

@@ -6,6 +6,12 @@ every request is a msgpack map `{"endpoint", "data"?, "api_token"?}`; numpy arra
 a failed request answers `{"error": "..."}`. Endpoints: ping, get_modality_config, reset (N1.6+
 only), get_action.
 
+N1.5 servers squeeze their reply (upstream `Gr00tPolicy.get_action` applies np.squeeze to every
+action array), so a one-joint group such as the gripper arrives as (horizon,), not (horizon, 1);
+both are accepted. Isaac-GR00T servers from before the msgpack wire (N1.5's `TorchSerializer`:
+torch.save pickles both ways) are recognised by their reply bytes and refused with one clear error;
+their replies are never unpickled (a pickle can run code).
+
 N1.6+ sends a nested observation `{video: {key: uint8 (1,1,H,W,3)}, state: {group: float32 (1,1,D)},
 language: {key: [[text]]}}` inside `{"observation", "options"}` and answers `[action_dict, info]`
 with `{group: (1, horizon, D)}`. N1.5 sends flat keys (`video.<key>` (1,H,W,3), `state.<group>`
@@ -82,10 +88,29 @@ def encode_message(obj: Any) -> bytes:
     return msgpack.packb(obj, default=_encode_custom, use_bin_type=True)
 
 
+def torch_pickle_kind(data: bytes) -> str | None:
+    """'zip' / 'legacy' when `data` is a torch.save file (zip archive, or a bare pickle stream with
+    protocol 2-5) instead of msgpack; None otherwise. A msgpack reply never starts like either: a
+    zip starts with 'PK\\x03\\x04' (msgpack 'P' is a lone int), and 0x80 is msgpack's empty map, which
+    is a whole message, never followed by a protocol byte."""
+    if data[:4] == b"PK\x03\x04":
+        return "zip"
+    if len(data) > 2 and data[0] == 0x80 and 2 <= data[1] <= 5:
+        return "legacy"
+    return None
+
+
 def decode_message(data: bytes, server: str = "GR00T server") -> Any:
     """Decode a GR00T reply. Arrays are read with allow_pickle=False; a ModalityConfig becomes a
     plain dict (its JSON), so the gr00t package is never needed on the robot computer."""
     import msgpack
+
+    if torch_pickle_kind(data) is not None:
+        raise ProtocolError(
+            f"{server}: replied with a torch.save pickle, the wire of older Isaac-GR00T N1.5 servers "
+            "(TorchSerializer, before the msgpack protocol); spabench speaks the msgpack generation only "
+            "and never unpickles a reply. Update the server to an Isaac-GR00T release with the msgpack "
+            "wire (gr00t/eval/service.py MsgSerializer).")
 
     def hook(obj: dict) -> Any:
         if NDARRAY_TAG in obj:
@@ -314,7 +339,10 @@ class GrootClient(PolicyClient):
                 if field not in reply:
                     raise ProtocolError(f"{self.server}: get_action reply lacks field '{field}' "
                                         f"(got {sorted(map(str, reply))}); expected ({horizon}, {len(joints)})")
-                per_group[group] = check_action_array(reply[field], field=field, server=self.server,
+                value = reply[field]
+                if len(joints) == 1 and isinstance(value, np.ndarray) and value.ndim == 1:
+                    value = value[:, np.newaxis]  # upstream np.squeeze dropped the one-joint axis
+                per_group[group] = check_action_array(value, field=field, server=self.server,
                                                       rows=horizon, cols=len(joints))
         else:
             if not isinstance(reply, (list, tuple)) or len(reply) != 2 or not isinstance(reply[0], Mapping):

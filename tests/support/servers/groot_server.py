@@ -6,6 +6,15 @@ as {"__ModalityConfig_class__": True, "as_json": ...} (a dict in N1.6, a JSON st
 errors as {"error": text}. It checks observations the way GR00T's strict policy does (dtype,
 rank, batch/time axes) and answers the reference actions of `common.reference_actions` per
 action group, computed from the state group of the same name.
+
+N1.5 replies are shaped as upstream's `Gr00tPolicy.get_action` shapes them (Isaac-GR00T
+gr00t/model/policy.py): an unbatched observation (state (1, D), rank < 3) is unsqueezed to
+(1, 1, D), the model answers (1, horizon, D), and `squeeze_dict_values` applies `np.squeeze`, which
+drops every axis of length 1, so a one-joint group (the gripper) arrives as (horizon,), not
+(horizon, 1). version="n1.5-torch" is the older N1.5 wire (gr00t/eval/service.py before msgpack):
+`TorchSerializer`, torch.save/torch.load(weights_only=False) both ways; a request it cannot load
+(msgpack from a newer client) is answered with a torch-pickled {"error": ...}, as upstream's
+`except Exception` branch does.
 """
 
 from __future__ import annotations
@@ -52,7 +61,7 @@ class GrootTestServer:
                  state_groups: dict[str, int] | None = None,
                  action_groups: dict[str, int] | None = None,
                  language_key: str = LANGUAGE_KEY, api_token: str | None = None) -> None:
-        assert version in ("n1.6", "n1.5")
+        assert version in ("n1.6", "n1.5", "n1.5-torch")
         self.version = version
         self.horizon = horizon
         self.video_keys = tuple(video_keys)
@@ -97,6 +106,10 @@ class GrootTestServer:
             if not self._sock.poll(50):
                 continue
             message = self._sock.recv()
+            if self.version == "n1.5-torch":
+                self._sock.send(self._torch_reply(message))
+                self.replies += 1
+                continue
             reply = self._handle(message)
             if reply is None:  # died mid-episode: never answer again
                 self.dead = True
@@ -104,6 +117,20 @@ class GrootTestServer:
                 return
             self._sock.send(pack(reply))
             self.replies += 1
+
+    def _torch_reply(self, message: bytes) -> bytes:
+        """The pre-msgpack N1.5 server: it can only torch.load; a msgpack request fails to load."""
+        import torch
+
+        self.received.append(("<torch wire>", None))
+        try:
+            request = torch.load(io.BytesIO(message), weights_only=True)  # upstream: False; a test needs no risk
+            reply: Any = {"status": "ok"} if isinstance(request, dict) else {"error": "bad request"}
+        except Exception as exc:  # noqa: BLE001 - upstream answers every failure with an error dict
+            reply = {"error": str(exc)}
+        buf = io.BytesIO()
+        torch.save(reply, buf)
+        return buf.getvalue()
 
     # -- endpoints ---------------------------------------------------------------------------
     def _handle(self, message: bytes) -> Any:
@@ -164,8 +191,8 @@ class GrootTestServer:
             if i == 0:
                 arr = apply_faults(arr, faults)
             actions[group] = arr
-        if self.version == "n1.5":
-            return {f"action.{g}": a for g, a in actions.items()}
+        if self.version == "n1.5":  # (1, horizon, D) -> np.squeeze, as Gr00tPolicy does
+            return {f"action.{g}": np.squeeze(a[np.newaxis]) for g, a in actions.items()}
         return [{g: a[np.newaxis] for g, a in actions.items()}, {}]
 
     def _check_observation(self, data: dict) -> dict[str, np.ndarray]:

@@ -2,7 +2,10 @@
 
 Written from the wire facts with its own json_numpy decoding: arrays arrive as
 {"__numpy__": base64 raw bytes, "dtype": descr, "shape": [...]}; frames either under the camera
-keys (json_numpy, HxWx3 uint8) or as base64 JPEG under `images_jpeg`. `GET /act` reports status;
+keys (json_numpy, HxWx3 uint8), as upstream's servers (allenai/molmoact2 examples/yam
+host_server_yam.py: `payload["top_cam"]` etc., a KeyError answered 400 "missing required field"),
+or, only with accept_jpeg=True (the server change policies/molmoact2.md names; no upstream server
+has it), as base64 JPEG under `images_jpeg`. `GET /act` reports status;
 `POST /act` answers json_numpy {"actions": (horizon, action_dim) float32, "dt_ms": float};
 errors are HTTP 400/500 with {"error": text}.
 """
@@ -68,7 +71,9 @@ class _Handler(JsonHandler):
             return self.send_json(500, {"error": f"inference failed: {faults.error}"})
         try:
             state = owner.check_payload(payload)
-        except (KeyError, ValueError) as exc:
+        except KeyError as exc:
+            return self.send_json(400, {"error": f"missing required field: {exc}"})
+        except ValueError as exc:
             return self.send_json(400, {"error": f"bad request: {exc}"})
         actions = apply_faults(reference_actions(state, owner.horizon, owner.action_dim), faults)
         reply = {"actions": actions, "dt_ms": (time.perf_counter() - t0) * 1000.0 + 1.0}
@@ -79,7 +84,8 @@ class MolmoAct2TestServer:
     """`start()`/`stop()`/context manager; `port`, `faults`, `received` payloads, counters."""
 
     def __init__(self, camera_keys: tuple[str, ...] = ("external_cam", "wrist_cam"), horizon: int = 30,
-                 action_dim: int = 6, norm_tag: str = "so100_so101_molmoact2") -> None:
+                 action_dim: int = 6, norm_tag: str = "so100_so101_molmoact2", accept_jpeg: bool = False) -> None:
+        self.accept_jpeg = accept_jpeg
         self.camera_keys = tuple(camera_keys)
         self.horizon = horizon
         self.action_dim = action_dim
@@ -107,7 +113,7 @@ class MolmoAct2TestServer:
 
     def check_payload(self, payload: dict) -> np.ndarray:
         """Validate a request like the real server and return its state vector."""
-        if "images_jpeg" in payload:
+        if "images_jpeg" in payload and self.accept_jpeg:
             import cv2
 
             shapes = {}
