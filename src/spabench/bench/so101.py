@@ -178,23 +178,31 @@ class SO101Bench(Bench):
         bus = robot.bus
         bus.connect()
         try:
-            calibrated = bus.is_calibrated
-            stored = bus.read_calibration() if not calibrated else None
+            stored = self._stored_calibration(bus)
         except DRIVER_ERRORS as exc:
             raise self._fault(exc, "calibration check") from exc
-        if not calibrated:
+        if any(stored[j][k] != self.calibration[j][k] for j in JOINTS for k in stored[j]):
             raise self._mismatch(stored)
         for cam in robot.cameras.values():
             cam.connect()
         robot.configure()
+
+    def _stored_calibration(self, bus) -> dict[str, dict[str, int]]:
+        """What the motors' EEPROM holds (the registers LeRobot's is_calibrated compares), read with
+        the configured retries so that one lost status packet is not a refusal."""
+        retries = max(1, int(self.cfg.num_read_retries))
+        registers = {"homing_offset": "Homing_Offset", "range_min": "Min_Position_Limit",
+                     "range_max": "Max_Position_Limit"}
+        return {joint: {key: int(bus.read(reg, joint, normalize=False, num_retry=retries))
+                        for key, reg in registers.items()} for joint in JOINTS}
 
     def _mismatch(self, stored: dict) -> SafetyError:
         diffs = []
         for joint in JOINTS:
             file_cal, motor_cal = self.calibration[joint], stored[joint]
             for key in ("homing_offset", "range_min", "range_max"):
-                if file_cal[key] != getattr(motor_cal, key):
-                    diffs.append(f"{joint}.{key} file {file_cal[key]} vs motor {getattr(motor_cal, key)}")
+                if file_cal[key] != motor_cal[key]:
+                    diffs.append(f"{joint}.{key} file {file_cal[key]} vs motor {motor_cal[key]}")
         return SafetyError(
             f"calibration mismatch: {self.calibration_path} does not match the calibration stored in the "
             f"motors on {self.cfg.port} ({'; '.join(diffs) or 'unknown difference'}). Either the arm was "
