@@ -16,7 +16,10 @@ from spabench.suite.vocabulary import CONDITION_COUNTS, TASKS
 
 COLUMNS = ("policy", "task", "condition", "evaluation_id", "success", "matched_group",
            "instruction_variant", "failure_mode", "valid")
-FULL_POLICIES = ("pi05", "molmoact2", "gr00t_frozen")
+FULL_POLICIES = ("molmoact2", "pi05", "groot_fllm")
+# The campaign facts: GR00T-N1.7 F-FT ran the 120 ID trials, VLA-0 72 (12 per task): 2,892 rollouts.
+ID_ONLY_TRIALS = {"groot_fft": 20, "vla0": 12}
+ID_ONLY_POLICIES = tuple(ID_ONLY_TRIALS)
 ID_ONLY_POLICY = "vla0"
 GENERAL_MODES = ("wrong_target", "grasp_failure", "no_action", "timeout_or_incomplete", "")
 QUIET_CONDITIONS = ("no_intervention", "no_movement")
@@ -48,16 +51,27 @@ class Synthetic:
         cell[1] += 1
 
 
+def _evaluation_numbers() -> dict[tuple[str, str], int]:
+    """(task, condition) -> the number of its first evaluation: evaluation N is the same scene for
+    every policy, so an ID-only policy's trials share ids with the full policies' ID trials."""
+    first, n = {}, 0
+    for task in TASKS:
+        for condition, count in CONDITION_COUNTS[task].items():
+            first[(task, condition)] = n
+            n += count
+    return first
+
+
 def synthetic_campaign(seed: int = 7) -> Synthetic:
-    """3 policies x 900 protocol rollouts + a 120-rollout ID-only baseline + 72 invalid attempts
-    (2,892 rows, the size of the published outcomes CSV)."""
+    """The published campaign's shape: 3 policies x 900 protocol rollouts, GR00T F-FT 120 and VLA-0
+    72 ID rollouts (2,892 valid rollouts), plus 72 invalid attempts of re-run trials."""
     rng = np.random.default_rng(seed)
     data = Synthetic()
-    for policy in FULL_POLICIES + (ID_ONLY_POLICY,):
-        evaluation = 0
+    first_evaluation = _evaluation_numbers()
+    for policy in FULL_POLICIES + ID_ONLY_POLICIES:
         policy_rows = []
         for task in TASKS:
-            counts = CONDITION_COUNTS[task] if policy != ID_ONLY_POLICY else {"id": 20}
+            counts = CONDITION_COUNTS[task] if policy in FULL_POLICIES else {"id": ID_ONLY_TRIALS[policy]}
             groups: dict[str, dict[int, int]] = {}
             for condition, n in counts.items():
                 k = int(rng.integers(0, n + 1))
@@ -67,7 +81,7 @@ def synthetic_campaign(seed: int = 7) -> Synthetic:
                 if matched:
                     groups[condition] = {j: int(s) for j, s in enumerate(successes)}
                 for j, success in enumerate(successes):
-                    evaluation += 1
+                    evaluation = first_evaluation[(task, condition)] + j + 1
                     mode = ""
                     if not success:
                         mode = ("unnecessary_intervention" if condition in QUIET_CONDITIONS
@@ -95,7 +109,7 @@ def synthetic_campaign(seed: int = 7) -> Synthetic:
                 for j, success in groups["direct"].items():
                     if j in paraphrased:
                         data.add_cell((policy, task, "direct_paraphrase_subset"), success)
-        if policy != ID_ONLY_POLICY:
+        if policy in FULL_POLICIES:
             # 24 invalid attempts per full policy: earlier attempts of trials that were re-run
             for row in [policy_rows[i] for i in rng.choice(len(policy_rows), size=24, replace=False)]:
                 bad = dict(row, valid="false", failure_mode="",

@@ -7,8 +7,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from analysis_synthetic import FULL_POLICIES, ID_ONLY_POLICY, write_csv
+from analysis_synthetic import FULL_POLICIES, ID_ONLY_POLICIES, ID_ONLY_POLICY, ID_ONLY_TRIALS, write_csv
 from omegaconf import OmegaConf
+from PIL import Image
 from statsmodels.stats.proportion import proportion_confint
 
 from spabench.analysis.commands import report
@@ -16,8 +17,8 @@ from spabench.errors import ConfigError
 from spabench.suite.vocabulary import TASKS
 
 NON_RELATIONAL_TASKS = ("object_state", "referential_description", "ordinal_position", "counting")
-FIGURES = ("aggregate_by_condition.png", "per_task_id.png", "per_task_ood_vs_direct.png",
-           "paraphrase.png", "cross_task.png", "no_intervention.png", "failure_modes.png")
+FIGURES = ("fig5_id_per_task", "fig6_ood_direct_per_task", "fig7_paraphrase", "fig8_cross_task",
+           "fig9_no_intervention", "fig10_relational_movement", "fig11_failure_modes")
 
 
 def run_report(tmp_path: Path, csv_path: Path, **extra) -> Path:
@@ -82,7 +83,13 @@ def test_protocol_sizes_of_aggregates(published_size):
         trials = summary.xs("all", level="task")["trials"]
         assert trials.loc[policy].drop(["ood_matched", "ood_paraphrase_subset",
                                         "direct_paraphrase_subset", "id_cross_task_subset"]).sum() == 900
-    assert set(summary.loc[ID_ONLY_POLICY].index.get_level_values("condition")) == {"id"}
+    for policy, per_task in ID_ONLY_TRIALS.items():
+        assert set(summary.loc[policy].index.get_level_values("condition")) == {"id"}
+        assert summary.loc[(policy, "all", "id"), "trials"] == 6 * per_task
+    assert summary.xs("all", level="task").xs("id", level="condition")["trials"].sum() == 3 * 120 + 120 + 72
+    valid = summary.drop(index=["all", "non_relational"], level="task").drop(
+        index=["ood_matched", "ood_paraphrase_subset", "direct_paraphrase_subset"], level="condition")
+    assert valid["trials"].sum() == 2892
 
 
 def test_contrasts_match_generator_pairs(published_size, synthetic):
@@ -107,7 +114,7 @@ def test_contrasts_match_generator_pairs(published_size, synthetic):
         assert overall["estimate"] == pytest.approx(np.mean(per_task))
         assert overall["n_pairs"] == 120
         assert 0 <= overall["p_value"] <= 1
-    assert ID_ONLY_POLICY not in set(contrasts["policy"])
+    assert not set(ID_ONLY_POLICIES) & set(contrasts["policy"])
     assert set(contrasts["contrast"]) == {"direct_minus_ood", "paraphrase_minus_original_ood",
                                           "paraphrase_minus_original_direct", "id_minus_ood"}
 
@@ -134,12 +141,16 @@ def test_invalid_rollouts_listed_and_excluded(published_size, synthetic):
 def test_report_markdown_and_figures(published_size):
     text = (published_size / "report.md").read_text()
     assert "## Success by condition" in text and "## Methods" in text
-    assert "ID-only diagnostic baseline" in text and f"**{ID_ONLY_POLICY}**" in text
+    assert "ID-only diagnostic baseline" in text and "**VLA-0**" in text and "**GR00T Full Fine-Tune**" in text
     for name in FIGURES:
-        path = published_size / name
-        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
-        assert path.stat().st_size > 5000, name
-        assert f"]({name})" in text
+        png, pdf, svg = (published_size / f"{name}.{ext}" for ext in ("png", "pdf", "svg"))
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", name
+        assert pdf.read_bytes()[:5] == b"%PDF-", name
+        assert b"<svg" in svg.read_bytes()[:1000], name
+        with Image.open(png) as image:
+            assert image.info["dpi"] == pytest.approx((300, 300), abs=0.5), name
+            assert image.width > 900, name  # 300 dpi of a >3 inch figure
+        assert f"]({name}.png)" in text and f"]({name}.pdf)" in text and f"]({name}.svg)" in text
     assert not list(published_size.parent.glob(".report.*"))  # no staging leftovers
 
 
@@ -252,3 +263,47 @@ def test_without_matched_group_column_and_with_invalid_only_policy(tmp_path):
     text = (out / "report.md").read_text()
     assert "no `matched_group` column" in text and "## q" not in text
     assert len(pd.read_csv(out / "invalid.csv")) == 1
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian chromium (make test installs it)")
+def test_report_html_offline_in_chromium(published_size):
+    """report.html opens in headless Chromium with every request off the page refused, and shows
+    every figure (decoded, non-empty) and every table of report.md."""
+    from playwright.sync_api import sync_playwright
+
+    html_path = published_size / "report.html"
+    text = html_path.read_text()
+    assert "http://" not in text and "https://" not in text and "src=\"fig" not in text
+    md = (published_size / "report.md").read_text()
+    md_tables = sum(1 for block in md.split("\n\n") if block.lstrip().startswith("|"))
+    requests = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        try:
+            context = browser.new_context(offline=True)
+            page = context.new_page()
+
+            def refuse(route):
+                if not route.request.url.startswith(("file://", "data:")):
+                    requests.append(route.request.url)
+                    return route.abort()
+                return route.continue_()
+
+            page.route("**/*", refuse)
+            page.goto(html_path.as_uri(), wait_until="load")
+            figures_shown = page.evaluate("""() => [...document.querySelectorAll('img')].map(i => (
+                {name: i.dataset.figure, ok: i.complete && i.naturalWidth > 0,
+                 w: i.getBoundingClientRect().width, h: i.getBoundingClientRect().height}))""")
+            tables = page.evaluate("document.querySelectorAll('table').length")
+            title = page.title()
+        finally:
+            browser.close()
+    assert requests == []
+    assert sorted(f["name"] for f in figures_shown) == sorted(f"{name}.png" for name in FIGURES)
+    for figure in figures_shown:
+        assert figure["ok"] and figure["w"] > 100 and figure["h"] > 50, figure
+    assert tables == md_tables > 10
+    assert title == "Spa-Bench report"

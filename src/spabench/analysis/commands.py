@@ -26,6 +26,19 @@ def _integer(cfg: DictConfig, key: str, default: int, minimum: int) -> int:
     return value
 
 
+def _display_names(cfg: DictConfig) -> dict[str, str]:
+    """`display_names.<policy>=<name>`: how figures and report.md name each policy."""
+    value = _get(cfg, "display_names", {})
+    if not isinstance(value, DictConfig | dict):
+        raise ConfigError(f"display_names={value!r} must be a mapping policy -> display name, "
+                          "e.g. display_names.pi05=pi0.5")
+    names = OmegaConf.to_container(value) if isinstance(value, DictConfig) else dict(value)
+    for policy, name in names.items():
+        if not isinstance(name, str) or not name.strip():
+            raise ConfigError(f"display_names.{policy}={name!r} must be non-empty text")
+    return {str(k): v for k, v in names.items()}
+
+
 def load_campaign_outcomes(campaign_dir: Path):
     """The outcomes view of a campaign's ledger, validated like a CSV."""
     ledger_path = campaign_dir / "ledger.sqlite"
@@ -58,7 +71,7 @@ def report(cfg: DictConfig) -> int:
     if outcomes.empty:
         raise DataError(outcomes.attrs.get("source", outcomes_path or campaign_dir),
                         "no rollouts: the outcomes table has a header but no data rows")
-    analysis = analyse(outcomes, n_resamples=n_resamples, seed=seed)
+    analysis = analyse(outcomes, n_resamples=n_resamples, seed=seed, names=_display_names(cfg))
     written = write_report(analysis, Path(out))
     print(f"report: {len(outcomes)} rollouts, {len(analysis.policies)} policies -> {written[0].parent}")
     return 0

@@ -16,9 +16,8 @@ from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
-from statsmodels.stats.contingency_tables import mcnemar
-from statsmodels.stats.proportion import confint_proportions_2indep
 
+from spabench.analysis.exact import mcnemar_exact_counts, newcombe_difference
 from spabench.analysis.matching import matched_pairs, valid_rollouts
 from spabench.analysis.outcomes import policies_in_order
 from spabench.analysis.rates import ALL_TASKS, order_rows
@@ -47,12 +46,11 @@ def contrast_rng(seed: int, *labels: str) -> np.random.Generator:
 
 
 def mcnemar_exact(first, second) -> float:
-    """Exact (binomial) McNemar p-value for paired 0/1 outcomes (statsmodels, exact=True)."""
+    """Exact (binomial) McNemar p-value for paired 0/1 outcomes (as statsmodels' exact=True)."""
     first = np.asarray(first, dtype=int)
     second = np.asarray(second, dtype=int)
-    table = [[int(np.sum((first == 1) & (second == 1))), int(np.sum((first == 1) & (second == 0)))],
-             [int(np.sum((first == 0) & (second == 1))), int(np.sum((first == 0) & (second == 0)))]]
-    return float(mcnemar(table, exact=True).pvalue)
+    return mcnemar_exact_counts(int(np.sum((first == 1) & (second == 0))),
+                                int(np.sum((first == 0) & (second == 1))))
 
 
 def paired_bootstrap(differences_by_task: Mapping[str, np.ndarray], n_resamples: int,
@@ -122,8 +120,7 @@ def fisher_exact(table) -> float:
 def proportion_difference(successes1: int, trials1: int, successes2: int, trials2: int,
                           alpha: float = 0.05) -> tuple[float, float, float, float]:
     """Unpaired p1 - p2: estimate, Newcombe hybrid score interval, two-sided Fisher exact p."""
-    low, high = confint_proportions_2indep(successes1, trials1, successes2, trials2,
-                                           method="newcomb", compare="diff", alpha=alpha)
+    low, high = newcombe_difference(successes1, trials1, successes2, trials2, alpha)
     p = fisher_exact([[successes1, trials1 - successes1], [successes2, trials2 - successes2]])
     return successes1 / trials1 - successes2 / trials2, float(low), float(high), p
 

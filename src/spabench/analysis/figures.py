@@ -1,280 +1,414 @@
-"""Figures in the style of the paper's: grouped bars of success rate with Wilson 95% error bars.
+"""The paper's figures (Figs. 5-11): success rates with Wilson 95% whiskers, and failure-mode composition.
 
-Drawn with matplotlib's object API on the Agg canvas (no pyplot, no global backend switch), so
-the report runs headless and never disturbs a caller's matplotlib state. Each function returns
-the written path, or None when the outcomes hold nothing to plot for it.
+Each figure is written as 300 dpi PNG, PDF (TrueType fonts) and SVG. Drawn with matplotlib's
+object API on the Agg canvas (no pyplot, no global backend switch), so the report runs headless and
+never disturbs a caller's matplotlib state; matplotlib is imported only here, when figures are drawn.
+
+Conventions of every bar figure: colours from the Okabe-Ito palette (palette.py), the trial count
+`k/n` above every bar, a 0% bar drawn as a visible stub in its colour, the outer bounding box
+computed from every label so nothing is clipped, and policies shown by their display names.
 """
 
 from __future__ import annotations
 
 import textwrap
-import warnings
-
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.figure import Figure
 
+from spabench.analysis import palette
 from spabench.analysis.failures import FAILURE_MODE_ORDER, UNANNOTATED, failure_mode_label
-from spabench.analysis.rates import ALL_TASKS, NON_RELATIONAL, NON_RELATIONAL_TASKS, rate_of
+from spabench.analysis.rates import ALL_TASKS, NON_RELATIONAL, NON_RELATIONAL_TASKS
+from spabench.escaping import printable
 from spabench.suite import vocabulary
 from spabench.suite.vocabulary import TASKS
 
-POLICY_COLORS = ("#5E82E6", "#6CA363", "#C95A48", "#E0A33B", "#8E6CC9", "#4DA6A6", "#B5651D", "#7F7F7F")
-SERIES_COLORS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3")
-FAILURE_COLORS = ("#C95A48", "#E8927C", "#7F7F7F", "#E0A33B", "#6CA363", "#4DA6A6", "#5E82E6",
-                  "#8E6CC9", "#B5651D", "#D17BB5", "#D9D9D9")
+FORMATS = ("png", "pdf", "svg")
+PNG_DPI = 300
+ZERO_STUB = 1.2  # height (pp) of the stub that marks a 0% bar
 
-# The protocol's published labels (spabench.suite.vocabulary), wrapped for the axes.
+# The protocol's published labels (spabench.suite.vocabulary), wrapped for the axes; the derived
+# subsets and the legends of Figs. 7-8 name what the bars compare.
 TASK_LABELS = {
     **{t: label.replace(" ", "\n") for t, label in vocabulary.TASK_LABELS.items()},
-    ALL_TASKS: "All tasks", NON_RELATIONAL: "Non-relational\n(pooled)",
+    ALL_TASKS: "All tasks", NON_RELATIONAL: "Aggregate\n(4 tasks)",
 }
 CONDITION_LABELS = {
     **vocabulary.CONDITION_LABELS,
     "ood_matched": "OOD spatial (matched)",
+    "paraphrase_ood": "OOD spatial, paraphrase", "paraphrase_direct": "Direct control, paraphrase",
     "ood_paraphrase_subset": "OOD spatial, original", "direct_paraphrase_subset": "Direct control, original",
-    "id_cross_task_subset": "ID spatial (cross-task tasks)",
+    "cross_task": "Transferred objects", "id_cross_task_subset": "ID, standard objects",
 }
-AGGREGATE_CONDITIONS = ("id", "ood", "ood_matched", "direct", "cross_task", "no_intervention")
 PARAPHRASE_CONDITIONS = ("ood_paraphrase_subset", "paraphrase_ood", "direct_paraphrase_subset",
                          "paraphrase_direct")
-
-# (label, color, [summary row or None per group]) for one bar series
-Series = tuple[str, str, list]
+FAILURE_CONDITION = "ood"  # Fig. 11 decomposes the OOD failures
 
 
-def _figure(width: float, height: float, nrows: int = 1) -> tuple[Figure, list]:
-    figure = Figure(figsize=(width, height), dpi=120)
+@dataclass(frozen=True)
+class Bar:
+    """One bar series: a legend label, a fill, an edge and a hatch, and one cell (or None) per group."""
+    label: str
+    color: str
+    cells: list
+    hatch: str | None = None
+
+
+class Cells:
+    """Summary rows indexed by (policy, task, condition): a dict lookup per bar instead of a filter."""
+
+    def __init__(self, summary: pd.DataFrame):
+        columns = ["policy", "task", "condition", "successes", "trials", "rate", "wilson_low", "wilson_high"]
+        self._rows = {(r[0], r[1], r[2]): r for r in summary[columns].itertuples(index=False, name=None)}
+
+    def get(self, policy: str, task: str, condition: str):
+        return self._rows.get((policy, task, condition))
+
+    def has(self, policy: str, task: str, condition: str) -> bool:
+        return (policy, task, condition) in self._rows
+
+
+def one_line(text: object) -> str:
+    """A label on one line (spabench.escaping.printable); with text.parse_math off (RC) a `$` in a
+    policy name is drawn literally, never parsed as TeX."""
+    return printable(text)
+
+
+def display(names: Mapping[str, str], policy: str) -> str:
+    return one_line(names.get(policy, policy))
+
+
+# ---------------------------------------------------------------- drawing primitives
+
+def _new_figure(width: float, height: float, ncols: int = 1, width_ratios=None):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(width, height), dpi=100)
     FigureCanvasAgg(figure)
-    axes = figure.subplots(nrows, 1, squeeze=False, sharey=True)[:, 0]
+    axes = figure.subplots(1, ncols, squeeze=False, sharey=True,
+                           gridspec_kw={"width_ratios": width_ratios} if width_ratios else None)[0]
     return figure, list(axes)
 
 
-def _legend(ax, **kwargs) -> None:
-    """Legend outside the plot area, to the right, so it never hides a bar."""
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False, **kwargs)
-
-
-def _bars(ax, groups: Sequence[str], series: Sequence[Series], title: str = "") -> None:
-    """Grouped bars, one group per x label, one bar per series, Wilson intervals as error bars."""
-    x = np.arange(len(groups))
-    width = 0.8 / max(len(series), 1)
-    for i, (label, color, rows) in enumerate(series):
-        rate = np.array([np.nan if r is None else 100 * r["rate"] for r in rows])
-        low = np.array([np.nan if r is None else 100 * r["wilson_low"] for r in rows])
-        high = np.array([np.nan if r is None else 100 * r["wilson_high"] for r in rows])
-        offset = (i - (len(series) - 1) / 2) * width
-        ax.bar(x + offset, np.nan_to_num(rate), width * 0.92, color=color, label=label,
-               edgecolor="white", linewidth=0.5)
-        yerr = np.clip([rate - low, high - rate], 0, None)  # float noise at 0% / 100%
-        ax.errorbar(x + offset, rate, yerr=yerr, fmt="none", ecolor="#222222",
-                    elinewidth=0.9, capsize=2.5)
-    ax.set_xticks(x, [textwrap.fill(str(g), 12) for g in groups], fontsize=8)  # long labels wrap
-    ax.set_ylim(0, 105)
+def _style(ax, ylabel: bool = True) -> None:
+    ax.set_ylim(0, 118)
     ax.set_yticks(range(0, 101, 20))
+    ax.tick_params(axis="both", labelsize=8)
     ax.yaxis.grid(True, color="#E5E5E5", linewidth=0.7)
     ax.set_axisbelow(True)
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
+    if ylabel:
+        ax.set_ylabel("Success rate (%)", fontsize=9)
+
+
+def draw_bars(ax, groups: Sequence[str], series: Sequence[Bar], title: str = "") -> list:
+    """Grouped bars with Wilson whiskers and k/n above each bar; returns the legend handles.
+
+    Bars and whiskers go in as one collection per series (one draw call each, not one per bar).
+    """
+    from matplotlib.collections import LineCollection, PolyCollection
+    from matplotlib.patches import Patch
+
+    x = np.arange(len(groups))
+    width = 0.84 / max(len(series), 1)
+    half, cap = width * 0.45, width * 0.22
+    size = 5.5 if width * 72 * ax.figure.get_figwidth() / max(len(groups), 1) > 7 else 4.5
+    handles, whiskers = [], []
+    for i, bar in enumerate(series):
+        offset = (i - (len(series) - 1) / 2) * width
+        present = [j for j, cell in enumerate(bar.cells) if cell is not None]
+        edge = palette.darker(bar.color, 0.55)
+        handles.append(Patch(facecolor=bar.color, edgecolor=edge, hatch=bar.hatch, linewidth=0.5,
+                             label=bar.label))
+        if not present:
+            continue
+        xs = x[present] + offset
+        cells = [bar.cells[j] for j in present]
+        rate = np.array([100 * c[5] for c in cells])
+        low = np.minimum(np.array([100 * c[6] for c in cells]), rate)   # float noise at 0% / 100%
+        high = np.maximum(np.array([100 * c[7] for c in cells]), rate)
+        heights = np.where(rate > 0, rate, ZERO_STUB)  # a 0% bar stays visible
+        boxes = [[(xi - half, 0), (xi - half, h), (xi + half, h), (xi + half, 0)] for xi, h in zip(xs, heights)]
+        ax.add_collection(PolyCollection(boxes, facecolors=bar.color, edgecolors=edge, linewidths=0.5,
+                                         hatch=bar.hatch, zorder=2))
+        for xi, lo, hi in zip(xs, low, high):
+            whiskers += [[(xi, lo), (xi, hi)], [(xi - cap, lo), (xi + cap, lo)], [(xi - cap, hi), (xi + cap, hi)]]
+        for xi, top, cell in zip(xs, np.maximum(high, heights), cells):
+            ax.text(xi, top + 1.5, f"{int(cell[3])}/{int(cell[4])}", rotation=90, ha="center",
+                    va="bottom", fontsize=size, color="#333333")
+    ax.add_collection(LineCollection(whiskers, colors="#222222", linewidths=0.8, zorder=3))
+    ax.set_xlim(-0.5, len(groups) - 0.5)
+    ax.set_xticks(x, [TASK_LABELS.get(g, textwrap.fill(str(g), 14)) for g in groups])
+    _style(ax)
     if title:
-        ax.set_title(title, fontsize=10, fontweight="bold")
+        ax.set_title(title, fontsize=10, fontweight="bold", loc="left")
+    ax._spabench_handles = handles
+    return handles
 
 
-def _save(figure: Figure, path: Path, ylabel_axes=None) -> Path:
-    if ylabel_axes is not None:
-        ylabel_axes.set_ylabel("Success rate (%)")
-    with warnings.catch_warnings():  # a crowded figure keeps its default margins; not worth a warning
-        warnings.simplefilter("ignore", UserWarning)
-        figure.tight_layout()
-    figure.savefig(path, dpi=120)
-    return path
+def _legend(figure, axes, ncol: int | None = None) -> None:
+    """One legend above the plot area, so it never hides a bar."""
+    handles, labels = [], []
+    for ax in axes:
+        for h in getattr(ax, "_spabench_handles", []):
+            if h.get_label() not in labels:
+                handles.append(h)
+                labels.append(h.get_label())
+    if handles:
+        axes[0].legend(handles, labels, loc="lower left", bbox_to_anchor=(0.0, 1.06), frameon=False,
+                       fontsize=8, ncol=ncol or min(len(labels), 5), handlelength=1.4, columnspacing=1.2)
 
 
-def _policy_color(policies: Sequence[str], policy: str) -> str:
-    return POLICY_COLORS[list(policies).index(policy) % len(POLICY_COLORS)]
+def save(figure, stem: Path, formats: Sequence[str] = FORMATS) -> list[Path]:
+    """Lay out once, compute the bounding box of every artist once, then write each format."""
+    from matplotlib.transforms import Bbox
+
+    renderer = figure.canvas.get_renderer()
+    box = figure.get_tightbbox(renderer)
+    box = Bbox.from_extents(box.x0 - 0.06, box.y0 - 0.06, box.x1 + 0.06, box.y1 + 0.06)
+    written = []
+    for fmt in formats:
+        path = stem.with_suffix("." + fmt)
+        kwargs = {"pil_kwargs": {"compress_level": 1}} if fmt == "png" else {}  # zlib 6: 4x the time
+        figure.savefig(path, format=fmt, dpi=PNG_DPI if fmt == "png" else 72, bbox_inches=box,
+                       metadata=_METADATA[fmt], **kwargs)
+        written.append(path)
+    return written
 
 
-def _present(summary: pd.DataFrame, task_filter=None, condition: str | None = None) -> pd.DataFrame:
-    rows = summary
-    if condition is not None:
-        rows = rows[rows["condition"] == condition]
-    if task_filter is not None:
-        rows = rows[rows["task"].isin(task_filter)]
-    return rows
+_METADATA = {"png": {"Software": None}, "pdf": {"CreationDate": None, "Producer": None},
+             "svg": {"Date": None}}
+# Type 3 PDF fonts (matplotlib's default; embedding TrueType subsets tripled the PDF time) and SVG
+# text kept as text (smaller, searchable, editable; the viewer supplies a sans-serif font).
+RC = {"text.parse_math": False, "svg.hashsalt": "spabench", "svg.fonttype": "none",
+      "font.family": "DejaVu Sans", "hatch.linewidth": 0.6}
 
 
-def aggregate_by_condition(summary: pd.DataFrame, policies: Sequence[str], path: Path) -> Path | None:
-    """Pooled success by condition (no-intervention: the four non-relational tasks)."""
-    def cell(policy, condition):
-        task = NON_RELATIONAL if condition == "no_intervention" else ALL_TASKS
-        return rate_of(summary, policy, task, condition)
-    conditions = [c for c in AGGREGATE_CONDITIONS if any(cell(p, c) is not None for p in policies)]
-    if not conditions:
+def _width(groups: int, bars: int) -> float:
+    return max(4.0, 1.0 + groups * (0.35 + 0.2 * bars))
+
+
+# ---------------------------------------------------------------- the figures
+
+def fig5_id_per_task(cells: Cells, policies: Sequence[str], names: Mapping[str, str]):
+    """Fig. 5: ID spatial success per task, every policy (ID-only baselines included)."""
+    shown = [p for p in policies if any(cells.has(p, t, "id") for t in TASKS)]
+    if not shown:
         return None
-    series = [(p, _policy_color(policies, p), [cell(p, c) for c in conditions]) for p in policies]
-    figure, (ax,) = _figure(1.3 + 1.1 * len(conditions), 3.4)
-    _bars(ax, [CONDITION_LABELS[c] for c in conditions], series, "Success by condition (all tasks)")
-    _legend(ax)
-    return _save(figure, path, ax)
+    groups = [t for t in TASKS if any(cells.has(p, t, "id") for p in shown)] + [ALL_TASKS]
+    series = [Bar(display(names, p), palette.POLICY_COLORS[i % len(palette.POLICY_COLORS)],
+                  [cells.get(p, t, "id") for t in groups]) for i, p in enumerate(shown)]
+    figure, (ax,) = _new_figure(_width(len(groups), len(series)), 3.3)
+    draw_bars(ax, groups, series, "ID spatial grounding by task")
+    _legend(figure, [ax])
+    return figure
 
 
-def per_task_id(summary: pd.DataFrame, policies: Sequence[str], path: Path) -> Path | None:
-    """ID spatial success per task and policy."""
-    tasks = [t for t in TASKS if not _present(summary, [t], "id").empty]
+def fig6_ood_direct(cells: Cells, policies: Sequence[str], names: Mapping[str, str]):
+    """Fig. 6: OOD spatial (50 per task, dark shade) and direct control (20, light) per task, one
+    colour per policy."""
+    shown = [p for p in policies if any(cells.has(p, t, c) for t in TASKS for c in ("ood", "direct"))]
+    if not shown:
+        return None
+    groups = [t for t in TASKS if any(cells.has(p, t, c) for p in shown for c in ("ood", "direct"))]
+    groups.append(ALL_TASKS)
+    series = []
+    for p in shown:
+        dark, light = palette.shades(palette.POLICY_COLORS[policies.index(p) % len(palette.POLICY_COLORS)])
+        series.append(Bar(f"{display(names, p)}, OOD", dark, [cells.get(p, t, "ood") for t in groups]))
+        series.append(Bar(f"{display(names, p)}, direct", light, [cells.get(p, t, "direct") for t in groups],
+                          hatch="///"))
+    figure, (ax,) = _new_figure(_width(len(groups), len(series)), 3.4)
+    draw_bars(ax, groups, series, "OOD spatial grounding and the direct-manipulation control")
+    _legend(figure, [ax], ncol=min(len(series), 6))
+    return figure
+
+
+def fig7_paraphrase(cells: Cells, policies: Sequence[str], names: Mapping[str, str]):
+    """Fig. 7: the four instruction conditions on the paraphrase subset (all tasks)."""
+    shown = [p for p in policies if any(cells.has(p, ALL_TASKS, c) for c in PARAPHRASE_CONDITIONS)]
+    if not shown:
+        return None
+    series = [Bar(CONDITION_LABELS[c], palette.PARAPHRASE_COLORS[i],
+                  [cells.get(p, ALL_TASKS, c) for p in shown], hatch="///" if i % 2 else None)
+              for i, c in enumerate(PARAPHRASE_CONDITIONS)]
+    figure, (ax,) = _new_figure(_width(len(shown), 4), 3.3)
+    draw_bars(ax, [display(names, p) for p in shown], series, "Paraphrase subset: four conditions, same scenes")
+    _legend(figure, [ax], ncol=4)
+    return figure
+
+
+def fig8_cross_task(cells: Cells, policies: Sequence[str], names: Mapping[str, str]):
+    """Fig. 8: cross-task aggregate, ID with standard objects vs with transferred objects (five
+    tasks, descriptive: the scenes are not paired)."""
+    conditions = ("id_cross_task_subset", "cross_task")
+    shown = [p for p in policies if cells.has(p, ALL_TASKS, "cross_task")]
+    if not shown:
+        return None
+    series = [Bar(CONDITION_LABELS[c], palette.PAIR_COLORS[i], [cells.get(p, ALL_TASKS, c) for p in shown])
+              for i, c in enumerate(conditions)]
+    figure, (ax,) = _new_figure(_width(len(shown), 2), 3.2)
+    draw_bars(ax, [display(names, p) for p in shown], series, "Cross-task objects (five tasks)")
+    _legend(figure, [ax], ncol=2)
+    return figure
+
+
+def fig9_no_intervention(cells: Cells, policies: Sequence[str], names: Mapping[str, str]):
+    """Fig. 9: no-intervention success per task and the 80-trial aggregate of the four tasks."""
+    tasks = [t for t in NON_RELATIONAL_TASKS if any(cells.has(p, t, "no_intervention") for p in policies)]
     if not tasks:
         return None
-    series = [(p, _policy_color(policies, p), [rate_of(summary, p, t, "id") for t in tasks])
-              for p in policies]
-    figure, (ax,) = _figure(1.3 + 1.2 * len(tasks), 3.4)
-    _bars(ax, [TASK_LABELS[t] for t in tasks], series, "ID spatial success by task")
-    _legend(ax)
-    return _save(figure, path, ax)
+    shown = [p for p in policies if any(cells.has(p, t, "no_intervention") for t in tasks)]
+    groups = tasks + [NON_RELATIONAL]
+    series = [Bar(display(names, p), palette.POLICY_COLORS[policies.index(p) % len(palette.POLICY_COLORS)],
+                  [cells.get(p, t, "no_intervention") for t in groups]) for p in shown]
+    figure, (ax,) = _new_figure(_width(len(groups), len(series)), 3.3)
+    draw_bars(ax, groups, series, "No intervention: success = no arm or gripper motion")
+    _legend(figure, [ax])
+    return figure
 
 
-def _per_policy_panels(summary, policies, conditions, path, title, tasks=TASKS, with_all=True,
-                       context=()):
-    """One panel per policy that has any of `conditions`; x = tasks (+ all), bars = `context` and
-    `conditions` (context conditions, such as ID beside cross-task, never qualify a policy alone)."""
-    shown = [p for p in policies
-             if any(rate_of(summary, p, t, c) is not None for t in tasks for c in conditions)]
-    if not shown:
-        return None
-    conditions = tuple(context) + tuple(conditions)
-    groups = [t for t in tasks if any(rate_of(summary, p, t, c) is not None
-                                      for p in shown for c in conditions)]
-    if with_all:
-        groups.append(ALL_TASKS)
-    used = [c for c in conditions if any(rate_of(summary, p, t, c) is not None
-                                          for p in shown for t in groups)]
-    figure, axes = _figure(2.4 + (0.45 + 0.3 * len(used)) * len(groups), 0.6 + 2.6 * len(shown), len(shown))
-    for ax, policy in zip(axes, shown):
-        series = [(CONDITION_LABELS[c], SERIES_COLORS[i % len(SERIES_COLORS)],
-                   [rate_of(summary, policy, t, c) for t in groups]) for i, c in enumerate(used)]
-        _bars(ax, [TASK_LABELS[t] for t in groups], series, policy)
-        ax.set_ylabel("Success rate (%)")
-    _legend(axes[0])
-    figure.suptitle(title, fontsize=11)
-    return _save(figure, path)
-
-
-def ood_vs_direct(summary: pd.DataFrame, policies: Sequence[str], path: Path) -> Path | None:
-    """OOD spatial vs direct control on the same matched scenes, per task."""
-    return _per_policy_panels(summary, policies, ("ood_matched", "direct"), path,
-                              "OOD spatial vs direct control on matched scenes")
-
-
-def paraphrase(summary: pd.DataFrame, policies: Sequence[str], path: Path) -> Path | None:
-    """The four instruction conditions on the paraphrase subset of matched scenes (all tasks)."""
-    shown = [p for p in policies if any(rate_of(summary, p, ALL_TASKS, c) is not None
-                                        for c in PARAPHRASE_CONDITIONS)]
-    if not shown:
-        return None
-    series = [(CONDITION_LABELS[c], SERIES_COLORS[i], [rate_of(summary, p, ALL_TASKS, c) for p in shown])
-              for i, c in enumerate(PARAPHRASE_CONDITIONS)]
-    figure, (ax,) = _figure(1.5 + 1.6 * len(shown), 3.4)
-    _bars(ax, shown, series, "Paraphrase subset: original vs paraphrased instructions")
-    _legend(ax)
-    return _save(figure, path, ax)
-
-
-def cross_task(summary: pd.DataFrame, policies: Sequence[str], path: Path) -> Path | None:
-    """ID success with standard objects vs with objects from other tasks (and the novel-object pilot)."""
-    return _per_policy_panels(summary, policies, ("cross_task", "novel_object"), path,
-                              "Cross-task objects (descriptive, not paired scenes)", with_all=False,
-                              context=("id",))
-
-
-def no_intervention(summary: pd.DataFrame, policies: Sequence[str], path: Path) -> Path | None:
-    """No-intervention per task (+ pooled non-relational) and Relational Placement's pair."""
-    tasks = [t for t in NON_RELATIONAL_TASKS if not _present(summary, [t], "no_intervention").empty]
+def fig10_relational_pair(cells: Cells, policies: Sequence[str], names: Mapping[str, str]):
+    """Fig. 10: Relational Placement, no-movement vs movement-required on matched scenes."""
     pair = [c for c in ("no_movement", "movement_required")
-            if not _present(summary, ["relational_placement"], c).empty]
-    if not tasks and not pair:
+            if any(cells.has(p, "relational_placement", c) for p in policies)]
+    if not pair:
         return None
-    shown = [p for p in policies if any(rate_of(summary, p, t, "no_intervention") is not None for t in tasks)
-             or any(rate_of(summary, p, "relational_placement", c) is not None for c in pair)]
-    panels = int(bool(tasks)) + int(bool(pair))
-    figure = Figure(figsize=(2.0 + 1.1 * (len(tasks) + 1) + 1.2 * len(pair), 3.6), dpi=120)
-    FigureCanvasAgg(figure)
-    ratios = ([len(tasks) + 1] if tasks else []) + ([max(len(pair), 1)] if pair else [])
-    axes = list(figure.subplots(1, panels, squeeze=False, sharey=True,
-                                gridspec_kw={"width_ratios": ratios})[0])
-    if tasks:
-        groups = tasks + [NON_RELATIONAL]
-        series = [(p, _policy_color(policies, p), [rate_of(summary, p, t, "no_intervention") for t in groups])
-                  for p in shown]
-        _bars(axes[0], [TASK_LABELS[t] for t in groups], series, "No intervention")
-    if pair:
-        series = [(p, _policy_color(policies, p), [rate_of(summary, p, "relational_placement", c) for c in pair])
-                  for p in shown]
-        _bars(axes[-1], [CONDITION_LABELS[c] for c in pair], series, "Relational Placement")
-    _legend(axes[-1])
-    return _save(figure, path, axes[0])
+    shown = [p for p in policies if any(cells.has(p, "relational_placement", c) for c in pair)]
+    series = [Bar(display(names, p), palette.POLICY_COLORS[policies.index(p) % len(palette.POLICY_COLORS)],
+                  [cells.get(p, "relational_placement", c) for c in pair]) for p in shown]
+    figure, (ax,) = _new_figure(_width(len(pair) + 1, len(series)), 3.3)
+    draw_bars(ax, [CONDITION_LABELS[c] for c in pair], series, "Relational Placement: no movement vs movement required")
+    _legend(figure, [ax])
+    return figure
 
 
-def failure_composition(failures: pd.DataFrame, policies: Sequence[str], path: Path) -> Path | None:
-    """Stacked shares of failure modes among failed valid rollouts: one bar per policy x condition."""
-    pooled = failures[failures["task"] == ALL_TASKS]
-    bars = []  # (label, counts by mode, total)
-    for policy in policies:
-        mine = pooled[pooled["policy"] == policy]
-        for condition in dict.fromkeys(mine["condition"]):
-            counts = mine[mine["condition"] == condition].groupby("failure_mode")["count"].sum()
-            bars.append((f"{policy} | {CONDITION_LABELS.get(condition, condition)} (n={int(counts.sum())})",
-                         counts, int(counts.sum())))
-    if not bars:
+def fig11_failure_modes(failures: pd.DataFrame, policies: Sequence[str], names: Mapping[str, str],
+                        mode_labels: Mapping[str, str] | None = None):
+    """Fig. 11: failure-mode composition of failed OOD rollouts, one bar per task x policy,
+    normalised to 100%, with the number of failures n beside each bar."""
+    rows = failures[(failures["condition"] == FAILURE_CONDITION) & (failures["task"] != ALL_TASKS)]
+    if rows.empty:
         return None
-    modes = [m for m in FAILURE_MODE_ORDER if (pooled["failure_mode"] == m).any()]
-    colors = {m: (FAILURE_COLORS[-1] if m == UNANNOTATED else FAILURE_COLORS[i % (len(FAILURE_COLORS) - 1)])
+    counts = rows.groupby(["task", "policy", "failure_mode"], sort=False)["count"].sum().to_dict()
+    modes = [m for m in FAILURE_MODE_ORDER if rows["failure_mode"].eq(m).any()]
+    bars = []  # (task, policy, {mode: count}, total)
+    for task in TASKS:
+        for policy in policies:
+            mine = {m: counts.get((task, policy, m), 0) for m in modes}
+            if sum(mine.values()):
+                bars.append((task, policy, mine, sum(mine.values())))
+    colors = {m: palette.UNANNOTATED_COLOR if m == UNANNOTATED
+              else palette.FAILURE_COLORS[i % len(palette.FAILURE_COLORS)]
               for i, m in enumerate(FAILURE_MODE_ORDER)}
-    figure, (ax,) = _figure(9.5, 0.9 + 0.24 * len(bars))
-    y = np.arange(len(bars))[::-1]
+    labels = {m: failure_mode_label(m) for m in modes} | dict(mode_labels or {})
+    figure, (ax,) = _new_figure(7.2, 1.2 + 0.2 * len(bars) + 0.12 * len({b[0] for b in bars}))
+    y, position, ticks = [], 0.0, []
+    previous = None
+    for task, policy, _, _ in bars:
+        if previous is not None and task != previous:
+            position += 0.6  # a gap between tasks
+        y.append(position)
+        ticks.append(f"{one_line(TASK_LABELS[task])} | {display(names, policy)}")
+        previous = task
+        position += 1.0
+    from matplotlib.collections import PolyCollection
+    from matplotlib.patches import Patch
+
+    y = -np.array(y)
     left = np.zeros(len(bars))
+    boxes, fills, handles = [], [], []
     for mode in modes:
-        share = np.array([100 * counts.get(mode, 0) / total for _, counts, total in bars])
-        ax.barh(y, share, 0.75, left=left, color=colors[mode], label=failure_mode_label(mode),
-                edgecolor="white", linewidth=0.4)
+        share = np.array([100 * c[mode] / total for _, _, c, total in bars])
+        handles.append(Patch(facecolor=colors[mode], label=labels[mode]))
+        for yi, li, si, (_, _, c, _) in zip(y, left, share, bars):
+            if si <= 0:
+                continue
+            boxes.append([(li, yi - 0.39), (li, yi + 0.39), (li + si, yi + 0.39), (li + si, yi - 0.39)])
+            fills.append(colors[mode])
+            if si >= 7:
+                ink = "white" if _luminance(colors[mode]) < 0.45 else "#222222"
+                ax.text(li + si / 2, yi, str(c[mode]), ha="center", va="center", fontsize=5.5, color=ink)
         left += share
-    ax.set_yticks(y, [label for label, _, _ in bars], fontsize=7)
+    ax.add_collection(PolyCollection(boxes, facecolors=fills, edgecolors="white", linewidths=0.4))
+    ax.set_ylim(y.min() - 0.7, y.max() + 0.7)
+    for yi, (_, _, _, total) in zip(y, bars):
+        ax.text(101.5, yi, f"n={total}", va="center", fontsize=6.5)
+    ax.set_yticks(y, ticks, fontsize=6.5)
     ax.set_xlim(0, 100)
-    ax.set_xlabel("Share of failed valid rollouts (%)")
-    ax.set_title("Failure-mode composition", fontsize=10, fontweight="bold")
+    ax.set_xticks(range(0, 101, 20))
+    ax.tick_params(axis="x", labelsize=8)
+    ax.set_xlabel("Share of failed OOD rollouts (%)", fontsize=9)
+    ax.set_title("Failure-mode composition of OOD failures, by task and policy", fontsize=10,
+                 fontweight="bold", loc="left")
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
-    _legend(ax)
-    return _save(figure, path)
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.0, -0.5 / figure.get_figheight()),
+              frameon=False, fontsize=7, ncol=3)
+    return figure
 
 
-FIGURES = (
-    ("aggregate_by_condition.png", aggregate_by_condition),
-    ("per_task_id.png", per_task_id),
-    ("per_task_ood_vs_direct.png", ood_vs_direct),
-    ("paraphrase.png", paraphrase),
-    ("cross_task.png", cross_task),
-    ("no_intervention.png", no_intervention),
-)
+def _luminance(color: str) -> float:
+    r, g, b = palette.hex_to_rgb(color)
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
 
 
-def write_figures(summary: pd.DataFrame, failures: pd.DataFrame, policies: Sequence[str],
-                  out_dir: Path) -> list[Path]:
-    """Every figure that has data, as PNG files in `out_dir`; returns the written paths.
+# name -> (function, the paper's figure number); failure composition takes the failure table
+FIGURES: dict[str, tuple] = {
+    "fig5_id_per_task": (fig5_id_per_task, 5),
+    "fig6_ood_direct_per_task": (fig6_ood_direct, 6),
+    "fig7_paraphrase": (fig7_paraphrase, 7),
+    "fig8_cross_task": (fig8_cross_task, 8),
+    "fig9_no_intervention": (fig9_no_intervention, 9),
+    "fig10_relational_movement": (fig10_relational_pair, 10),
+    "fig11_failure_modes": (fig11_failure_modes, 11),
+}
+CAPTIONS: dict[str, str] = {
+    "fig5_id_per_task": "Fig. 5. ID spatial success per task for every policy (ID-only baselines included).",
+    "fig6_ood_direct_per_task": "Fig. 6. OOD spatial success (dark, 50 trials per task) and the "
+                                "direct-manipulation control on 20 of those scenes (light, hatched).",
+    "fig7_paraphrase": "Fig. 7. The four instruction conditions on the paraphrase subset (same scenes).",
+    "fig8_cross_task": "Fig. 8. Cross-task aggregate: ID with standard objects vs transferred objects "
+                       "(five tasks; descriptive, scenes not paired).",
+    "fig9_no_intervention": "Fig. 9. No-intervention success per task and the 80-trial aggregate.",
+    "fig10_relational_movement": "Fig. 10. Relational Placement: no-movement vs movement-required scenes.",
+    "fig11_failure_modes": "Fig. 11. Failure-mode composition of failed OOD rollouts per task and policy "
+                           "(normalised; n = failures).",
+}
 
-    Labels are drawn literally (no mathtext: a policy named `p$\\frac{$x` is text, not TeX) and on
-    one line (spabench.escaping.printable)."""
+
+def draw(name: str, summary: pd.DataFrame, failures: pd.DataFrame, policies: Sequence[str],
+         names: Mapping[str, str], mode_labels: Mapping[str, str] | None = None):
+    """One figure by name (a Figure, or None when the outcomes hold nothing for it)."""
     import matplotlib
 
-    from spabench.escaping import printable
+    function, _ = FIGURES[name]
+    with matplotlib.rc_context(RC):
+        if name == "fig11_failure_modes":
+            return function(failures, list(policies), names, mode_labels)
+        return function(Cells(summary), list(policies), names)
 
-    shown = {p: printable(p) for p in policies}
-    if any(k != v for k, v in shown.items()):
-        summary = summary.assign(policy=summary["policy"].map(lambda p: shown.get(p, printable(p))))
-        failures = failures.assign(policy=failures["policy"].map(lambda p: shown.get(p, printable(p))))
-        policies = list(dict.fromkeys(shown.values()))
-    with matplotlib.rc_context({"text.parse_math": False}):
-        written = [draw(summary, policies, out_dir / name) for name, draw in FIGURES]
-        written.append(failure_composition(failures, policies, out_dir / "failure_modes.png"))
-    return [p for p in written if p is not None]
+
+def write_figures(summary: pd.DataFrame, failures: pd.DataFrame, policies: Sequence[str], out_dir: Path,
+                  names: Mapping[str, str] | None = None, formats: Sequence[str] = FORMATS,
+                  mode_labels: Mapping[str, str] | None = None) -> dict[str, list[Path]]:
+    """Every figure that has data, in every format; returns {figure name: written paths}."""
+    import matplotlib
+
+    names = dict(names or {})
+    written: dict[str, list[Path]] = {}
+    cells = Cells(summary)
+    with matplotlib.rc_context(RC):
+        for name, (function, _) in FIGURES.items():
+            if name == "fig11_failure_modes":
+                figure = function(failures, list(policies), names, mode_labels)
+            else:
+                figure = function(cells, list(policies), names)
+            if figure is not None:
+                written[name] = save(figure, Path(out_dir) / name, formats)
+    return written

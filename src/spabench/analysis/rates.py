@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from statsmodels.stats.proportion import proportion_confint
 
+from spabench.analysis.exact import wilson
 from spabench.analysis.matching import matched_subset, valid_rollouts
 from spabench.analysis.outcomes import policies_in_order
 from spabench.suite.vocabulary import CONDITIONS, TASKS
@@ -37,19 +37,12 @@ SUMMARY_COLUMNS: tuple[str, ...] = (
 
 
 def wilson_interval(successes, trials, alpha: float = 0.05):
-    """Two-sided Wilson score interval (statsmodels `proportion_confint(method='wilson')`).
+    """Two-sided Wilson score interval (the closed form in `exact.wilson`; equal to statsmodels'
+    `proportion_confint(method='wilson')`, checked in the tests).
 
     Scalars give a (low, high) tuple of floats, arrays a tuple of arrays; zero trials give NaN.
     """
-    count = np.asarray(successes, dtype=float)
-    nobs = np.asarray(trials, dtype=float)
-    safe = np.where(nobs > 0, nobs, 1.0)
-    low, high = proportion_confint(count, safe, alpha=alpha, method="wilson")
-    low = np.where(nobs > 0, np.clip(low, 0.0, 1.0), np.nan)
-    high = np.where(nobs > 0, np.clip(high, 0.0, 1.0), np.nan)
-    if low.ndim == 0:
-        return float(low), float(high)
-    return low, high
+    return wilson(successes, trials, alpha)
 
 
 def condition_rollouts(outcomes: pd.DataFrame) -> pd.DataFrame:

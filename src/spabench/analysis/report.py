@@ -12,6 +12,8 @@ from pathlib import Path
 import pandas as pd
 
 from spabench.analysis import figures
+from spabench.analysis.html import markdown_to_html
+from spabench.analysis.labels import display_names
 from spabench.analysis.contrasts import PAIRED_CONTRASTS, contrast_table
 from spabench.analysis.failures import FAILURE_MODE_ORDER, failure_mode_label, failure_mode_table
 from spabench.analysis.outcomes import invalid_rollouts, policies_in_order
@@ -20,7 +22,7 @@ from spabench.analysis.rates import (ALL_TASKS, NON_RELATIONAL, NON_RELATIONAL_T
 from spabench.escaping import csv_safe_frame, markdown_text, printable
 from spabench.outputs import replace_output
 
-OUTPUT_FILES = ("summary.csv", "contrasts.csv", "failure_modes.csv", "invalid.csv", "report.md")
+OUTPUT_FILES = ("summary.csv", "contrasts.csv", "failure_modes.csv", "invalid.csv", "report.md", "report.html")
 
 HEADLINE_CONDITIONS = ("id", "ood", "ood_matched", "direct", "paraphrase_ood", "paraphrase_direct",
                        "cross_task", "novel_object", "no_intervention", "no_movement", "movement_required")
@@ -50,9 +52,14 @@ class Analysis:
     n_resamples: int
     seed: int
     id_only: list[str] = field(default_factory=list)
+    names: dict[str, str] = field(default_factory=dict)  # policy id -> display name
+
+    def name(self, policy: str) -> str:
+        return self.names.get(policy, policy)
 
 
-def analyse(outcomes: pd.DataFrame, n_resamples: int = 2000, seed: int = 0) -> Analysis:
+def analyse(outcomes: pd.DataFrame, n_resamples: int = 2000, seed: int = 0,
+            names: dict[str, str] | None = None) -> Analysis:
     """Compute every table of the protocol from a validated outcomes frame."""
     valid = outcomes[outcomes["valid"]]
     policies = policies_in_order(valid)  # a policy with invalid attempts only appears in invalid.csv
@@ -68,6 +75,7 @@ def analyse(outcomes: pd.DataFrame, n_resamples: int = 2000, seed: int = 0) -> A
         n_resamples=n_resamples,
         seed=seed,
         id_only=id_only,
+        names=display_names(policies_in_order(outcomes), names),
     )
 
 
@@ -114,7 +122,7 @@ def _task_label(task: str) -> str:
 
 # ---------------------------------------------------------------- markdown
 
-def render_markdown(analysis: Analysis, figure_names: list[str]) -> str:
+def render_markdown(analysis: Analysis, drawn: dict[str, list[Path]] | None = None) -> str:
     """The human-readable report: headline table, per-policy tables, contrasts, failures, notes."""
     summary, outcomes = analysis.summary, analysis.outcomes
     n_valid = int(outcomes["valid"].sum())
@@ -122,7 +130,7 @@ def render_markdown(analysis: Analysis, figure_names: list[str]) -> str:
         "# Spa-Bench report", "",
         f"Source: {markdown_text(outcomes.attrs.get('source', '?'))}: {len(outcomes)} rows, {n_valid} valid, "
         f"{len(outcomes) - n_valid} invalid (excluded from every rate). "
-        f"Policies: {', '.join(map(markdown_text, analysis.policies)) or 'none'}.", "",
+        f"Policies: {', '.join(f'{markdown_text(analysis.name(p))} ({markdown_text(p)})' for p in analysis.policies) or 'none'}.", "",
         "Rates are successes/trials with two-sided Wilson 95% intervals: `rate [low, high] (k/n)`.", "",
     ]
     if not outcomes.attrs.get("has_matched_group", True) and \
@@ -135,7 +143,7 @@ def render_markdown(analysis: Analysis, figure_names: list[str]) -> str:
     conditions = [c for c in HEADLINE_CONDITIONS if (summary["condition"] == c).any()]
     rows = []
     for policy in analysis.policies:
-        rows.append([markdown_text(policy)] + [
+        rows.append([markdown_text(analysis.name(policy))] + [
             _cell(summary, policy, NON_RELATIONAL if c == "no_intervention" else ALL_TASKS, c)
             for c in conditions])
     header = ["policy"] + [_label(c) + (" (non-relational)" if c == "no_intervention" else "")
@@ -145,14 +153,14 @@ def render_markdown(analysis: Analysis, figure_names: list[str]) -> str:
     if analysis.id_only:
         lines += ["## ID-only diagnostic baselines", ""]
         for policy in analysis.id_only:
-            lines.append(f"- **{markdown_text(policy)}** has ID rollouts only. It is reported as an ID-only "
+            lines.append(f"- **{markdown_text(analysis.name(policy))}** has ID rollouts only. It is reported as an ID-only "
                          "diagnostic baseline (the protocol's treatment of a policy whose ID success "
                          "is inadequate for OOD evaluation); no OOD, matched or contrast statistic "
                          "exists for it.")
         lines.append("")
 
     for policy in analysis.policies:
-        lines += [f"## {markdown_text(policy)}", ""]
+        lines += [f"## {markdown_text(analysis.name(policy))}", ""]
         mine = summary[summary["policy"] == policy]
         for title, context, own in SECTIONS:
             if not mine["condition"].isin(own).any():
@@ -194,9 +202,14 @@ def render_markdown(analysis: Analysis, figure_names: list[str]) -> str:
         lines += _table(columns, [[markdown_text(r[c]) for c in columns]
                                   for _, r in analysis.invalid.iterrows()])
 
-    if figure_names:
-        lines += ["## Figures", ""]
-        lines += [f"![{name}]({name})" for name in figure_names] + [""]
+    if drawn:
+        lines += ["## Figures", "",
+                  "Success rates with Wilson 95% whiskers; `k/n` above every bar; a 0% bar is drawn as a "
+                  "thin stub. Each figure is also written as PDF and SVG.", ""]
+        for name, paths in drawn.items():
+            png = next(p.name for p in paths if p.suffix == ".png")
+            others = ", ".join(f"[{p.suffix[1:].upper()}]({p.name})" for p in paths if p.suffix != ".png")
+            lines += [f"![{name}]({png})", "", f"{figures.CAPTIONS[name]} ({others})", ""]
     lines += method_notes(analysis)
     return "\n".join(lines)
 
@@ -249,7 +262,11 @@ def write_report(analysis: Analysis, out: str | Path) -> list[Path]:
         csv_safe_frame(analysis.contrasts).to_csv(staging / "contrasts.csv", index=False)
         csv_safe_frame(analysis.failures).to_csv(staging / "failure_modes.csv", index=False)
         csv_safe_frame(analysis.invalid).to_csv(staging / "invalid.csv", index=False)
-        drawn = figures.write_figures(analysis.summary, analysis.failures, analysis.policies, staging)
-        names = [p.name for p in drawn]
-        (staging / "report.md").write_text(render_markdown(analysis, names), encoding="utf-8")
+        drawn = figures.write_figures(analysis.summary, analysis.failures, analysis.policies, staging,
+                                      names=analysis.names)
+        markdown = render_markdown(analysis, drawn)
+        (staging / "report.md").write_text(markdown, encoding="utf-8")
+        inline = {p.name: p.with_suffix(".svg") for paths in drawn.values() for p in paths if p.suffix == ".png"}
+        (staging / "report.html").write_text(markdown_to_html(markdown, inline), encoding="utf-8")
+        names = [p.name for paths in drawn.values() for p in paths]
     return [out / name for name in OUTPUT_FILES] + [out / name for name in names]
