@@ -193,6 +193,26 @@ def _width(groups: int, bars: int) -> float:
     return max(4.0, 1.0 + groups * (0.35 + 0.2 * bars))
 
 
+def policy_color(policies: Sequence[str], policy: str) -> str:
+    """A policy keeps its colour in every figure: its place in the report's policy order."""
+    return palette.POLICY_COLORS[list(policies).index(policy) % len(palette.POLICY_COLORS)]
+
+
+def _per_policy(cells: Cells, policies: Sequence[str], names: Mapping[str, str], shown: Sequence[str],
+                keys: Sequence[tuple[str, str]]) -> list[Bar]:
+    """One series per shown policy over the groups' (task, condition) keys."""
+    return [Bar(display(names, p), policy_color(policies, p), [cells.get(p, t, c) for t, c in keys])
+            for p in shown]
+
+
+def _panel(groups: Sequence[str], series: Sequence[Bar], title: str, height: float = 3.3,
+           ncol: int | None = None):
+    figure, (ax,) = _new_figure(_width(len(groups), len(series)), height)
+    draw_bars(ax, groups, series, title)
+    _legend(figure, [ax], ncol=ncol)
+    return figure
+
+
 # ---------------------------------------------------------------- the figures
 
 def fig5_id_per_task(cells: Cells, policies: Sequence[str], names: Mapping[str, str]):
@@ -201,12 +221,8 @@ def fig5_id_per_task(cells: Cells, policies: Sequence[str], names: Mapping[str, 
     if not shown:
         return None
     groups = [t for t in TASKS if any(cells.has(p, t, "id") for p in shown)] + [ALL_TASKS]
-    series = [Bar(display(names, p), palette.POLICY_COLORS[i % len(palette.POLICY_COLORS)],
-                  [cells.get(p, t, "id") for t in groups]) for i, p in enumerate(shown)]
-    figure, (ax,) = _new_figure(_width(len(groups), len(series)), 3.3)
-    draw_bars(ax, groups, series, "ID spatial grounding by task")
-    _legend(figure, [ax])
-    return figure
+    series = _per_policy(cells, policies, names, shown, [(t, "id") for t in groups])
+    return _panel(groups, series, "ID spatial grounding by task")
 
 
 def fig6_ood_direct(cells: Cells, policies: Sequence[str], names: Mapping[str, str]):
@@ -219,14 +235,12 @@ def fig6_ood_direct(cells: Cells, policies: Sequence[str], names: Mapping[str, s
     groups.append(ALL_TASKS)
     series = []
     for p in shown:
-        dark, light = palette.shades(palette.POLICY_COLORS[policies.index(p) % len(palette.POLICY_COLORS)])
+        dark, light = palette.shades(policy_color(policies, p))
         series.append(Bar(f"{display(names, p)}, OOD", dark, [cells.get(p, t, "ood") for t in groups]))
         series.append(Bar(f"{display(names, p)}, direct", light, [cells.get(p, t, "direct") for t in groups],
                           hatch="///"))
-    figure, (ax,) = _new_figure(_width(len(groups), len(series)), 3.4)
-    draw_bars(ax, groups, series, "OOD spatial grounding and the direct-manipulation control")
-    _legend(figure, [ax], ncol=min(len(series), 6))
-    return figure
+    return _panel(groups, series, "OOD spatial grounding and the direct-manipulation control", 3.4,
+                  ncol=min(len(series), 6))
 
 
 def fig7_paraphrase(cells: Cells, policies: Sequence[str], names: Mapping[str, str]):
@@ -237,10 +251,8 @@ def fig7_paraphrase(cells: Cells, policies: Sequence[str], names: Mapping[str, s
     series = [Bar(CONDITION_LABELS[c], palette.PARAPHRASE_COLORS[i],
                   [cells.get(p, ALL_TASKS, c) for p in shown], hatch="///" if i % 2 else None)
               for i, c in enumerate(PARAPHRASE_CONDITIONS)]
-    figure, (ax,) = _new_figure(_width(len(shown), 4), 3.3)
-    draw_bars(ax, [display(names, p) for p in shown], series, "Paraphrase subset: four conditions, same scenes")
-    _legend(figure, [ax], ncol=4)
-    return figure
+    return _panel([display(names, p) for p in shown], series,
+                  "Paraphrase subset: four conditions, same scenes", ncol=4)
 
 
 def fig8_cross_task(cells: Cells, policies: Sequence[str], names: Mapping[str, str]):
@@ -252,10 +264,7 @@ def fig8_cross_task(cells: Cells, policies: Sequence[str], names: Mapping[str, s
         return None
     series = [Bar(CONDITION_LABELS[c], palette.PAIR_COLORS[i], [cells.get(p, ALL_TASKS, c) for p in shown])
               for i, c in enumerate(conditions)]
-    figure, (ax,) = _new_figure(_width(len(shown), 2), 3.2)
-    draw_bars(ax, [display(names, p) for p in shown], series, "Cross-task objects (five tasks)")
-    _legend(figure, [ax], ncol=2)
-    return figure
+    return _panel([display(names, p) for p in shown], series, "Cross-task objects (five tasks)", 3.2, ncol=2)
 
 
 def fig9_no_intervention(cells: Cells, policies: Sequence[str], names: Mapping[str, str]):
@@ -265,27 +274,20 @@ def fig9_no_intervention(cells: Cells, policies: Sequence[str], names: Mapping[s
         return None
     shown = [p for p in policies if any(cells.has(p, t, "no_intervention") for t in tasks)]
     groups = tasks + [NON_RELATIONAL]
-    series = [Bar(display(names, p), palette.POLICY_COLORS[policies.index(p) % len(palette.POLICY_COLORS)],
-                  [cells.get(p, t, "no_intervention") for t in groups]) for p in shown]
-    figure, (ax,) = _new_figure(_width(len(groups), len(series)), 3.3)
-    draw_bars(ax, groups, series, "No intervention: success = no arm or gripper motion")
-    _legend(figure, [ax])
-    return figure
+    series = _per_policy(cells, policies, names, shown, [(t, "no_intervention") for t in groups])
+    return _panel(groups, series, "No intervention: success = no arm or gripper motion")
 
 
 def fig10_relational_pair(cells: Cells, policies: Sequence[str], names: Mapping[str, str]):
     """Fig. 10: Relational Placement, no-movement vs movement-required on matched scenes."""
-    pair = [c for c in ("no_movement", "movement_required")
-            if any(cells.has(p, "relational_placement", c) for p in policies)]
+    task = "relational_placement"
+    pair = [c for c in ("no_movement", "movement_required") if any(cells.has(p, task, c) for p in policies)]
     if not pair:
         return None
-    shown = [p for p in policies if any(cells.has(p, "relational_placement", c) for c in pair)]
-    series = [Bar(display(names, p), palette.POLICY_COLORS[policies.index(p) % len(palette.POLICY_COLORS)],
-                  [cells.get(p, "relational_placement", c) for c in pair]) for p in shown]
-    figure, (ax,) = _new_figure(_width(len(pair) + 1, len(series)), 3.3)
-    draw_bars(ax, [CONDITION_LABELS[c] for c in pair], series, "Relational Placement: no movement vs movement required")
-    _legend(figure, [ax])
-    return figure
+    shown = [p for p in policies if any(cells.has(p, task, c) for c in pair)]
+    series = _per_policy(cells, policies, names, shown, [(task, c) for c in pair])
+    return _panel([CONDITION_LABELS[c] for c in pair], series,
+                  "Relational Placement: no movement vs movement required")
 
 
 def fig11_failure_modes(failures: pd.DataFrame, policies: Sequence[str], names: Mapping[str, str],
