@@ -43,10 +43,12 @@ def start_stand_ins(cfg: Any) -> tuple[list[Any], dict[str, dict]]:
     servers, ports = [], {}
     for entry in cfg.campaign.policies:
         card = load_card(entry.card)
-        mode = str(card.extra.get("mode", "memorising" if "memoris" in card.name else "compositional"))
+        mode = str(card.extra.get("mode", "memorising" if "memoris" in card.name
+                                  else "state_blind" if "state_blind" in card.name else "compositional"))
         if card.family != "scripted":
             raise ConfigError(f"demo: policy card '{card.name}' is family '{card.family}'; the demo serves "
-                              "only the scripted stand-ins (allowed: scripted_compositional, scripted_memorising)")
+                              "only the scripted stand-ins (allowed: scripted_compositional, scripted_memorising, "
+                              "scripted_state_blind)")
         port = _free_port(card.host)
         ports[card.name] = {"port": port}
         server_cfg = OmegaConf.create({

@@ -187,12 +187,14 @@ def test_plan_command_on_the_committed_suite(tmp_path, campaign_yaml, name, per_
                                  for n in per.values())
     assert set(counts.values()) == {expected}
     suite = spabench.suite.load_suite(REPO / "tasks", REPO / "hardware")
-    ood = {(t.policy, t.scene_id): t.matched_group for t in trials if t.condition == "ood"}
+    ood = {(t.policy, t.matched_group) for t in trials if t.condition == "ood"}
     for t in trials:
         scene = suite.scene(t.scene_id)
         assert (scene.task, scene.condition, scene.cell.key) == (t.task, t.scene_condition, t.cell)
         if t.condition in ("direct", "paraphrase_ood", "paraphrase_direct"):
-            assert t.matched_group and ood[(t.policy, t.scene_id)] == t.matched_group
+            # paired with the OOD trial of the same matched group (Object State: on its direct variant)
+            assert t.matched_group and (t.policy, t.matched_group) in ood
+            assert scene.condition == ("direct" if t.task == "object_state" and "direct" in t.condition else "ood")
         if t.condition.startswith("paraphrase"):
             assert scene.paraphrase
 

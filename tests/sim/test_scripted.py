@@ -185,3 +185,33 @@ def test_compositional_places_relations_and_counts_in_the_twin(suite, make_robot
     assert policy.planner.idle
     ev = robot.evaluation(scene)
     assert ev.success, (ev, policy.planner.log)
+
+
+def test_state_blind_takes_the_wrong_twin_about_half_the_time(suite, make_robot):
+    """A stand-in that reads Object State instructions by colour and category only (mode state_blind)
+    is at chance between the A/B twins: on main every scene held one instance of the named kind, so
+    it would have scored 100%."""
+    ood = suite.scenes_for("object_state", "ood")
+    hits = 0
+    for k, scene in enumerate(ood):
+        payload = payload_from_spec(scene, suite.objects, suite.geometry)
+        d = Grounder(suite, "state_blind", np.random.default_rng(k)).decide(scene.instructions.spatial, payload)
+        assert d.action == "to_bowl" and not d.grounded
+        twins = set(suite.tasks["object_state"].arguments[scene.cell.argument].objects)
+        assert set(d.targets) <= twins
+        hits += reached(d, scene.goal, payload)
+    assert 0.3 * len(ood) <= hits <= 0.7 * len(ood), hits
+    # on the twin (kept small): three OOD trials, scored by the twin's evaluator
+    outcomes = []
+    for scene in ood[:3]:
+        robot = make_robot(cameras={})
+        robot.load_scene(scene)
+        policy = ScriptedPolicy("state_blind", seed=1, suite=suite)
+        _run(robot, policy, scene.instructions.spatial, max_calls=50)
+        ev = robot.evaluation(scene)
+        wrong = policy.decision.targets[0] not in scene.targets
+        assert ev.success == (not wrong), (ev, policy.decision)
+        assert ev.success or ev.failure_mode == "wrong_instance", ev
+        outcomes.append(ev.success)
+    assert False in outcomes, outcomes                     # the wrong twin lands in the bowl
+    assert policy.metadata["policy"] == "scripted_state_blind"

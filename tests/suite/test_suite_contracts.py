@@ -151,13 +151,57 @@ def break_matched_group(copy, suite):
 
 
 def break_task_objects(copy, suite):
-    scene = _first(suite, "counting", "id", lambda s: any(o.object_id == "red_block" for o in s.objects)
-                   and not any(o.object_id == "red_pencil_sharpener" for o in s.objects))
+    """Measured on main: Counting ID scenes used blocks outside Counting's pool."""
+    scene = _first(suite, "counting", "id", lambda s: any(o.object_id == "yellow_block" for o in s.objects))
 
     def change(s):
-        _obj(s, "red_block")["object_id"] = "red_pencil_sharpener"
-        s["targets"] = ["red_pencil_sharpener" if t == "red_block" else t for t in s["targets"]]
+        _obj(s, "yellow_block")["object_id"] = "red_block"
+        s["targets"] = ["red_block" if t == "yellow_block" else t for t in s["targets"]]
     copy.edit_scene("counting", "id", scene.scene_id, change)
+    return scene.scene_id
+
+
+def break_state_twins(copy, suite):
+    """Measured on main: every Object State scene held one instance of the named kind."""
+    scene = _first(suite, "object_state", "ood")
+    members = suite.tasks["object_state"].arguments[scene.cell.argument].objects
+    twin = next(m for m in members if m not in scene.targets)
+    copy.edit_scene("object_state", "ood", scene.scene_id,
+                    lambda s: s.update(objects=[o for o in s["objects"] if o["object_id"] != twin]))
+    return scene.scene_id
+
+
+def break_direct_variant(copy, suite):
+    variant = _first(suite, "object_state", "direct")
+    moved = variant.objects[-1].object_id
+    copy.edit_scene("object_state", "direct", variant.scene_id,
+                    lambda s: _obj(s, moved).update(x_cm=_obj(s, moved)["x_cm"] + 0.5))
+    return variant.scene_id
+
+
+def break_training_support(copy, suite):
+    """Measured on main: 12 of 20 Counting ID scenes needed multi-object moves."""
+    scene = _first(suite, "counting", "id", lambda s: s.cell.key == "goal_2|addition"
+                   and sum(o.location == "bowl" for o in s.objects) == 1)
+    in_bowl = next(o.object_id for o in scene.objects if o.location == "bowl")
+    copy.edit_scene("counting", "id", scene.scene_id,
+                    lambda s: _obj(s, in_bowl).update(location="table", x_cm=12, y_cm=17.5))
+    return scene.scene_id
+
+
+def break_cross_task_roles(copy, suite):
+    """Measured on main: cross-task objects were only distractors; here the partner loses the object."""
+    scene = _first(suite, "ordinal_position", "cross_task", lambda s: "red_block" in s.targets)
+    partner = next(s for s in suite.scenes_for("ordinal_position", "cross_task")
+                   if s.family == scene.family and s.scene_id != scene.scene_id)
+    copy.edit_scene("ordinal_position", "cross_task", partner.scene_id, lambda s: s.update(family="elsewhere"))
+    return scene.scene_id
+
+
+def break_relational_families(copy, suite):
+    scene = _first(suite, "relational_placement", "id")
+    other = next(s for s in suite.scenes_for("relational_placement", "id") if s.family != scene.family)
+    copy.edit_scene("relational_placement", "id", other.scene_id, lambda s: s.update(family=scene.family))
     return scene.scene_id
 
 
@@ -214,6 +258,13 @@ def break_movement_pairs(copy, suite):
     return scene.scene_id
 
 
+def break_movement_partner_field(copy, suite):
+    """Measured on main: the pairing lived only in a notes string; now a field the contract reads."""
+    scene = _first(suite, "relational_placement", "movement_required")
+    copy.edit_scene("relational_placement", "movement_required", scene.scene_id, lambda s: s.pop("partner"))
+    return scene.scene_id
+
+
 def break_condition_counts(copy, suite):
     copy.edit("counting/scenes/id.yaml", lambda scenes: scenes[:-1])
     return "task:counting"
@@ -226,6 +277,11 @@ def break_protocol_counts(copy, suite):
 
 
 CASES = {
+    "state_twins": break_state_twins,
+    "direct_variant": break_direct_variant,
+    "training_support": break_training_support,
+    "cross_task_roles": break_cross_task_roles,
+    "relational_families": break_relational_families,
     "withheld_concept_observed": break_withheld_concept,
     "withheld_object_direct": break_withheld_object_direct,
     "cell_condition": break_cell_condition,
@@ -274,3 +330,21 @@ def test_contract_catches_a_broken_copy(rule, suite, suite_copy):
     with pytest.raises(DataError) as err:
         check_suite(broken)
     assert f"[{rule}]" in str(err.value) and str(suite_copy.root) in str(err.value)
+
+
+# The new rules' errors name the scene, the rule and the values.
+@pytest.mark.parametrize("breaker,rule,values", [
+    (break_state_twins, "state_twins", ("twins",)),
+    (break_direct_variant, "direct_variant", ("positions",)),
+    (break_training_support, "training_support", ("start 0 -> goal 2", "moves 2")),
+    (break_cross_task_roles, "cross_task_roles", ("red_block",)),
+    (break_relational_families, "relational_families", ("cells",)),
+    (break_movement_partner_field, "movement_pairs", ("partner None",)),
+])
+def test_new_rules_name_scene_rule_and_values(breaker, rule, values, suite, suite_copy):
+    where = breaker(suite_copy, suite)
+    with pytest.raises(DataError) as err:
+        check_suite(suite_copy.load())
+    lines = [line for line in str(err.value).splitlines() if f"[{rule}]" in line and where in line]
+    assert lines, str(err.value)[:2000]
+    assert all(any(v in line for line in lines) for v in values), lines

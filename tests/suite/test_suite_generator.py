@@ -22,7 +22,7 @@ def test_other_seed_other_scenes_same_inputs(tmp_path):
     generate_suite(7, out, source_root=TASKS, hardware_root=HARDWARE)
     files, committed = _files(out), _files(TASKS)
     scene_files = [name for name in files if "/scenes/" in name]
-    assert len(scene_files) == 24 and set(files) == set(committed)
+    assert len(scene_files) == 25 and set(files) == set(committed)
     assert all(files[name] != committed[name] for name in scene_files)
     assert files["counting/matrix.yaml"] == committed["counting/matrix.yaml"]  # inputs copied verbatim
     suite = load_suite(out, HARDWARE)
@@ -41,7 +41,7 @@ def test_committed_scenes_are_the_generate_commands_output_for_the_committed_see
     cfg = OmegaConf.create({"suite": {"root": str(TASKS), "hardware": str(HARDWARE), "seed": DEFAULT_SEED},
                             "out": str(out)})
     assert generate(cfg) == 0
-    assert "660 scenes" in capsys.readouterr().out
+    assert "680 scenes" in capsys.readouterr().out
     assert not stale.exists()
     assert _files(out) == _files(TASKS)  # same seed, another process and folder: the same bytes
-    assert len(load_suite(out, HARDWARE).scenes) == 660
+    assert len(load_suite(out, HARDWARE).scenes) == 680

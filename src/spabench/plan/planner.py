@@ -155,6 +155,16 @@ def select_scenes(suite, task: str, counts: Mapping[str, int]) -> dict[str, list
     return {c: s for c, s in chosen.items() if s}
 
 
+def direct_scene(suite, ood: SceneSpec) -> SceneSpec:
+    """The scene a direct control plays on: the declared direct variant of a matched OOD scene (Object
+    State: the non-target twin removed) when the suite has one, else the OOD scene itself."""
+    if ood.matched_group:
+        for scene in suite.scenes.values():
+            if scene.condition == "direct" and scene.matched_group == ood.matched_group:
+                return scene
+    return ood
+
+
 def instruction_for(scene: SceneSpec, condition: str) -> tuple[str, str]:
     """(instruction text, instruction_variant) of a scene under a trial condition."""
     ins = scene.instructions
@@ -181,8 +191,9 @@ def build_plan(campaign: CampaignConfig, suite) -> Plan:
     for task, per in campaign.trial_counts().items():
         for condition, scenes in select_scenes(suite, task, per).items():
             for scene in scenes:
-                text, variant = instruction_for(scene, condition)
-                evaluations.append(Evaluation(ids[(condition, scene.scene_id)], task, condition, scene,
+                played = direct_scene(suite, scene) if condition in ("direct", "paraphrase_direct") else scene
+                text, variant = instruction_for(played, condition)
+                evaluations.append(Evaluation(ids[(condition, scene.scene_id)], task, condition, played,
                                               text, variant))
     names = [p.name for p in campaign.policies]
     entries = {p.name: p for p in campaign.policies}

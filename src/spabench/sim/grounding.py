@@ -14,6 +14,11 @@ decide: what to do about it, from the privileged scene state (never from the sce
                  observed cell of the task matrix; otherwise it picks uniformly among the plausible
                  candidates (seeded): the named kind's instances, every table object, a direction,
                  a goal count. Direct instructions (named targets) are always grounded.
+  state_blind    compositional, except that it ignores state words: an Object State instruction
+                 is read by colour and category only ("the ... white cup"), and it picks uniformly
+                 (seeded) among the named kind's instances on the table. With the suite's A/B twins
+                 it takes the wrong twin about half the time: the benchmark's check that Object
+                 State scenes cannot be solved without the state.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import numpy as np
 from spabench.suite.model import Cell, Goal, Instructions, ObjectState, PlacedObject, SceneSpec
 from spabench.suite.vocabulary import DIRECTIONS
 
-MODES = ("compositional", "memorising")
+MODES = ("compositional", "memorising", "state_blind")
 
 
 def normalise(text: str) -> str:
@@ -244,6 +249,15 @@ class Grounder:
             return self._relation(target, reference, direction, privileged, parse, cell, grounded)
 
         argument = parse.argument
+        if self.mode == "state_blind" and parse.task == "object_state":
+            arg = task.arguments.get(argument or "")
+            kind = sorted(o["object_id"] for o in _table(privileged) if arg is not None and o["object_id"] in arg.objects)
+            if not kind:
+                return Decision("none", grounded=False, reason="state-blind: no object of the named kind",
+                                parse=parse)
+            pick = str(self.rng.choice(kind))
+            return Decision("to_bowl", targets=(pick,), grounded=False, cell=Cell(concept, argument or "").key,
+                            reason=f"state-blind: chance among {kind}", parse=parse)
         scene = live_scene(privileged, parse.task, Cell(concept, argument or ""), parse.references)
         answer = sorted(resolvers.resolve_targets(scene, self.suite))
         if argument is None:
@@ -262,7 +276,7 @@ class Grounder:
                         reason=f"chance among {candidates}", parse=parse)
 
     def _knows(self, task, cell: Cell) -> bool:
-        if self.mode == "compositional":
+        if self.mode in ("compositional", "state_blind"):
             return True
         return task.cell_status(cell) == "observed"
 

@@ -1,6 +1,6 @@
 """`spabench serve scripted`: the twin's scripted stand-in policy (NOT a VLA) over openpi websocket.
 
-cfg keys (conf/config.yaml top level): mode compositional|memorising, host, port (null: the policy
+cfg keys (conf/config.yaml top level): mode compositional|memorising|state_blind, host, port (null: the policy
 card's), seed, grasp_noise_cm, api_key; the suite group's root/hardware say where tasks/ lives; the
 policy group's horizon sets the chunk length (default 30).
 """

@@ -48,7 +48,10 @@ GOAL_REGION_CLEAR_CM = 2.5       # that spot is this far from every other footpr
 GOAL_REGION_SLACK_CM = 3.0       # ... and within the workspace grown by this much
 OOD_COUNTING_START = 2           # the protocol's withheld counting cells start from two in the bowl
 
-OWN_POOL_CONDITIONS = ("id", "ood", "no_intervention", "no_movement", "movement_required")
+OWN_POOL_CONDITIONS = ("id", "ood", "direct", "no_intervention", "no_movement", "movement_required")
+DIRECT_VARIANT_TASKS = ("object_state",)   # direct controls run on a declared variant scene (twins)
+ABSENT_ORDINAL_CELLS = ("position_2_of_3",)  # "Absent" from training: no ID or OOD scene uses it
+FAMILY_SIZE = 4                            # Relational Placement: four-instruction families
 NO_MOTION_CONDITIONS = ("no_intervention", "no_movement")
 
 RULES: dict[str, str] = {
@@ -75,7 +78,18 @@ RULES: dict[str, str] = {
     "bowl_clearance": "footprints keep clear of the bowl",
     "ordinal_row": "ordinal scenes are one row of n objects with clear gaps",
     "goal_region_free": "the spot a relational target must reach is free, near and inside the workspace",
-    "movement_pairs": "each movement-required scene matches its no-movement scene's objects and cell",
+    "movement_pairs": "each movement-required scene names its no-movement partner (field partner) and "
+                      "matches its objects and cell",
+    "state_twins": "Object State ID/OOD scenes hold both twins of the named kind, differing only on the "
+                   "queried axis",
+    "direct_variant": "Object State direct controls run on a declared variant of their matched OOD scene: "
+                      "same matched_group, the non-target twin removed, nothing else changed",
+    "training_support": "ID scenes use cells with training support: Counting single-object moves; no "
+                        "Ordinal ID/OOD scene at position 2 of 3",
+    "cross_task_roles": "the transferred object is the target in some cross-task scenes, each paired "
+                        "(family) with a scene where it is present in another role",
+    "relational_families": "Relational Placement scenes come in four-instruction families over one pair "
+                           "(A dir B, A opposite B, B dir A, B opposite A)",
     "condition_counts": "scene counts per task and condition equal the manifest's",
     "protocol_counts": "the manifest's counts equal the Spa-Bench protocol's",
 }
@@ -132,6 +146,8 @@ def expected_scene_counts(task: str) -> dict[str, int]:
     scene_counts = {c: n for c, n in trials.items() if c in ("id", "ood", "cross_task", "novel_object",
                                                                "no_intervention", "no_movement",
                                                                "movement_required")}
+    if task in DIRECT_VARIANT_TASKS:
+        scene_counts["direct"] = trials.get("direct", 0)
     scene_counts["matched"] = trials.get("direct", 0)
     scene_counts["paraphrase"] = max(trials.get("paraphrase_ood", 0), trials.get("paraphrase_direct", 0))
     return scene_counts
@@ -160,29 +176,170 @@ def _check_counts(suite: Suite, out: _Collector) -> None:
 
 
 def _check_matched_groups(suite: Suite, out: _Collector) -> None:
-    seen: dict[str, str] = {}
+    groups: dict[str, dict[str, list[SceneSpec]]] = {}
     for scene in sorted(suite.scenes.values(), key=lambda s: s.scene_id):
-        ins = scene.instructions
         if scene.matched_group:
-            if scene.condition != "ood":
+            groups.setdefault(scene.matched_group, {}).setdefault(scene.condition, []).append(scene)
+            if scene.condition not in ("ood", "direct"):
                 out.scene(scene, "matched_group", f"matched_group {scene.matched_group!r} on a "
-                                                  f"{scene.condition} scene (only OOD scenes are matched)")
-            if scene.matched_group in seen:
-                out.scene(scene, "matched_group",
-                          f"matched_group {scene.matched_group!r} is also used by {seen[scene.matched_group]}")
-            seen[scene.matched_group] = scene.scene_id
-            if not ins.direct:
-                out.scene(scene, "matched_group", "a matched scene needs a direct instruction")
-        elif ins.direct:
+                                                  f"{scene.condition} scene (only OOD scenes and their direct "
+                                                  f"variants are matched)")
+        elif scene.instructions.direct:
             out.scene(scene, "matched_group", "a direct instruction on a scene without matched_group")
+        elif scene.condition == "direct":
+            out.scene(scene, "direct_variant", "a direct variant scene without matched_group")
+    for group, members in groups.items():
+        ood, variants = members.get("ood", []), members.get("direct", [])
+        for extra in ood[1:] + variants[1:]:
+            first = (ood if extra.condition == "ood" else variants)[0]
+            out.scene(extra, "matched_group", f"matched_group {group!r} is also used by {first.scene_id}")
+        if not ood:
+            for v in variants:
+                out.scene(v, "direct_variant", f"matched_group {group!r} has no OOD scene")
+            continue
+        scene = ood[0]
+        carrier = variants[0] if variants else scene   # the scene the direct trials play on
+        ins, direct_ins = scene.instructions, carrier.instructions
+        if not direct_ins.direct:
+            out.scene(carrier, "matched_group", "a matched scene needs a direct instruction"
+                      + (" (on its direct variant)" if variants else ""))
+        if variants and ins.direct:
+            out.scene(scene, "direct_variant", f"the direct instruction belongs on the direct variant "
+                                               f"{variants[0].scene_id}, not on the OOD scene")
+        for s_ in (scene, *variants):
+            if s_.paraphrase != scene.paraphrase:
+                out.scene(s_, "paraphrase_keeps_target", f"paraphrase flag differs from {scene.scene_id}")
+        if scene.paraphrase and not (ins.paraphrase_spatial and direct_ins.paraphrase_direct):
+            out.scene(scene, "paraphrase_keeps_target",
+                      "paraphrase: true needs paraphrase_spatial (OOD scene) and paraphrase_direct "
+                      "(the scene the direct trials play on)")
+    for scene in suite.scenes.values():
+        ins = scene.instructions
         has_para = ins.paraphrase_spatial is not None or ins.paraphrase_direct is not None
         if scene.paraphrase and not scene.matched_group:
             out.scene(scene, "matched_group", "paraphrase: true on a scene without matched_group")
-        if scene.paraphrase and not (ins.paraphrase_spatial and ins.paraphrase_direct):
-            out.scene(scene, "paraphrase_keeps_target",
-                      "paraphrase: true needs both paraphrase_spatial and paraphrase_direct")
         if has_para and not scene.paraphrase:
             out.scene(scene, "paraphrase_keeps_target", "paraphrase instructions on a scene without paraphrase: true")
+
+
+def _check_direct_variants(suite: Suite, out: _Collector) -> None:
+    """Object State: every matched OOD scene has one declared variant with the non-target twin removed."""
+    by_group = {}
+    for s_ in suite.scenes.values():
+        if s_.condition == "direct" and s_.matched_group:
+            by_group[s_.matched_group] = s_
+    for name in suite.tasks:
+        if name not in DIRECT_VARIANT_TASKS:
+            continue
+        task = suite.tasks[name]
+        for ood in suite.scenes_for(name, "ood"):
+            if not ood.matched_group:
+                continue
+            variant = by_group.get(ood.matched_group)
+            if variant is None:
+                out.scene(ood, "direct_variant", f"matched_group {ood.matched_group!r} has no direct variant scene")
+                continue
+            members = set(task.arguments[ood.cell.argument].objects)
+            expected = [p for p in ood.objects if p.object_id not in members - set(ood.targets)]
+            problems = []
+            if variant.partner != ood.scene_id:
+                problems.append(f"partner {variant.partner!r}, expected {ood.scene_id!r}")
+            if sorted(variant.objects, key=lambda p: p.object_id) != sorted(expected, key=lambda p: p.object_id):
+                problems.append(f"objects {sorted(p.object_id for p in variant.objects)} differ from the OOD "
+                                f"scene minus its non-target twin {sorted(p.object_id for p in expected)} "
+                                f"(positions and states must match too)")
+            if variant.cell != ood.cell or variant.targets != ood.targets:
+                problems.append(f"cell/targets {variant.cell.key} {list(variant.targets)} differ from "
+                                f"{ood.cell.key} {list(ood.targets)}")
+            for p_ in problems:
+                out.scene(variant, "direct_variant", p_)
+
+
+def _check_state_twins(scene: SceneSpec, task: TaskSpec, suite: Suite, out: _Collector) -> None:
+    if scene.task != "object_state" or scene.condition not in ("id", "ood"):
+        return
+    members = task.arguments[scene.cell.argument].objects
+    present = {o.object_id: o for o in scene.objects if o.object_id in members and o.location == "table"}
+    if len(present) != len(members) or len(members) != 2:
+        out.scene(scene, "state_twins", f"holds {sorted(present)} of the {scene.cell.argument} twins "
+                                        f"{list(members)}; both must be on the table")
+        return
+    a, b = present.values()
+    concept = scene.cell.concept
+    queried, other = ("lid", "pose") if concept in R.LID_CONCEPTS else ("pose", "lid")
+    qa, qb = getattr(a.state, queried), getattr(b.state, queried)
+    oa, ob = getattr(a.state, other), getattr(b.state, other)
+    if qa == qb or oa != ob:
+        out.scene(scene, "state_twins",
+                  f"twins {a.object_id} {queried}={qa} {other}={oa} and {b.object_id} {queried}={qb} {other}={ob}: "
+                  f"they must differ on {queried} (the queried axis of {concept!r}) and agree on {other}")
+
+
+def _check_training_support(scene: SceneSpec, out: _Collector) -> None:
+    if scene.task == "counting" and scene.condition == "id":
+        start, goal = R.start_count(scene), R.goal_count(scene.cell.concept)
+        if goal is not None and abs(goal - start) != 1:
+            out.scene(scene, "training_support", f"start {start} -> goal {goal} moves {abs(goal - start)} objects; "
+                                                 f"training demonstrations move exactly one")
+    if scene.task == "ordinal_position" and scene.condition in ("id", "ood"):
+        position = R.ordinal_position(scene.cell.concept)
+        if position is not None and f"position_{position[0]}_of_{position[1]}" in ABSENT_ORDINAL_CELLS:
+            out.scene(scene, "training_support", f"cell {scene.cell.key}: position {position[0]} of {position[1]} "
+                                                 f"is absent from training (no ID or OOD scene may use it)")
+
+
+def _check_cross_task_roles(suite: Suite, out: _Collector) -> None:
+    for name, task in suite.tasks.items():
+        scenes = suite.scenes_for(name, "cross_task")
+        if not scenes:
+            continue
+        foreign = set(task.cross_task_objects)
+        families: dict[str, list[SceneSpec]] = {}
+        for s_ in scenes:
+            if s_.family:
+                families.setdefault(s_.family, []).append(s_)
+        target_role = [s_ for s_ in scenes if set(s_.targets) & foreign]
+        if not target_role:
+            out.task(name, "cross_task_roles", f"no cross_task scene has a transferred object "
+                                               f"({', '.join(sorted(foreign))}) as its target")
+        for s_ in target_role:
+            moved = sorted(set(s_.targets) & foreign)
+            partners = [p for p in families.get(s_.family or "", []) if p.scene_id != s_.scene_id
+                        and set(moved) <= {o.object_id for o in p.objects} and not set(moved) & set(p.targets)]
+            if not partners:
+                out.scene(s_, "cross_task_roles", f"transferred target {moved} has no partner scene in family "
+                                                  f"{s_.family!r} where it is present but not the target")
+
+
+def _check_relational_families(suite: Suite, out: _Collector) -> None:
+    for name in suite.tasks:
+        if name != "relational_placement":
+            continue
+        by_condition: dict[str, dict[str, list[SceneSpec]]] = {}
+        for s_ in sorted(suite.scenes.values(), key=lambda x: x.scene_id):
+            if s_.task != name:
+                continue
+            if not s_.family:
+                out.scene(s_, "relational_families", "no family: relational scenes come in four-instruction families")
+                continue
+            by_condition.setdefault(s_.condition, {}).setdefault(s_.family, []).append(s_)
+        for condition, families in by_condition.items():
+            short = [f for f, members in families.items() if len(members) != FAMILY_SIZE]
+            for f in short[1:]:
+                out.scene(families[f][0], "relational_families",
+                          f"family {f!r} has {len(families[f])} scenes; only one {condition} family may be short of "
+                          f"{FAMILY_SIZE} (also short: {short[0]})")
+            for f, members in families.items():
+                pairs = {tuple(sorted(m.cell.argument.split("/"))) for m in members}
+                axes = {tuple(sorted((m.cell.concept, _OPPOSITE[m.cell.concept]))) for m in members}
+                keys = [m.cell.key for m in members]
+                if len(pairs) != 1 or len(axes) != 1 or len(set(keys)) != len(keys) or len(members) > FAMILY_SIZE:
+                    out.scene(members[0], "relational_families",
+                              f"family {f!r} cells {keys}: a family is one pair in both roles along one "
+                              f"direction axis, each instruction once")
+
+
+_OPPOSITE = {"left": "right", "right": "left", "front": "behind", "behind": "front"}
 
 
 # -- scene-level rules ------------------------------------------------------------------------------
@@ -194,8 +351,8 @@ def _check_cell(scene: SceneSpec, task: TaskSpec, suite: Suite, out: _Collector)
         out.scene(scene, "cell_condition", f"withheld: {str(scene.withheld).lower()} but cell {scene.cell.key} "
                                            f"is {status}")
     condition = scene.condition
-    wanted = {"ood": ("withheld",), "no_intervention": ("observed", "control"), "novel_object": ("control",)}.get(
-        condition, ("observed",))
+    wanted = {"ood": ("withheld",), "direct": ("withheld",), "no_intervention": ("observed", "control"),
+              "novel_object": ("control",), "cross_task": ("observed", "control")}.get(condition, ("observed",))
     if status not in wanted:
         out.scene(scene, "cell_condition",
                   f"a {condition} scene must test a {' or '.join(wanted)} cell; {scene.cell.key} is {status}")
@@ -403,15 +560,12 @@ def _check_objects(scene: SceneSpec, task: TaskSpec, suite: Suite, out: _Collect
             out.scene(scene, "task_objects",
                       f"objects {foreign} are not among {task.name}'s objects ({', '.join(task.pool)})")
     elif scene.condition == "cross_task":
-        argument = task.arguments[scene.cell.argument]
-        named = set(argument.objects) | set(argument.references)
-        rest = [oid for oid in ids if oid not in named]
-        own = [oid for oid in rest if oid in task.pool or oid not in task.cross_task_objects]
-        if own:
+        stray = [oid for oid in ids if oid not in task.pool and oid not in task.cross_task_objects]
+        if stray:
             out.scene(scene, "task_objects",
-                      f"cross-task objects {own} are not familiar objects of other tasks "
+                      f"objects {stray} are neither {task.name}'s own nor its transferred objects "
                       f"({', '.join(task.cross_task_objects)})")
-        if not rest:
+        if not any(oid in task.cross_task_objects for oid in ids):
             out.scene(scene, "task_objects", "a cross_task scene needs objects from other tasks")
     if len(ids) > MAX_CANDIDATES:
         out.scene(scene, "max_candidates", f"{len(ids)} objects, at most {MAX_CANDIDATES}")
@@ -494,16 +648,16 @@ def _check_goal_region(scene: SceneSpec, suite: Suite, out: _Collector) -> None:
 
 def _check_movement_pairs(suite: Suite, out: _Collector) -> None:
     for name in suite.tasks:
-        nm = {s.scene_id.rsplit("-", 1)[-1]: s for s in suite.scenes_for(name, "no_movement")}
         for scene in suite.scenes_for(name, "movement_required"):
-            partner = nm.get(scene.scene_id.rsplit("-", 1)[-1])
-            if partner is None:
-                out.scene(scene, "movement_pairs", "no no_movement scene with the same number")
+            partner = suite.scenes.get(scene.partner or "")
+            if partner is None or partner.condition != "no_movement":
+                out.scene(scene, "movement_pairs", f"partner {scene.partner!r} is not a no_movement scene "
+                                                   f"(each movement-required scene names its no-movement partner)")
                 continue
             if sorted(o.object_id for o in scene.objects) != sorted(o.object_id for o in partner.objects) \
-                    or scene.cell != partner.cell:
+                    or scene.cell != partner.cell or scene.instructions.spatial != partner.instructions.spatial:
                 out.scene(scene, "movement_pairs",
-                          f"objects/cell differ from {partner.scene_id}: "
+                          f"objects/cell/instruction differ from {partner.scene_id}: "
                           f"{sorted(o.object_id for o in scene.objects)} {scene.cell.key} vs "
                           f"{sorted(o.object_id for o in partner.objects)} {partner.cell.key}")
 
@@ -515,6 +669,9 @@ def validate_suite(suite: Suite) -> list[Violation]:
     _check_counts(suite, out)
     _check_matched_groups(suite, out)
     _check_movement_pairs(suite, out)
+    _check_direct_variants(suite, out)
+    _check_cross_task_roles(suite, out)
+    _check_relational_families(suite, out)
     for scene in sorted(suite.scenes.values(), key=lambda s: s.scene_id):
         task = suite.tasks.get(scene.task)
         if task is None:
@@ -527,6 +684,8 @@ def validate_suite(suite: Suite) -> list[Violation]:
         _check_goal(scene, task, suite, out)
         _check_references(scene, task, suite, out)
         _check_wording(scene, task, suite, out)
+        _check_state_twins(scene, task, suite, out)
+        _check_training_support(scene, out)
         if scene.task == "relative_size":
             _check_sizes(scene, suite, out)
         if scene.task == "ordinal_position":

@@ -157,6 +157,7 @@ class Draft:
     goal: Goal
     references: tuple[str, ...] = ()
     notes: str = ""
+    family: str | None = None
 
 
 class TaskGenerator:
@@ -182,11 +183,12 @@ class TaskGenerator:
     def draft(self, rng: random.Random, cell: Cell, condition: str) -> Draft:
         raise NotImplementedError
 
-    def build(self, rng: random.Random, cell: Cell, condition: str) -> Draft:
+    def build(self, rng: random.Random, cell: Cell, condition: str,
+              maker: Callable[[], Draft] | None = None) -> Draft:
         last = ""
         for _ in range(MAX_TRIES):
             try:
-                return self.draft(rng, cell, condition)
+                return maker() if maker is not None else self.draft(rng, cell, condition)
             except _Retry as exc:
                 last = str(exc)
         raise DataError(f"tasks/{self.task.name}/matrix.yaml",
@@ -205,12 +207,41 @@ class TaskGenerator:
             if n == 0:
                 continue
             rng = rng_for(condition)
-            cells = list(self.cells_for(condition))
-            if condition != "ood":
-                rng.shuffle(cells)
-            drafts = [self.build(rng, cells[i % len(cells)], condition) for i in range(n)]
+            if condition == "cross_task":
+                drafts = self.cross_task_pairs(rng, n)
+            else:
+                cells = list(self.cells_for(condition))
+                if condition != "ood":
+                    rng.shuffle(cells)
+                drafts = [self.build(rng, cells[i % len(cells)], condition) for i in range(n)]
             out[condition] = self.finish(drafts, condition, rng, counts)
         return out
+
+    # cross-task: pairs of a scene where the transferred object is the target and a counterfactual
+    # partner where the same object is present in another role (reference or distractor)
+    def cross_task_cells(self) -> tuple[Cell, ...]:
+        return tuple(c for c in self.task.controls
+                     if set(self.task.arguments[c.argument].objects) & set(self.task.cross_task_objects))
+
+    def counterfactual(self, rng: random.Random, like: Cell, transferred: str) -> Draft:
+        raise NotImplementedError
+
+    def transferred_in(self, draft: Draft) -> str:
+        return next(t for t in draft.targets if t in self.task.cross_task_objects)
+
+    def cross_task_pairs(self, rng: random.Random, n: int) -> list[Draft]:
+        cells = list(self.cross_task_cells())
+        rng.shuffle(cells)
+        drafts: list[Draft] = []
+        for i in range((n + 1) // 2):
+            cell = cells[i % len(cells)]
+            family = f"{self.task.name}-cross_task-p{i + 1:02d}"
+            first = self.build(rng, cell, "cross_task")
+            transferred = self.transferred_in(first)
+            second = self.build(rng, cell, "cross_task", maker=lambda: self.counterfactual(rng, cell, transferred))
+            first.family = second.family = family
+            drafts += [first, second]
+        return drafts[:n]
 
     def finish(self, drafts: list[Draft], condition: str, rng: random.Random,
                counts: dict[str, int]) -> list[SceneSpec]:
@@ -236,6 +267,7 @@ class TaskGenerator:
                 matched_group=matched.get(i),
                 paraphrase=i in paraphrase,
                 notes=d.notes,
+                family=d.family,
             )
             scenes.append(dataclasses.replace(scene, instructions=self.instructions(scene, rng)))
         return scenes
@@ -272,7 +304,17 @@ def _spread(drafts: list[Draft], n: int, rng: random.Random, among: Sequence[int
 # -- Object State -----------------------------------------------------------------------------------
 
 
+def _flipped(state: ObjectState, concept: str) -> ObjectState:
+    """The same state with the queried axis turned over (the non-queried axis kept)."""
+    if concept in R.LID_CONCEPTS:
+        return ObjectState(lid="closed" if state.lid == "open" else "open", pose=state.pose)
+    return ObjectState(lid=state.lid, pose="upright" if state.pose == "upside_down" else "upside_down")
+
+
 class ObjectStateGenerator(TaskGenerator):
+    """ID/OOD scenes hold both A/B twins of the named kind, differing only on the queried axis; matched
+    OOD scenes get a declared direct variant (the non-target twin removed, category-only wording)."""
+
     conditions = ("id", "ood", "novel_object", "no_intervention")
 
     def cells_for(self, condition: str) -> tuple[Cell, ...]:
@@ -285,36 +327,83 @@ class ObjectStateGenerator(TaskGenerator):
         for _ in range(50):
             pose = "upright" if rng.random() < 0.6 else "upside_down"
             state = ObjectState(lid=rng.choice(("open", "closed")), pose=pose)
+            if match is True and concept in R.LID_CONCEPTS:
+                state = ObjectState(lid=state.lid, pose="upright")  # a lid state shows on an upright cup
             if match is False and concept in R.LID_CONCEPTS and state.lid == concept:
                 continue  # an upside-down cup with the named lid state would invite a dispute
             if match is None or R.state_matches(state, concept) == match:
                 return state
         raise _Retry("no state")
 
+    def _kinds(self, exclude: Sequence[str]) -> list[str]:
+        return [o for k, a in self.task.arguments.items() if a.objects
+                and not any(self.objects[m].novel for m in a.objects) and not set(a.objects) & set(exclude)
+                for o in a.objects]
+
     def draft(self, rng: random.Random, cell: Cell, condition: str) -> Draft:
-        concept, members = cell.concept, self.task.arguments[cell.argument].objects
-        groups = [a.objects for k, a in self.task.arguments.items()
-                  if a.objects and not any(self.objects[o].novel for o in a.objects)]
-        others = [o for g in groups if set(g) != set(members) for o in g]
+        concept, members = cell.concept, list(self.task.arguments[cell.argument].objects)
+        others = self._kinds(members)
         lay = self.layout(rng)
+        targets: tuple[str, ...] = ()
         if condition == "no_intervention":
-            present = rng.sample(list(members), rng.randint(1, len(members)))
+            present = rng.sample(members, rng.randint(1, len(members)))
             for oid in present:
                 lay.place(oid, self._state(oid, concept, rng, match=False))
-            targets: tuple[str, ...] = ()
             n_distractors = rng.randint(2, 4 - len(present) + 1)
+        elif condition == "novel_object":
+            # one black cup exists: the nearest two-candidate scene pairs it with a familiar cup in the
+            # opposite state on the queried axis (the other axis equal)
+            (target,) = members
+            state = self._state(target, concept, rng, match=True)
+            lay.place(target, state)
+            cups = [o for o in others if self.objects[o].family == "cup"]
+            lay.place(rng.choice(cups), _flipped(state, concept))
+            targets, n_distractors = (target,), rng.randint(0, 2)
         else:
-            target = rng.choice(list(members))
-            lay.place(target, self._state(target, concept, rng, match=True))
-            targets = (target,)
-            n_distractors = rng.randint(2, 4)
-        distractors = rng.sample(others, n_distractors)
-        for k, oid in enumerate(distractors):
-            # the first distractor shows the concept, so the state word alone never picks the target
-            lay.place(oid, self._state(oid, concept, rng, match=True if k == 0 else None))
+            target = rng.choice(members)
+            twin = next(m for m in members if m != target)
+            state = self._state(target, concept, rng, match=True)
+            lay.place(target, state)
+            lay.place(twin, _flipped(state, concept))
+            targets, n_distractors = (target,), rng.randint(0, 3)
+        placed_kinds = {self.objects[p.object_id].display_name for p in lay.placed}
+        pool = [o for o in others if condition != "novel_object"
+                or self.objects[o].display_name not in placed_kinds]
+        pool = [o for o in pool if o not in {p.object_id for p in lay.placed}]
+        for k, oid in enumerate(rng.sample(pool, min(n_distractors, len(pool), 5 - len(lay.placed)))):
+            lay.place(oid, self._state(oid, concept, rng, match=None))
         rng.shuffle(lay.placed)
         goal = Goal(kind="no_motion") if condition == "no_intervention" else Goal(kind="in_bowl", objects=targets)
         return Draft(cell=cell, objects=lay.placed, targets=targets, goal=goal)
+
+    def generate(self, rng_for, counts):
+        out = super().generate(rng_for, counts)
+        if "ood" in out and counts.get("direct"):
+            out["direct"] = [self._direct_variant(scene, k + 1)
+                             for k, scene in enumerate(s for s in out["ood"] if s.matched_group)]
+        return out
+
+    def instructions(self, scene: SceneSpec, rng: random.Random) -> Instructions:
+        """OOD scenes keep the spatial wording; the direct wording lives on the direct variant."""
+        full = super().instructions(scene, rng)
+        return Instructions(spatial=full.spatial, paraphrase_spatial=full.paraphrase_spatial)
+
+    def _direct_variant(self, ood: SceneSpec, number: int) -> SceneSpec:
+        """The OOD scene with the non-target twin removed, as a declared scene of its own."""
+        members = set(self.task.arguments[ood.cell.argument].objects)
+        kept = tuple(p for p in ood.objects if p.object_id not in members - set(ood.targets))
+        scene = dataclasses.replace(ood, scene_id=f"{self.task.name}-direct-{number:03d}", condition="direct",
+                                    objects=kept, partner=ood.scene_id,
+                                    notes=f"direct control of {ood.scene_id}: the same scene with the "
+                                          f"non-target twin removed")
+        rng = random.Random(f"direct/{ood.scene_id}")
+
+        def pick(kind: str) -> str:
+            return rng.choice(renderings(self.task, kind, scene, self.objects))
+
+        return dataclasses.replace(scene, instructions=Instructions(
+            spatial=ood.instructions.spatial, direct=pick("direct"),
+            paraphrase_direct=pick("paraphrase_direct") if ood.paraphrase else None))
 
 
 # -- Relative Size ----------------------------------------------------------------------------------
@@ -323,20 +412,30 @@ class ObjectStateGenerator(TaskGenerator):
 class RelativeSizeGenerator(TaskGenerator):
     conditions = ("id", "ood", "cross_task")
 
-    def draft(self, rng: random.Random, cell: Cell, condition: str) -> Draft:
+    def draft(self, rng: random.Random, cell: Cell, condition: str, *, force: str | None = None) -> Draft:
         target = self.task.arguments[cell.argument].objects[0]
-        pool = self.task.cross_task_objects if condition == "cross_task" else self.task.pool
+        pool = list(self.task.pool)
+        if condition == "cross_task" and target not in pool:
+            pool.append(target)
+        if force is not None:
+            pool.append(force)
         volume = {o: R.size_metric(self.objects[o]) for o in (*pool, target)}
         m = R.SIZE_RATIO_MARGIN
         if cell.concept == "smallest":
             eligible = [o for o in pool if o != target and volume[o] >= volume[target] * m]
         else:
             eligible = [o for o in pool if o != target and volume[o] * m <= volume[target]]
+        if force is not None and force not in eligible:
+            raise _Retry(f"{force} cannot sit beside {target} as a distractor")
         other_end = "largest" if cell.concept == "smallest" else "smallest"
         chosen: list[str] | None = None
         for n in range(min(rng.randint(3, 5), len(eligible) + 1), 1, -1):
             for _ in range(30):
-                sample = rng.sample(eligible, n - 1)
+                rest = [o for o in eligible if o != force]
+                k = n - 1 - (force is not None)
+                if k < 0 or k > len(rest):
+                    continue
+                sample = rng.sample(rest, k) + ([force] if force else [])
                 if len(R.extreme({o: volume[o] for o in sample}, largest=other_end == "largest", ratio=m)) == 1:
                     chosen = sample
                     break
@@ -350,15 +449,55 @@ class RelativeSizeGenerator(TaskGenerator):
         rng.shuffle(lay.placed)
         return Draft(cell=cell, objects=lay.placed, targets=(target,), goal=Goal(kind="in_bowl", objects=(target,)))
 
+    def counterfactual(self, rng: random.Random, like: Cell, transferred: str) -> Draft:
+        cells = [c for c in self.task.observed]
+        return self.draft(rng, rng.choice(cells), "cross_task", force=transferred)
+
 
 # -- Relational Placement ---------------------------------------------------------------------------
 
 
+OPPOSITE = {"left": "right", "right": "left", "front": "behind", "behind": "front"}
+
+
 class RelationalPlacementGenerator(TaskGenerator):
+    """Scenes in four-instruction families over one pair: A dir B, A opposite B, B dir A, B opposite A."""
+
     conditions = ("id", "ood", "cross_task", "no_movement")
 
+    def cells_for(self, condition: str) -> tuple[Cell, ...]:
+        if condition == "cross_task":
+            return self.task.controls
+        return super().cells_for(condition)
+
+    def families(self, condition: str) -> list[list[Cell]]:
+        """The condition's cells grouped into four-instruction families (pair x direction axis)."""
+        groups: dict[tuple, list[Cell]] = {}
+        for cell in self.cells_for(condition):
+            pair = tuple(sorted(cell.argument.split("/")))
+            axis = tuple(sorted((cell.concept, OPPOSITE[cell.concept])))
+            groups.setdefault((pair, axis), []).append(cell)
+        return [cells for cells in groups.values() if len(cells) == 4]
+
     def generate(self, rng_for, counts):
-        out = super().generate(rng_for, counts)
+        out: dict[str, list[SceneSpec]] = {}
+        for condition in self.conditions:
+            n = counts.get(condition, 0)
+            if n == 0:
+                continue
+            rng = rng_for(condition)
+            families = self.families(condition)
+            if condition != "ood":
+                rng.shuffle(families)
+            drafts: list[Draft] = []
+            for j in range((n + 3) // 4):
+                cells = list(families[j % len(families)])
+                rng.shuffle(cells)
+                for cell in cells[: n - len(drafts)]:
+                    d = self.build(rng, cell, condition)
+                    d.family = f"{self.task.name}-{condition}-f{j + 1:02d}"
+                    drafts.append(d)
+            out[condition] = self.finish(drafts, condition, rng, counts)
         if "no_movement" in out and counts.get("movement_required"):
             rng = rng_for("movement_required")
             scenes = []
@@ -367,7 +506,9 @@ class RelationalPlacementGenerator(TaskGenerator):
                 scene = dataclasses.replace(
                     nm, scene_id=nm.scene_id.replace("-no_movement-", "-movement_required-"),
                     condition="movement_required", objects=tuple(draft.objects), goal=draft.goal,
-                    notes=f"matched to {nm.scene_id}: same objects, the target moved out of the relation")
+                    partner=nm.scene_id, family=(nm.family or "").replace("-no_movement-", "-movement_required-"),
+                    notes=f"matched to {nm.scene_id}: same objects and instruction, the target in the "
+                          f"opposite sector, outside the success gap")
                 scenes.append(dataclasses.replace(scene, instructions=self.instructions(scene, rng)))
             out["movement_required"] = scenes
         return out
@@ -390,6 +531,12 @@ class RelationalPlacementGenerator(TaskGenerator):
                    for oid, poly in lay.prints.items() if oid not in ignore)
 
     @staticmethod
+    def _opposite_sector(t_xy, r_xy, direction) -> bool:
+        """Movement-required start: inside the opposite sector, outside the success distance."""
+        dist, angle = relation_offset(t_xy, r_xy, OPPOSITE[direction])
+        return RELATION_RADIUS_CM + 2.0 <= dist <= 20.0 and angle <= RELATION_HALF_ANGLE_DEG - 10.0
+
+    @staticmethod
     def _clearly_apart(t_xy, r_xy, direction) -> bool:
         dist, angle = relation_offset(t_xy, r_xy, direction)
         return dist >= RELATION_RADIUS_CM + 2.0 or angle >= RELATION_HALF_ANGLE_DEG + 15.0
@@ -402,7 +549,12 @@ class RelationalPlacementGenerator(TaskGenerator):
     def draft(self, rng: random.Random, cell: Cell, condition: str) -> Draft:
         target, reference, direction = self._pair(cell)
         lay = self.layout(rng)
-        ref = lay.place(reference, self.state_for(reference, rng),
+        def room_opposite(x: float, y: float) -> bool:
+            # no-movement scenes need room in the opposite sector for their movement-required partner
+            ux, uy = DIRECTION_VECTORS[direction]
+            return condition != "no_movement" or lay.in_workspace(x - 12.0 * ux, y - 12.0 * uy)
+
+        ref = lay.place(reference, self.state_for(reference, rng), where=room_opposite,
                         accept=lambda x, y, poly: self._spot_ok(lay, self._spot(
                             PlacedObject(reference, x, y), direction), ignore=()))
         if condition == "no_movement":
@@ -426,10 +578,10 @@ class RelationalPlacementGenerator(TaskGenerator):
             lay.place(target, self.state_for(target, rng),
                       where=lambda x, y: self._clearly_apart((x, y), (ref.x_cm, ref.y_cm), direction),
                       accept=lambda x, y, poly: point_footprint_distance(spot, poly) >= GEN_SPOT_CLEAR_CM)
+        pool = [o for o in self.task.pool if o not in (target, reference)]
         if condition == "cross_task":
-            pool, k = list(self.task.cross_task_objects), rng.randint(1, 2)
-        else:
-            pool, k = [o for o in self.task.pool if o not in (target, reference)], rng.randint(0, 2)
+            pool += [o for o in self.task.cross_task_objects if o not in (target, reference)]
+        k = rng.randint(0, 2)
         spot = self._spot(ref, direction)
         for oid in rng.sample(pool, k):
             lay.place(oid, self.state_for(oid, rng),
@@ -452,8 +604,8 @@ class RelationalPlacementGenerator(TaskGenerator):
                 break
             old = next(p for p in nm.objects if p.object_id == target)
             try:
-                lay.place(target, old.state,
-                          where=lambda x, y: self._clearly_apart((x, y), (ref.x_cm, ref.y_cm), direction),
+                lay.place(target, old.state, tries=600,
+                          where=lambda x, y: self._opposite_sector((x, y), (ref.x_cm, ref.y_cm), direction),
                           accept=lambda x, y, poly: point_footprint_distance(spot, poly) >= GEN_SPOT_CLEAR_CM)
             except _Retry:
                 continue
@@ -472,16 +624,19 @@ class ReferentialDescriptionGenerator(TaskGenerator):
     conditions = ("id", "ood", "cross_task", "no_intervention")
 
     def _families(self) -> dict[str, tuple[str, ...]]:
-        return {k: a.objects for k, a in self.task.arguments.items()}
+        """Candidate families of the task's own pool (the cross-task block family excluded)."""
+        return {k: a.objects for k, a in self.task.arguments.items()
+                if a.objects and set(a.objects) <= set(self.task.pool)}
 
-    def draft(self, rng: random.Random, cell: Cell, condition: str) -> Draft:
+    def counterfactual(self, rng: random.Random, like: Cell, transferred: str) -> Draft:
+        """The transferred object as the reference of an observed closest/furthest cell."""
+        cells = [c for c in self.task.observed if c.concept != "between"]
+        return self.draft(rng, rng.choice(cells), "cross_task", reference=transferred)
+
+    def draft(self, rng: random.Random, cell: Cell, condition: str, *, reference: str | None = None) -> Draft:
         members = list(self.task.arguments[cell.argument].objects)
         between = cell.concept == "between"
-        if condition == "cross_task":
-            ref_pool = list(self.task.cross_task_objects)
-        else:
-            ref_pool = list(self.task.references)
-        refs = rng.sample(ref_pool, 2 if between else 1)
+        refs = [reference] if reference else rng.sample(list(self.task.references), 2 if between else 1)
         lay = self.layout(rng)
         self._place_references(lay, rng, refs, between)
         targets: tuple[str, ...] = ()
@@ -492,11 +647,8 @@ class ReferentialDescriptionGenerator(TaskGenerator):
         else:
             targets = (self._place_by_distance(lay, rng, members, refs[0], cell.concept),)
         # distractors of other families (never the cell's family, never sharing a reference's name)
-        if condition == "cross_task":
-            pool, k = [o for o in self.task.cross_task_objects if o not in refs], rng.randint(0, 1)
-        else:
-            pool = [o for fam, objs in self._families().items() if fam != cell.argument for o in objs]
-            k = rng.randint(2, 3) if condition == "no_intervention" else rng.randint(0, 1)
+        pool = [o for fam, objs in self._families().items() if fam != cell.argument for o in objs]
+        k = rng.randint(2, 3) if condition == "no_intervention" else rng.randint(0, 1)
         k = min(k, 5 - len(lay.placed))
         for oid in rng.sample(pool, k):
             lay.place(oid, self.state_for(oid, rng))
@@ -594,25 +746,31 @@ class OrdinalPositionGenerator(TaskGenerator):
 
     def cells_for(self, condition: str) -> tuple[Cell, ...]:
         if condition == "no_intervention":
-            return self.task.controls
+            return tuple(c for c in self.task.controls if not self.task.arguments[c.argument].objects)
         return super().cells_for(condition)
 
     def _instance(self, identity: str, rng: random.Random) -> str:
         return rng.choice(list(self.task.arguments[identity].objects))
 
-    def draft(self, rng: random.Random, cell: Cell, condition: str) -> Draft:
+    def counterfactual(self, rng: random.Random, like: Cell, transferred: str) -> Draft:
+        """An observed cell of the same row length with the transferred object in a non-target slot."""
+        n = R.ordinal_position(like.concept)[1]
+        cells = [c for c in self.task.observed if R.ordinal_position(c.concept)[1] == n]
+        return self.draft(rng, rng.choice(cells), "cross_task", extra=transferred)
+
+    def draft(self, rng: random.Random, cell: Cell, condition: str, *, extra: str | None = None) -> Draft:
         k, n = R.ordinal_position(cell.concept)
-        identities = [a for a, spec in self.task.arguments.items() if spec.objects]
+        identities = [a for a, spec in self.task.arguments.items()
+                      if spec.objects and set(spec.objects) <= set(self.task.pool)]
         if condition == "no_intervention":
             row = [self._instance(i, rng) for i in rng.sample(identities, n)]
             targets: tuple[str, ...] = ()
         else:
             target = self._instance(cell.argument, rng)
-            if condition == "cross_task":
-                others = rng.sample(list(self.task.cross_task_objects), n - 1)
-            else:
-                others = [self._instance(i, rng) for i in rng.sample([i for i in identities if i != cell.argument],
-                                                                     n - 1)]
+            free = [i for i in identities if i != cell.argument]
+            others = [self._instance(i, rng) for i in rng.sample(free, n - 1 - (extra is not None))]
+            if extra is not None:
+                others.insert(rng.randrange(len(others) + 1), extra)
             row = others[: k - 1] + [target] + others[k - 1:]
             targets = (target,)
         lay = self._row(rng, row)
@@ -657,24 +815,39 @@ class OrdinalPositionGenerator(TaskGenerator):
 
 
 class CountingGenerator(TaskGenerator):
+    """ID scenes are single-object transitions of observed cells (every demonstration moves one object)."""
+
     conditions = ("id", "ood", "cross_task", "no_intervention")
+    CROSS_TASK_CELLS = ("goal_2|addition", "goal_0|removal")
 
     def cells_for(self, condition: str) -> tuple[Cell, ...]:
         if condition == "no_intervention":
             return self.task.controls
         return super().cells_for(condition)
 
+    def cross_task_cells(self) -> tuple[Cell, ...]:
+        return tuple(c for c in self.task.observed if c.key in self.CROSS_TASK_CELLS)
+
+    def transferred_in(self, draft: Draft) -> str:
+        return draft.targets[0]
+
     def draft(self, rng: random.Random, cell: Cell, condition: str) -> Draft:
         goal = R.goal_count(cell.concept)
-        pool = list(self.task.cross_task_objects if condition == "cross_task" else self.task.pool)
-        capacity = 4  # objects that fit in the bowl together
+        pool = list(self.task.pool)
+        if condition == "cross_task":
+            # the transferred object is the only one that can move the count towards the goal
+            transferred = rng.choice(list(self.task.cross_task_objects))
+            own = rng.sample(pool, rng.randint(1, 3))
+            if cell.argument == "addition":
+                return self._assemble(cell, in_bowl=own[:1], on_table=[transferred], targets=(transferred,), rng=rng)
+            return self._assemble(cell, in_bowl=[transferred], on_table=own, targets=(transferred,), rng=rng)
         if cell.argument == "removal":
-            start = 2 if condition == "ood" else rng.randint(goal + 1, min(capacity, len(pool)))
+            start = 2 if condition == "ood" else goal + 1
         elif cell.argument == "addition":
-            start = 2 if condition == "ood" else rng.randint(0, goal - 1)
+            start = 2 if condition == "ood" else goal - 1
         else:
             start = goal
-        total = rng.randint(max(start, goal, 2) + (1 if start == goal else 0), min(5, len(pool)))
+        total = rng.randint(max(start, goal, 2) + (1 if start == goal and start < len(pool) else 0), len(pool))
         chosen = rng.sample(pool, total)
         in_bowl, on_table = chosen[:start], chosen[start:]
         if cell.argument == "removal":
@@ -683,6 +856,19 @@ class CountingGenerator(TaskGenerator):
             targets = tuple(rng.sample(on_table, goal - start))
         else:
             targets = ()
+        return self._assemble(cell, in_bowl, on_table, targets, rng, no_motion=condition == "no_intervention")
+
+    def counterfactual(self, rng: random.Random, like: Cell, transferred: str) -> Draft:
+        """The same cell with the transferred object where it must not move."""
+        own = rng.sample(list(self.task.pool), rng.randint(2, 3))
+        if like.argument == "addition":   # 1 -> 2: the transferred object already sits in the bowl
+            return self._assemble(like, in_bowl=[transferred], on_table=own, targets=(own[0],), rng=rng)
+        # 1 -> 0: a task object is in the bowl, the transferred object stays on the table
+        return self._assemble(like, in_bowl=own[:1], on_table=[transferred, *own[1:]], targets=(own[0],), rng=rng)
+
+    def _assemble(self, cell: Cell, in_bowl: Sequence[str], on_table: Sequence[str], targets: tuple[str, ...],
+                  rng: random.Random, no_motion: bool = False) -> Draft:
+        goal = R.goal_count(cell.concept)
         lay = self.layout(rng)
         for oid in on_table:
             lay.place(oid, self.state_for(oid, rng))
@@ -690,11 +876,8 @@ class CountingGenerator(TaskGenerator):
                   for oid, (x, y) in zip(in_bowl, bowl_slots(len(in_bowl), self.geometry))]
         objects = placed + lay.placed
         rng.shuffle(objects)
-        if condition == "no_intervention":
-            goal_record = Goal(kind="no_motion", count=goal)
-        else:
-            goal_record = Goal(kind="count_in_bowl", count=goal)
-        notes = f"start: {start} in the bowl; goal: {goal}"
+        goal_record = Goal(kind="no_motion", count=goal) if no_motion else Goal(kind="count_in_bowl", count=goal)
+        notes = f"start: {len(in_bowl)} in the bowl; goal: {goal}"
         return Draft(cell=cell, objects=objects, targets=targets, goal=goal_record, notes=notes)
 
 

@@ -104,9 +104,12 @@ class SceneSpec:
     goal: Goal
     targets: tuple[str, ...] = ()  # the valid target object(s) (empty for no-intervention)
     references: tuple[str, ...] = ()
-    matched_group: str | None = None  # set on OOD scenes chosen for the direct control
+    matched_group: str | None = None  # OOD scenes chosen for the direct control (and Object State's direct variants)
     paraphrase: bool = False          # matched scene also in the paraphrase subset
     notes: str = ""
+    family: str | None = None         # scenes designed together: Relational four-instruction families,
+                                      # cross-task target/counterfactual pairs
+    partner: str | None = None        # movement_required: its no_movement scene; direct variant: its OOD scene
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,8 @@ from spabench.suite.vocabulary import DIRECTIONS
 from spabench.suite.yamlio import Flow, FlowList, dump_yaml
 
 SCENE_KEYS_REQUIRED = ("scene_id", "cell", "withheld", "instructions", "goal", "objects")
-SCENE_KEYS_OPTIONAL = ("task", "condition", "matched_group", "paraphrase", "targets", "references", "notes")
+SCENE_KEYS_OPTIONAL = ("task", "condition", "matched_group", "paraphrase", "targets", "references", "notes",
+                       "family", "partner")
 INSTRUCTION_KEYS = ("spatial", "direct", "paraphrase_spatial", "paraphrase_direct")
 GOAL_KINDS = ("in_bowl", "relation", "count_in_bowl", "no_motion")
 LIDS = ("open", "closed")
@@ -178,6 +179,8 @@ def scene_from_mapping(value: Any, *, path: Path, index: int, task: TaskSpec, co
         matched_group=matched,
         paraphrase=checks.boolean(data.get("paraphrase", False), path, f"{label}.paraphrase"),
         notes=checks.text(data.get("notes", ""), path, f"{label}.notes", allow_empty=True),
+        family=checks.text(data["family"], path, f"{label}.family") if data.get("family") is not None else None,
+        partner=checks.text(data["partner"], path, f"{label}.partner") if data.get("partner") is not None else None,
     )
 
 
@@ -200,6 +203,10 @@ def scene_to_mapping(scene: SceneSpec) -> dict:
         out["matched_group"] = scene.matched_group
     if scene.paraphrase:
         out["paraphrase"] = True
+    if scene.family:
+        out["family"] = scene.family
+    if scene.partner:
+        out["partner"] = scene.partner
     ins = scene.instructions
     out["instructions"] = {k: getattr(ins, k) for k in INSTRUCTION_KEYS if getattr(ins, k) is not None}
     out["targets"] = FlowList(scene.targets)

@@ -38,6 +38,7 @@ SCENE_CONDITIONS: tuple[str, ...] = (
     "no_intervention",
     "no_movement",
     "movement_required",
+    "direct",              # Object State: the matched OOD scene with the non-target twin removed
 )
 
 # Trials per policy, per task and condition (protocol: 900 per fully evaluated policy).
