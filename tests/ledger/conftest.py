@@ -42,3 +42,18 @@ def ledger(tmp_path, plan_rows):
                         {"campaign": "unit", "aliases": {"pi05": "P2", "vla0": "P1"}})
     yield led
     led.close()
+
+
+def make_ledger(request, tmp_path, rows, backend: str, folder: str = "camp") -> Ledger:
+    """A fresh ledger of this plan on either back end (PostgreSQL: the session's test server)."""
+    url = request.getfixturevalue("pg_url") if backend == "postgresql" else None
+    return Ledger.create(tmp_path / folder, rows, HASH, {"campaign": "unit", "aliases": {"pi05": "P2", "vla0": "P1"}},
+                         url=url)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def any_ledger(request, tmp_path, plan_rows):
+    """The same ledger tests on both back ends."""
+    led = make_ledger(request, tmp_path, plan_rows, request.param)
+    yield led
+    led.close()

@@ -1,10 +1,16 @@
-"""Attempt provenance columns, score history (corrections), operator invalidation, outcomes columns."""
+"""Attempt provenance columns, score history (corrections), operator invalidation, outcomes columns;
+on both back ends."""
 
 from __future__ import annotations
 
 import pytest
 
 from spabench.ledger import OUTCOME_COLUMNS, LedgerError
+
+
+@pytest.fixture
+def ledger(any_ledger):
+    return any_ledger      # every test here runs on SQLite and on PostgreSQL
 
 
 def _complete(ledger, trial_id, **kw):

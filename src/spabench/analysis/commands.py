@@ -41,13 +41,15 @@ def _display_names(cfg: DictConfig) -> dict[str, str]:
 
 def load_campaign_outcomes(campaign_dir: Path):
     """The outcomes view of a campaign's ledger, validated like a CSV."""
-    ledger_path = campaign_dir / "ledger.sqlite"
-    if not ledger_path.is_file():
-        raise ConfigError(f"campaign_dir={campaign_dir} has no ledger.sqlite (is it a campaign directory?)")
     from spabench.ledger import Ledger  # lazy: the ledger is only needed for campaign input
 
-    frame = Ledger.open(ledger_path).outcomes()
-    return outcomes_from_frame(frame, source=f"{ledger_path} (outcomes view)")
+    if not Ledger.exists(campaign_dir):
+        raise ConfigError(f"campaign_dir={campaign_dir} has no ledger.sqlite or ledger.pg.json "
+                          "(is it a campaign directory?)")
+    with Ledger.open(campaign_dir, readonly=True) as ledger:   # the ledger alone: episodes may be elsewhere
+        frame = ledger.outcomes()
+        where = ledger.path
+    return outcomes_from_frame(frame, source=f"{where} (outcomes view)")
 
 
 def report(cfg: DictConfig) -> int:

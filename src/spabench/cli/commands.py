@@ -16,6 +16,7 @@ class Command:
     summary: str
     path_keys: tuple[str, ...] = ()  # top-level keys holding paths relative to the caller's cwd
     presets: tuple[str, ...] = ()    # overrides applied before the caller's (who may override them)
+    positionals: tuple[str, ...] = ()  # keys that bare words after the command fill, in order
 
 
 COMMANDS: dict[str, Command] = {
@@ -42,6 +43,15 @@ COMMANDS: dict[str, Command] = {
                 ("checkpoint",)),
         Command("serve scripted", "spabench.sim.serve:serve_scripted", (),
                 "serve the twin's scripted stand-in policy (not a VLA): mode=compositional|memorising"),
+        Command("ledger copy", "spabench.ledger.commands:ledger_copy", (),
+                "copy a campaign's ledger, checked: SRC DST [ledger=postgresql://host/db]", ("src", "dst"),
+                positionals=("src", "dst")),
+        Command("ledger collect", "spabench.ledger.commands:ledger_collect", (),
+                "gather the episodes from the benches that recorded them: campaign=DIR out=DIR "
+                "bench_dirs.<bench>=PATH|host:PATH", ("campaign_dir", "out")),
+        Command("ledger status", "spabench.ledger.commands:ledger_status", (),
+                "where a campaign's ledger lives, its progress and each bench's claim: campaign=DIR",
+                ("campaign_dir",)),
         Command("demo", "spabench.demo:demo", ("campaign", "bench", "operator", "suite"),
                 "plan, run and report a small campaign on the embedded MuJoCo twin", ("out",),
                 presets=("bench=sim_demo", "campaign=demo_twin", "operator=auto")),

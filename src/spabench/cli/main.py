@@ -36,6 +36,17 @@ def split_command(argv: list[str]) -> tuple[Command, list[str]]:
     raise ConfigError(f"unknown command {' '.join(argv[:2]) or '(none)'!r}\n\n{_usage()}")
 
 
+def fill_positionals(command: Command, args: list[str]) -> list[str]:
+    """Leading bare words become `key=value` for the command's positional keys (`ledger copy SRC DST`)."""
+    out, keys = [], list(command.positionals)
+    for arg in args:
+        if "=" not in arg and not arg.startswith("-") and keys:
+            out.append(f"{keys.pop(0)}={arg}")
+        else:
+            out.append(arg)
+    return out
+
+
 def _top_level_keys(conf: Path) -> list[str]:
     import yaml
 
@@ -140,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger(chatty).setLevel(logging.WARNING)
     try:
         command, overrides = split_command(argv)
+        overrides = fill_positionals(command, overrides)
         if any(a in ("-h", "--help") for a in overrides):
             print(f"spabench {command.name}: {command.summary}")
             return 0

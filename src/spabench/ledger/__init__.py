@@ -1,6 +1,7 @@
-"""The campaign ledger: plan, attempts, scores and events in one SQLite file (no LeRobot, no torch)."""
+"""The campaign ledger: plan, attempts, scores, claims and events behind one storage interface (SQLite
+for one bench, PostgreSQL for several); no LeRobot, no torch."""
 
-from spabench.ledger.ledger import Ledger, LedgerError, validate_plan
+from spabench.ledger.ledger import BenchSessionActive, Ledger, LedgerError, validate_plan
 from spabench.ledger.schema import (
     OUTCOME_COLUMNS,
     STOP_REASONS,
@@ -11,6 +12,6 @@ from spabench.ledger.schema import (
 )
 
 __all__ = [
-    "Ledger", "LedgerError", "validate_plan", "TrialRow", "AttemptRow", "ScoreRow",
+    "Ledger", "LedgerError", "BenchSessionActive", "validate_plan", "TrialRow", "AttemptRow", "ScoreRow",
     "TRIAL_COLUMNS", "OUTCOME_COLUMNS", "STOP_REASONS",
 ]

@@ -13,7 +13,7 @@ import os
 import sqlite3
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from spabench.errors import ConfigError, DataError, SpabenchError
 from spabench.ledger.schema import (
@@ -44,6 +44,10 @@ _MODE_TASKS = {"wrong_instance": ("object_state", "referential_description")}
 
 class LedgerError(SpabenchError):
     """An operation the campaign's current state does not allow (unknown id, wrong status)."""
+
+
+class BenchSessionActive(LedgerError):
+    """Another live process already works this campaign under the same bench id."""
 
 
 def _now() -> str:
@@ -181,17 +185,24 @@ class Ledger:
         all_meta.update(schema_version=SCHEMA_VERSION, config_hash=config_hash, created_at=_now(),
                         n_trials=len(rows))
         all_meta.setdefault("campaign", "")
-        folder.mkdir(parents=True, exist_ok=True)
-        if url is not None and url not in ("", "sqlite"):
-            from spabench.ledger.postgres import create_campaign_schema
+        return cls._build(path, url, all_meta["campaign"], lambda st: cls._fill(st, rows, all_meta, config_hash))
 
-            storage, pointer = create_campaign_schema(url, folder / cls.POINTER, all_meta["campaign"])
+    @classmethod
+    def _build(cls, path: Path, url: str | None, campaign: str, fill: Callable[[Storage], None]) -> Ledger:
+        """Make a new ledger at `path` (SQLite) or in a new schema at `url`, filled by `fill`, and put it
+        in place only once it is complete (a failure leaves nothing behind)."""
+        folder = path.parent
+        folder.mkdir(parents=True, exist_ok=True)
+        if url not in (None, "", "sqlite"):
+            from spabench.ledger.postgres import new_campaign_storage, write_pointer
+
+            storage = new_campaign_storage(url, campaign)
             try:
-                cls._fill(storage, rows, all_meta, config_hash)
+                fill(storage)
+                write_pointer(folder / cls.POINTER, storage, campaign)
             except BaseException:
                 storage.drop_schema()
                 storage.close()
-                pointer.unlink(missing_ok=True)
                 raise
             storage.close()
             return cls.open(folder)
@@ -200,7 +211,7 @@ class Ledger:
             leftover.unlink(missing_ok=True)
         storage = SQLiteStorage(tmp)
         try:
-            cls._fill(storage, rows, all_meta, config_hash)
+            fill(storage)
         except BaseException:
             storage.close()
             for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm")):
@@ -653,3 +664,85 @@ class Ledger:
         frame = pd.DataFrame.from_records(records, columns=list(OUTCOME_COLUMNS))
         return frame.astype({"success": bool, "valid": bool, "withheld": bool, "dry_run": bool,
                              "scored_by_n": int, "corrections": int})
+
+    # ------------------------------------------------------------------ claims (several benches)
+    def lock_bench(self, bench_id: str) -> None:
+        """One live process per bench id (PostgreSQL: a session advisory lock, released when the process
+        dies); refused with the holder's host, pid and start time. SQLite: the campaign lock does it."""
+        import socket
+
+        if not self.storage.try_bench_lock(bench_id):
+            started = [e for e in self.events(kind="bench_session_started") if e["payload"].get("bench_id") == bench_id]
+            who = started[-1]["payload"] if started else {}
+            since = started[-1]["t"] if started else "?"
+            raise BenchSessionActive(
+                f"{self.location}: bench {bench_id!r} already has a live session (host {who.get('host', '?')}, "
+                f"pid {who.get('pid', '?')}, since {since}); give this bench another bench_id=NAME, or stop "
+                "the other process first")
+        with self._write() as tx:
+            self._insert_event(tx, None, "bench_session_started",
+                               {"bench_id": bench_id, "host": socket.gethostname(), "pid": os.getpid()})
+
+    def claim_scene_set(self, bench_id: str, lease_s: float) -> str | None:
+        """Claim the next scene set (every policy's trial of one evaluation id) for `bench_id`.
+
+        One transaction: the lowest-order set with a pending trial that is free, already this bench's,
+        or whose holder's lease lapsed; PostgreSQL locks the row and skips rows other benches are
+        claiming at this moment (FOR UPDATE SKIP LOCKED). Taking over a lapsed lease interrupts the dead
+        holder's running attempt in that set. Returns the evaluation id, or None when nothing is free.
+        """
+        if not bench_id:
+            raise LedgerError(f"{self.path}: claims need a bench_id")
+        if not lease_s > 0:
+            raise LedgerError(f"{self.path}: lease_s must be > 0, got {lease_s}")
+        with self._write() as tx:
+            now = float(tx.one(f"SELECT {self.storage.now_epoch()} AS now")["now"])
+            row = tx.one(
+                "SELECT s.evaluation_id, s.bench_id, s.lease_expires FROM scene_sets s WHERE EXISTS "
+                "(SELECT 1 FROM trials t WHERE t.evaluation_id = s.evaluation_id AND NOT EXISTS "
+                " (SELECT 1 FROM attempts a WHERE a.trial_id = t.trial_id AND a.status = 'complete')) "
+                "AND (s.bench_id IS NULL OR s.bench_id = ? OR s.lease_expires < ?) "
+                "ORDER BY CASE WHEN s.bench_id = ? THEN 0 ELSE 1 END, s.first_order LIMIT 1"
+                + self.storage.skip_locked, (bench_id, now, bench_id))
+            if row is None:
+                return None
+            eid, holder = row["evaluation_id"], row["bench_id"]
+            interrupted: list[str] = []
+            if holder not in (None, bench_id):
+                interrupted = self._interrupt(
+                    tx, "status = 'running' AND bench_id = ? AND trial_id IN "
+                        "(SELECT trial_id FROM trials WHERE evaluation_id = ?)", (holder, eid),
+                    {"lease_lapsed": True, "from_bench": holder, "by_bench": bench_id})
+            tx.execute("UPDATE scene_sets SET bench_id = ?, lease_expires = ?, claimed_at = ? WHERE evaluation_id = ?",
+                       (bench_id, now + float(lease_s), _now(), eid))
+            self._insert_event(tx, None, "scene_set_claimed", {
+                "evaluation_id": eid, "bench_id": bench_id, "lease_s": float(lease_s),
+                "from_bench": holder if holder != bench_id else None, "resumed": holder == bench_id,
+                "interrupted": interrupted})
+        return eid
+
+    def renew_claim(self, bench_id: str, evaluation_id: str, lease_s: float) -> bool:
+        """Extend this bench's lease; False when the set is no longer this bench's (taken over)."""
+        with self._write() as tx:
+            rows = tx.execute(f"UPDATE scene_sets SET lease_expires = {self.storage.now_epoch()} + ? "
+                              "WHERE evaluation_id = ? AND bench_id = ? RETURNING evaluation_id",
+                              (float(lease_s), evaluation_id, bench_id))
+        return bool(rows)
+
+    def release_claim(self, bench_id: str, evaluation_id: str) -> None:
+        """Give a set back (its trials are done, or the bench stops)."""
+        with self._write() as tx:
+            rows = tx.execute("UPDATE scene_sets SET bench_id = NULL, lease_expires = NULL "
+                              "WHERE evaluation_id = ? AND bench_id = ? RETURNING evaluation_id",
+                              (evaluation_id, bench_id))
+            if rows:
+                self._insert_event(tx, None, "scene_set_released",
+                                   {"evaluation_id": evaluation_id, "bench_id": bench_id})
+
+    def claims(self) -> list[dict[str, Any]]:
+        """Every scene set with its holder and seconds left on the lease (negative: lapsed)."""
+        rows = self._query(f"SELECT evaluation_id, first_order, bench_id, lease_expires, claimed_at, "
+                           f"{self.storage.now_epoch()} AS now FROM scene_sets ORDER BY first_order")
+        return [{"evaluation_id": r["evaluation_id"], "bench_id": r["bench_id"], "claimed_at": r["claimed_at"],
+                 "lease_left_s": None if r["lease_expires"] is None else float(r["lease_expires"]) - float(r["now"])}
+                for r in rows]

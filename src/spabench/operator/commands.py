@@ -47,7 +47,7 @@ def score(cfg: Any, stdin=None, stdout=None) -> int:
     from spabench.ledger import Ledger
 
     try:
-        ledger = Ledger.open(campaign_dir / Ledger.FILENAME)
+        ledger = Ledger.open(campaign_dir)
     except ConfigError as exc:
         print(f"error: {exc}", file=out)
         return 2

@@ -46,11 +46,15 @@ def plan(cfg) -> int:
     if not out:
         raise ConfigError("plan: set out=DIR, a new folder for the campaign's ledger.sqlite, plan.csv and config.yaml")
     out_dir = Path(str(out)).expanduser().resolve()
-    ledger_path = out_dir / "ledger.sqlite"
-    if ledger_path.exists():
-        from spabench.ledger import Ledger
+    from spabench.ledger import Ledger
 
-        raise ConfigError(Ledger._exists_message(ledger_path))
+    if Ledger.exists(out_dir):
+        raise ConfigError(Ledger._exists_message(out_dir / Ledger.FILENAME))
+    ledger_url = cfg.get("ledger") if hasattr(cfg, "get") else None
+    if ledger_url not in (None, "", "sqlite"):
+        from spabench.ledger.postgres import check_url
+
+        check_url(str(ledger_url))   # a password in the URL fails before anything is written
     from spabench.outputs import check_new_folder
     from spabench.plan.planner import not_a_campaign_message
 
@@ -73,7 +77,7 @@ def plan(cfg) -> int:
 
     the_plan = build_plan(campaign, suite)
     digest = config_hash(campaign, settings, tasks_root, hardware_root)
-    paths = write_campaign(out_dir, the_plan, digest, settings)
+    paths = write_campaign(out_dir, the_plan, digest, settings, ledger_url=ledger_url)
 
     console = Console()
     console.print(summary_table(the_plan))

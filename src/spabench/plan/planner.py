@@ -287,7 +287,7 @@ def open_campaign(campaign_dir: str | os.PathLike, *, readonly: bool = False, ch
                   root: str | os.PathLike | None = None) -> Ledger:
     """DIR's ledger, refusing it (ConfigError) when the campaign config or suite files changed since planning."""
     expect = hash_for_campaign_dir(campaign_dir, root) if check_hash else None
-    return Ledger.open(Path(campaign_dir) / Ledger.FILENAME, expect_hash=expect, readonly=readonly)
+    return Ledger.open(Path(campaign_dir), expect_hash=expect, readonly=readonly)
 
 
 # ---------------------------------------------------------------------------- writing
@@ -310,8 +310,9 @@ def plan_csv_text(trials: Sequence[TrialRow]) -> str:
 
 
 def write_campaign(out_dir: str | os.PathLike, plan: Plan, digest: str,
-                   suite_settings: Mapping[str, Any]) -> dict[str, Path]:
-    """DIR/ledger.sqlite (new, never overwritten), DIR/plan.csv and DIR/config.yaml."""
+                   suite_settings: Mapping[str, Any], ledger_url: str | None = None) -> dict[str, Path]:
+    """DIR/ledger.sqlite (new, never overwritten; with `ledger_url` a new PostgreSQL schema and its
+    pointer DIR/ledger.pg.json instead), DIR/plan.csv and DIR/config.yaml."""
     import yaml
 
     from spabench import __version__
@@ -320,7 +321,7 @@ def write_campaign(out_dir: str | os.PathLike, plan: Plan, digest: str,
 
     out = Path(out_dir)
     ledger_path = out / Ledger.FILENAME
-    if ledger_path.exists():
+    if Ledger.exists(out):
         raise ConfigError(Ledger._exists_message(ledger_path))
     claim_new_folder(out, "plan", refusal=not_a_campaign_message(out))
     campaign = plan.campaign
@@ -335,7 +336,9 @@ def write_campaign(out_dir: str | os.PathLike, plan: Plan, digest: str,
         "n_evaluations": len(plan.evaluations),
         "spabench_version": __version__,
     }
-    Ledger.create(ledger_path, plan.trials, digest, meta).close()
+    Ledger.create(ledger_path, plan.trials, digest, meta, url=ledger_url).close()
+    if ledger_url not in (None, "", "sqlite"):
+        ledger_path = out / Ledger.POINTER
     _atomic_write(out / PLAN_CSV, plan_csv_text(plan.trials))
     resolved = {"campaign": campaign.as_dict(), "suite": dict(suite_settings), "config_hash": digest}
     _atomic_write(out / CONFIG_YAML, yaml.safe_dump(resolved, sort_keys=False))

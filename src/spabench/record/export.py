@@ -31,7 +31,7 @@ def episode_folders(campaign_dir: Path, include_invalid: bool = False) -> list[t
     """(attempt_id, folder, instruction) of the campaign's recorded attempts in plan order."""
     from spabench.ledger import Ledger
 
-    ledger = Ledger.open(campaign_dir / Ledger.FILENAME, readonly=True)
+    ledger = Ledger.open(campaign_dir, readonly=True)
     try:
         out = []
         for trial in ledger.trials():

@@ -14,6 +14,8 @@ import dataclasses
 import logging
 import socket
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -112,17 +114,48 @@ def _load_suite(cfg: Any) -> Any:
     return load_suite(str(resolve(root)), str(resolve(hardware)))
 
 
-def _open_ledger(campaign_dir: Path):
+def _open_ledger(campaign_dir: Path, url: str | None = None):
     """The campaign's ledger, refused when the suite or campaign config changed since planning.
 
-    A ledger without the planner's config.yaml beside it (built by another tool) opens unchecked."""
+    A ledger without the planner's config.yaml beside it (built by another tool) opens unchecked.
+    `url` (a shared PostgreSQL ledger) replaces the pointer's URL, e.g. to connect as this bench's role."""
     from spabench.ledger import Ledger
-    from spabench.plan.planner import CONFIG_YAML, open_campaign
+    from spabench.plan.planner import CONFIG_YAML, hash_for_campaign_dir
 
-    if not (campaign_dir / CONFIG_YAML).is_file() and (campaign_dir / Ledger.FILENAME).is_file():
+    if not (campaign_dir / CONFIG_YAML).is_file() and Ledger.exists(campaign_dir):
         log.warning("%s has no %s: the config hash cannot be checked", campaign_dir, CONFIG_YAML)
-        return Ledger.open(campaign_dir / Ledger.FILENAME)
-    return open_campaign(campaign_dir)
+        return Ledger.open(campaign_dir, url=url)
+    return Ledger.open(campaign_dir, expect_hash=hash_for_campaign_dir(campaign_dir), url=url)
+
+
+class LeaseKeeper:
+    """Renews this bench's claim on its scene set while it works (a thread beside the control loop),
+    so the lease lapses only when the bench process dies or hangs."""
+
+    def __init__(self, session: Session, every_s: float):
+        self.session, self.every_s = session, every_s
+        self.lost: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="lease-keeper", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        s = self.session
+        while not self._stop.wait(self.every_s):
+            claim = s.claim
+            if claim is None:
+                continue
+            try:
+                if not s.ledger.renew_claim(s.bench_id, claim, s.lease_s):
+                    self.lost = claim
+                    log.warning("bench %s lost its claim on scene set %s (its lease lapsed and another bench "
+                                "took it over)", s.bench_id, claim)
+            except Exception as exc:  # a ledger hiccup: the next renewal tries again, the lease is longer
+                log.warning("lease renewal for scene set %s failed: %s", claim, exc)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
 
 
 class Session:
@@ -140,6 +173,14 @@ class Session:
         self.op_cfg = OperatorConfig.from_mapping(_get(cfg, "operator", {}))
         self.max_trials = _get(cfg, "max_trials")
         self.bench_id = str(_get(cfg, "bench_id") or socket.gethostname())
+        self.lease_s = float(_get(cfg, "lease_s", 60.0))
+        if not self.lease_s > 0:
+            raise ConfigError(f"run: lease_s={self.lease_s} must be > 0 (seconds a claim outlives a silent bench)")
+        ledger_url = _get(cfg, "ledger")
+        self.ledger_url = None if ledger_url in (None, "", "sqlite") else str(ledger_url)
+        self.multi_bench = False       # a shared (PostgreSQL) ledger: claim scene sets, renew leases
+        self.claim: str | None = None  # the scene set (evaluation id) this bench holds
+        self.lease_keeper: LeaseKeeper | None = None
         self.ledger = None
         self.clients: dict[str, Any] = {}
         self.brokers: dict[str, Any] = {}
@@ -162,8 +203,13 @@ class Session:
         from spabench.policy.factory import make_client
         from spabench.record.recorder import Recorder
 
-        self.ledger = _open_ledger(self.campaign_dir)
-        interrupted = self.ledger.mark_interrupted()
+        self.ledger = _open_ledger(self.campaign_dir, self.ledger_url)
+        self.multi_bench = self.ledger.storage.multi_bench
+        if self.multi_bench:  # one live process per bench id; then this bench's own leftovers only
+            self.ledger.lock_bench(self.bench_id)
+            interrupted = self.ledger.mark_interrupted(bench_id=self.bench_id)
+        else:
+            interrupted = self.ledger.mark_interrupted()
         for attempt_id in interrupted:
             self.say(f"attempt {attempt_id} was interrupted (kill or crash): marked invalid, "
                      "its partial recording is kept; the trial will be re-run")
@@ -190,9 +236,15 @@ class Session:
 
         self.operator = make_operator(self.op_cfg, bench=self.bench, stdin=self.stdin, stdout=self.out)
         self.suite = _load_suite(self.cfg)
+        if self.multi_bench:
+            self.say(f"bench {self.bench_id}: shared ledger {self.ledger.location}; claims whole scene sets, "
+                     f"lease {self.lease_s:g} s")
+            self.lease_keeper = LeaseKeeper(self, self.lease_s / 3.0)
         return True
 
     def close(self) -> None:
+        if self.lease_keeper is not None:
+            self.lease_keeper.stop()   # the claim is kept: this bench resumes it first, else it lapses
         if self.bench is not None and self.bench.is_connected:
             try:
                 self.bench.hold()
@@ -237,7 +289,8 @@ class Session:
         scene = _scene(self.suite, trial.scene_id)
         ref = reference_image(self.ledger, self.campaign_dir, trial.evaluation_id,
                               self.op_cfg.reference_camera, self.op_cfg.reference_fallback)
-        if ref is None and self.ledger.first_complete_attempt(trial.evaluation_id) is not None:
+        first = self.ledger.first_complete_attempt(trial.evaluation_id)
+        if ref is None and first is not None and first.bench_id in (None, self.bench_id):
             # the reference attempt's videos may still be encoding (e.g. it was the previous trial)
             self.recorder.wait_idle(30.0)
             ref = reference_image(self.ledger, self.campaign_dir, trial.evaluation_id,
@@ -300,11 +353,43 @@ class Session:
                 self.ledger.record_score(attempt_id, score.rater, score.success, score.failure_mode, score.note)
         return result, attempt_id
 
+    def next_trial(self) -> Any:
+        """The next trial this bench runs. One bench (SQLite): the lowest-order pending trial. Several
+        benches (PostgreSQL): the next trial of this bench's scene set; when the set is done, claim the
+        next free one; when every pending set is held by another bench, wait (a dead bench's lease
+        lapses and its set comes free)."""
+        if not self.multi_bench:
+            return self.ledger.next_trial()
+        waiting = False
+        while True:
+            if self.claim is not None and self.lease_keeper is not None and self.lease_keeper.lost == self.claim:
+                self.say(f"bench {self.bench_id}: scene set {self.claim} was taken over by another bench")
+                self.claim = None
+            if self.claim is not None:
+                trial = self.ledger.next_trial(self.claim)
+                if trial is not None:
+                    return trial
+                self.ledger.release_claim(self.bench_id, self.claim)
+                self.claim = None
+            eid = self.ledger.claim_scene_set(self.bench_id, self.lease_s)
+            if eid is not None:
+                self.claim = eid
+                self.say(f"bench {self.bench_id}: claimed scene set {eid}")
+                continue
+            if not self.ledger.pending_trials():
+                return None
+            if not waiting:
+                held = sorted({c["bench_id"] for c in self.ledger.claims() if c["bench_id"]})
+                self.say(f"bench {self.bench_id}: every pending scene set is held by another bench "
+                         f"({', '.join(held) or '?'}); waiting for them (a lapsed lease frees a set)")
+                waiting = True
+            time.sleep(min(self.lease_s / 3.0, 2.0))
+
     def loop(self) -> int:
         done = 0
         invalid_streak = 0
         while self.max_trials is None or done < int(self.max_trials):
-            trial = self.ledger.next_trial()
+            trial = self.next_trial()
             if trial is None:
                 self.say("campaign complete: every trial has a complete attempt")
                 break

@@ -1,0 +1,111 @@
+"""`spabench ledger copy|collect|status`: thin adapters from the composed config to typed calls."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from spabench.configtools import plain_container
+from spabench.errors import ConfigError
+
+
+def _get(cfg: Any, key: str, default: Any = None) -> Any:
+    value = cfg.get(key, default) if hasattr(cfg, "get") else getattr(cfg, key, default)
+    return default if value is None else value
+
+
+def _folder(cfg: Any, key: str, command: str, what: str) -> Path:
+    value = _get(cfg, key)
+    if not value:
+        raise ConfigError(f"ledger {command}: {key} is missing ({what})")
+    return Path(str(value)).expanduser().resolve()
+
+
+@dataclass(frozen=True)
+class CopyArgs:
+    src: Path
+    dst: Path
+    ledger: str | None = None        # the destination back end: None/sqlite, or a postgresql:// URL
+
+    @classmethod
+    def from_cfg(cls, cfg: Any) -> CopyArgs:
+        url = _get(cfg, "ledger")
+        if url not in (None, "", "sqlite"):
+            from spabench.ledger.postgres import check_url
+
+            check_url(str(url))
+        return cls(_folder(cfg, "src", "copy", "spabench ledger copy SRC DST: the campaign folder to copy"),
+                   _folder(cfg, "dst", "copy", "spabench ledger copy SRC DST: a new campaign folder"),
+                   None if url in (None, "", "sqlite") else str(url))
+
+
+def run_copy(args: CopyArgs, out=None) -> int:
+    from spabench.ledger.copy import copy_ledger
+
+    out = out or sys.stdout
+    result = copy_ledger(args.src, args.dst, args.ledger)
+    rows = ", ".join(f"{n} {t}" for t, n in result.rows.items())
+    print(f"copied {result.source} -> {result.destination}: {rows}; both ledgers compared equal", file=out)
+    return 0
+
+
+def ledger_copy(cfg: Any) -> int:
+    return run_copy(CopyArgs.from_cfg(cfg))
+
+
+@dataclass(frozen=True)
+class CollectArgs:
+    campaign_dir: Path
+    out: Path
+    bench_dirs: dict[str, str] = field(default_factory=dict)
+    include_invalid: bool = True
+
+    @classmethod
+    def from_cfg(cls, cfg: Any) -> CollectArgs:
+        dirs = plain_container(_get(cfg, "bench_dirs", {})) or {}
+        if not isinstance(dirs, dict) or not all(isinstance(v, str) and v for v in dirs.values()):
+            raise ConfigError("ledger collect: bench_dirs must map bench ids to folders, e.g. "
+                              "bench_dirs.bench-a=/mnt/bench-a/campaign bench_dirs.bench-b=lab@bench-b:/data/campaign")
+        return cls(_folder(cfg, "campaign_dir", "collect", "campaign=DIR, this bench's campaign folder"),
+                   _folder(cfg, "out", "collect", "out=DIR, where the episodes are gathered"),
+                   {str(k): str(v) for k, v in dirs.items()})
+
+
+def run_collect(args: CollectArgs, out=None) -> int:
+    from spabench.ledger.collect import collect_episodes
+
+    out = out or sys.stdout
+    result = collect_episodes(args.campaign_dir, args.out, args.bench_dirs, include_invalid=args.include_invalid,
+                              progress=lambda text: print(text, file=out, flush=True))
+    print(f"collected {len(result.copied)} episode(s) into {args.out}; {len(result.already)} already there; "
+          f"{len(result.missing)} missing", file=out)
+    for attempt_id, why in result.missing:
+        print(f"  missing {attempt_id}: {why}", file=out)
+    return 1 if result.missing else 0
+
+
+def ledger_collect(cfg: Any) -> int:
+    return run_collect(CollectArgs.from_cfg(cfg))
+
+
+def run_status(campaign_dir: Path, out=None) -> int:
+    from spabench.ledger import Ledger
+
+    out = out or sys.stdout
+    with Ledger.open(campaign_dir, readonly=True) as ledger:
+        p = ledger.progress()
+        print(f"{ledger.campaign}: {ledger.location}", file=out)
+        print(f"  {p['complete']}/{p['trials']} trials complete, {p['running']} running, "
+              f"{p['invalid_attempts']} invalid attempt(s), {p['unscored']} unscored", file=out)
+        for claim in ledger.claims():
+            if claim["bench_id"]:
+                left = claim["lease_left_s"]
+                state = f"lease {left:.0f} s left" if left >= 0 else f"lease lapsed {-left:.0f} s ago"
+                print(f"  scene set {claim['evaluation_id']}: bench {claim['bench_id']} ({state})", file=out)
+    return 0
+
+
+def ledger_status(cfg: Any) -> int:
+    return run_status(_folder(cfg, "campaign_dir", "status", "campaign=DIR"))
