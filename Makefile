@@ -19,7 +19,7 @@ PYTHON312 ?= $(shell for c in python3.12 \
 	  if command -v $$c >/dev/null 2>&1 && $$c -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null; \
 	  then command -v $$c; break; fi; done)
 
-.PHONY: install demo test test-fast bench egl clean help
+.PHONY: install demo test test-fast bench egl postgresql clean help
 
 help:
 	@echo "make demo   - install, then plan, run and report a small campaign on the MuJoCo twin"
@@ -45,10 +45,23 @@ egl:
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq libegl1 libegl-mesa0 libgl1-mesa-dri >/dev/null; \
 	fi
 
+# The shared-ledger tests and benchmark start a throwaway PostgreSQL server from Debian's binaries
+# (and make its TLS certificate with openssl). Installed only when missing; no cluster is created
+# for the system (create_main_cluster = false), the tests make their own in a temporary folder.
+postgresql:
+	@if ! ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 || ! command -v openssl >/dev/null 2>&1; then \
+	  echo "installing Debian's postgresql (server binaries for the tests' throwaway cluster)"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  if [ ! -e /etc/postgresql-common/createcluster.conf ]; then \
+	    $$SUDO mkdir -p /etc/postgresql-common && echo "create_main_cluster = false" | $$SUDO tee /etc/postgresql-common/createcluster.conf >/dev/null; fi; \
+	  $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold postgresql openssl >/dev/null; \
+	fi
+
 demo: install egl
 	$(VENV)/bin/spabench demo
 
-test: install egl
+test: install egl postgresql
 	$(PY) -m pytest -q
 
 test-fast: install
@@ -56,7 +69,7 @@ test-fast: install
 
 # BENCH_ARGS=--quick for short runs; results land in benchmarks/results/*.json.
 BENCH_ARGS ?=
-bench: install egl
+bench: install egl postgresql
 	@for b in benchmarks/[a-z]*.py; do echo "== $$b"; $(PY) $$b $(BENCH_ARGS) || exit 1; done
 
 clean:

@@ -167,3 +167,63 @@ def test_storage_errors_name_the_ledger(pg_ledger, pg_cluster):
             tx.execute("INSERT INTO attempts (attempt_id, trial_id, n, status) VALUES ('x', 'E0001-P2', 1, 'running')")
             tx.execute("INSERT INTO attempts (attempt_id, trial_id, n, status) VALUES ('y', 'E0001-P2', 1, 'running')")
     assert pg_ledger.attempts_for("E0001-P2") == []    # rolled back as a whole
+
+
+def _readme_sql(part: str) -> str:
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    start = text.index(f"-- spabench lab set-up, part {part}")
+    block = text[start:text.index("```", start)]
+    code = "\n".join(line.split("--")[0] for line in block.splitlines())
+    return [s.strip() for s in code.split(";") if s.strip()]
+
+
+def test_the_readme_lab_set_up_gives_each_role_what_it_needs_and_no_more(tmp_path, plan_rows, pg_cluster,
+                                                                          monkeypatch):
+    """The README's roles and GRANTs, run on the real server: a planner plans, a bench runs and scores
+    as its own role, a reader reads; none of them can do more."""
+    admin = psycopg.connect(pg_cluster.url(), password=pg_cluster.password, autocommit=True)
+    for statement in _readme_sql("1"):       # one by one: CREATE DATABASE runs outside a transaction
+        admin.execute(statement)
+    secrets = {"spabench_planner": "planner-pw", "bench_a": "bench-a-pw", "spabench_reader": "reader-pw"}
+    for role, password in secrets.items():
+        admin.execute(f"ALTER ROLE {role} PASSWORD '{password}'")
+    admin.close()
+    with psycopg.connect(pg_cluster.url(db="spabench"), password=pg_cluster.password, autocommit=True) as db:
+        for statement in _readme_sql("2"):
+            db.execute(statement)
+    passfile = tmp_path / "pgpass"
+    passfile.write_text("".join(f"127.0.0.1:{pg_cluster.port}:spabench:{r}:{p}\n" for r, p in secrets.items()))
+    passfile.chmod(0o600)
+    monkeypatch.delenv("PGPASSWORD", raising=False)
+    monkeypatch.setenv("PGPASSFILE", str(passfile))
+
+    def url(role):
+        return pg_cluster.url(db="spabench", role=role)
+
+    folder = tmp_path / "camp"
+    Ledger.create(folder, plan_rows, HASH, {"campaign": "lab"}, url=url("spabench_planner"),
+                  grant="spabench_bench").close()
+    with Ledger.open(folder, url=url("bench_a")) as bench:
+        bench.lock_bench("bench-a")
+        eid = bench.claim_scene_set("bench-a", 30)
+        a = bench.begin_attempt(f"{eid}-P2", "episodes/x", bench_id="bench-a", bench_kind="so101", operator="ana")
+        bench.finish_attempt(a, "complete", "timer")
+        bench.record_score(a, "ana", False, "grasp_failure")
+        bench.record_score(a, "ana", True, reason="replayed the video")
+        bench.log_event(a, "note", {"text": "ok"})
+        assert bench.renew_claim("bench-a", eid, 30)
+        b = bench.begin_attempt(f"{eid}-P1", bench_id="bench-a")
+        assert bench.mark_interrupted(bench_id="bench-a") == [b]
+        for forbidden in ("UPDATE trials SET instruction = 'x'", "DELETE FROM attempts",
+                          "UPDATE scores SET success = 1", "UPDATE attempts SET trial_id = 'E0002-P2'",
+                          "DELETE FROM events", "UPDATE meta SET value = '1'", "CREATE TABLE extra (x int)"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                with bench._write() as tx:
+                    tx.execute(forbidden)
+    with Ledger.open(folder, url=url("spabench_reader"), readonly=True) as reader:
+        assert len(reader.outcomes()) == 2 and reader.score_history(a)[0].success is False
+    with Ledger.open(folder, url=url("spabench_reader")) as reader:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            reader.begin_attempt("E0004-P1", bench_id="reader")

@@ -28,6 +28,7 @@ class CopyArgs:
     src: Path
     dst: Path
     ledger: str | None = None        # the destination back end: None/sqlite, or a postgresql:// URL
+    ledger_grant: str | None = None  # PostgreSQL: the benches' role, granted what a bench needs
 
     @classmethod
     def from_cfg(cls, cfg: Any) -> CopyArgs:
@@ -38,14 +39,14 @@ class CopyArgs:
             check_url(str(url))
         return cls(_folder(cfg, "src", "copy", "spabench ledger copy SRC DST: the campaign folder to copy"),
                    _folder(cfg, "dst", "copy", "spabench ledger copy SRC DST: a new campaign folder"),
-                   None if url in (None, "", "sqlite") else str(url))
+                   None if url in (None, "", "sqlite") else str(url), _get(cfg, "ledger_grant") or None)
 
 
 def run_copy(args: CopyArgs, out=None) -> int:
     from spabench.ledger.copy import copy_ledger
 
     out = out or sys.stdout
-    result = copy_ledger(args.src, args.dst, args.ledger)
+    result = copy_ledger(args.src, args.dst, args.ledger, args.ledger_grant)
     rows = ", ".join(f"{n} {t}" for t, n in result.rows.items())
     print(f"copied {result.source} -> {result.destination}: {rows}; both ledgers compared equal", file=out)
     return 0

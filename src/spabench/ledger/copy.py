@@ -68,7 +68,7 @@ class CopyResult:
     rows: dict[str, int]
 
 
-def copy_ledger(src: Path, dst: Path, url: str | None = None) -> CopyResult:
+def copy_ledger(src: Path, dst: Path, url: str | None = None, grant: str | None = None) -> CopyResult:
     """Copy the campaign folder SRC's ledger (either back end) into the new campaign folder DST: a SQLite
     file there, or (with `url`) a new PostgreSQL schema that DST points to. Checked by comparing both."""
     src, dst = Path(src), Path(dst)
@@ -90,7 +90,7 @@ def copy_ledger(src: Path, dst: Path, url: str | None = None) -> CopyResult:
                         tx.many(f"INSERT INTO {table} ({names}) VALUES ({marks})", rows)
             storage.reset_sequences()
 
-        created = Ledger._build(dst / Ledger.FILENAME, url, source.campaign, fill)
+        created = Ledger._build(dst / Ledger.FILENAME, url, source.campaign, fill, grant=grant)
         with created:
             diff = differences(source, created)
             if diff:

@@ -162,13 +162,15 @@ class Ledger:
 
     @classmethod
     def create(cls, path: str | os.PathLike, plan_rows: Iterable[TrialRow | Mapping[str, Any]],
-               config_hash: str, meta: Mapping[str, Any] | None = None, *, url: str | None = None) -> Ledger:
+               config_hash: str, meta: Mapping[str, Any] | None = None, *, url: str | None = None,
+               grant: str | None = None) -> Ledger:
         """Write a new ledger holding the plan; refuses to touch an existing one.
 
         `path` is the campaign's `ledger.sqlite` (or its folder). With `url` (postgresql://...), the
         ledger is a new schema in that database and the folder gets the pointer instead. A SQLite file
         is built as `<path>.partial` and linked into place only when complete, so a failed plan never
-        leaves a half-written ledger behind; a PostgreSQL plan is one transaction.
+        leaves a half-written ledger behind; a PostgreSQL plan is one transaction. `grant` names the
+        PostgreSQL role of the lab's benches, given exactly what a bench needs on the new tables.
         """
         path = Path(path)
         if path.is_dir() or path.suffix == "":
@@ -185,10 +187,12 @@ class Ledger:
         all_meta.update(schema_version=SCHEMA_VERSION, config_hash=config_hash, created_at=_now(),
                         n_trials=len(rows))
         all_meta.setdefault("campaign", "")
-        return cls._build(path, url, all_meta["campaign"], lambda st: cls._fill(st, rows, all_meta, config_hash))
+        return cls._build(path, url, all_meta["campaign"], lambda st: cls._fill(st, rows, all_meta, config_hash),
+                          grant=grant)
 
     @classmethod
-    def _build(cls, path: Path, url: str | None, campaign: str, fill: Callable[[Storage], None]) -> Ledger:
+    def _build(cls, path: Path, url: str | None, campaign: str, fill: Callable[[Storage], None],
+               grant: str | None = None) -> Ledger:
         """Make a new ledger at `path` (SQLite) or in a new schema at `url`, filled by `fill`, and put it
         in place only once it is complete (a failure leaves nothing behind)."""
         folder = path.parent
@@ -199,6 +203,8 @@ class Ledger:
             storage = new_campaign_storage(url, campaign)
             try:
                 fill(storage)
+                if grant:
+                    storage.grant_bench(grant)
                 write_pointer(folder / cls.POINTER, storage, campaign)
             except BaseException:
                 storage.drop_schema()
@@ -206,6 +212,8 @@ class Ledger:
                 raise
             storage.close()
             return cls.open(folder)
+        if grant:
+            raise ConfigError(f"ledger_grant={grant!r} is for a PostgreSQL ledger (set ledger=postgresql://...)")
         tmp = path.with_name(path.name + ".partial")
         for leftover in (tmp, Path(f"{tmp}-wal"), Path(f"{tmp}-shm"), Path(f"{tmp}-journal")):
             leftover.unlink(missing_ok=True)

@@ -118,6 +118,30 @@ class PostgresStorage(Storage):
                 self.conn.execute(f'SET LOCAL search_path TO "{self.schema}"')
                 self.conn.execute(self.ddl(ddl))
 
+    def grant_bench(self, role: str) -> None:
+        """Give `role` (the group role of the lab's benches) what a bench needs on this campaign and no
+        more: read everything; add and finish attempts, add and supersede scores, claim scene sets,
+        append events. The plan, the meta data and every past row stay read-only to benches."""
+        from psycopg import sql
+
+        s, r = sql.Identifier(self.schema), sql.Identifier(role)
+        statements = [
+            "GRANT USAGE ON SCHEMA {s} TO {r}",
+            "GRANT SELECT ON ALL TABLES IN SCHEMA {s} TO {r}",
+            "GRANT INSERT, UPDATE (status, ended_at, stop_reason, invalid_reason, episode_path) ON {s}.attempts TO {r}",
+            "GRANT INSERT, UPDATE (superseded_at) ON {s}.scores TO {r}",
+            "GRANT UPDATE (bench_id, lease_expires, claimed_at) ON {s}.scene_sets TO {r}",
+            "GRANT INSERT ON {s}.events TO {r}",
+        ]
+        with self._lock:
+            try:
+                with self.conn.transaction():
+                    for text in statements:
+                        self.conn.execute(sql.SQL(text).format(s=s, r=r))
+            except Exception as exc:
+                raise ConfigError(f"ledger_grant={role!r}: {str(exc).strip().splitlines()[0]} (create the role "
+                                  "first; see the README's PostgreSQL set-up)") from None
+
     def drop_schema(self) -> None:
         with self._lock:
             self.conn.execute(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE')

@@ -77,7 +77,8 @@ def plan(cfg) -> int:
 
     the_plan = build_plan(campaign, suite)
     digest = config_hash(campaign, settings, tasks_root, hardware_root)
-    paths = write_campaign(out_dir, the_plan, digest, settings, ledger_url=ledger_url)
+    paths = write_campaign(out_dir, the_plan, digest, settings, ledger_url=ledger_url,
+                           ledger_grant=cfg.get("ledger_grant") or None)
 
     console = Console()
     console.print(summary_table(the_plan))

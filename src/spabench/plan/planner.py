@@ -310,7 +310,8 @@ def plan_csv_text(trials: Sequence[TrialRow]) -> str:
 
 
 def write_campaign(out_dir: str | os.PathLike, plan: Plan, digest: str,
-                   suite_settings: Mapping[str, Any], ledger_url: str | None = None) -> dict[str, Path]:
+                   suite_settings: Mapping[str, Any], ledger_url: str | None = None,
+                   ledger_grant: str | None = None) -> dict[str, Path]:
     """DIR/ledger.sqlite (new, never overwritten; with `ledger_url` a new PostgreSQL schema and its
     pointer DIR/ledger.pg.json instead), DIR/plan.csv and DIR/config.yaml."""
     import yaml
@@ -336,7 +337,7 @@ def write_campaign(out_dir: str | os.PathLike, plan: Plan, digest: str,
         "n_evaluations": len(plan.evaluations),
         "spabench_version": __version__,
     }
-    Ledger.create(ledger_path, plan.trials, digest, meta, url=ledger_url).close()
+    Ledger.create(ledger_path, plan.trials, digest, meta, url=ledger_url, grant=ledger_grant).close()
     if ledger_url not in (None, "", "sqlite"):
         ledger_path = out / Ledger.POINTER
     _atomic_write(out / PLAN_CSV, plan_csv_text(plan.trials))
