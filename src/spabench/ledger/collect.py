@@ -20,6 +20,9 @@ from typing import Callable, Mapping
 from spabench.errors import ConfigError
 from spabench.ledger.copy import CAMPAIGN_FILES, copy_ledger
 from spabench.ledger.ledger import Ledger
+from spabench.outputs import add_entries, claim_new_folder, read_marker
+
+COMMAND = "ledger collect"
 
 _REMOTE = re.compile(r"^(?:[A-Za-z0-9._-]+@)?[A-Za-z0-9._-]+:(?!//)")
 
@@ -65,14 +68,18 @@ def collect_episodes(campaign_dir: Path, out: Path, bench_dirs: Mapping[str, str
     with Ledger.open(campaign_dir, readonly=True) as ledger:
         attempts = [a for a in ledger.attempts() if a.episode_path and
                     (a.status == "complete" or (include_invalid and a.status == "invalid"))]
-        if not Ledger.exists(out):     # make `out` a campaign folder (for review, report and export)
-            if ledger.backend == "sqlite":
-                copy_ledger(campaign_dir, out)          # a consistent snapshot, checked
-            else:
-                out.mkdir(parents=True, exist_ok=True)
-                for name in (*CAMPAIGN_FILES, Ledger.POINTER):
-                    if (campaign_dir / name).is_file() and not (out / name).exists():
-                        shutil.copy2(campaign_dir / name, out / name)
+        marker = read_marker(out) if out.is_dir() else None
+        if marker is not None and marker.get("command") == COMMAND:
+            pass                       # an earlier collection: add what is new
+        elif ledger.backend == "sqlite":
+            copy_ledger(campaign_dir, out, command=COMMAND, key="out")   # a consistent snapshot, checked
+        else:                          # the same shared ledger: its pointer and the campaign files
+            claim_new_folder(out, COMMAND)
+            names = [n for n in (*CAMPAIGN_FILES, Ledger.POINTER) if (campaign_dir / n).is_file()]
+            for name in names:
+                shutil.copy2(campaign_dir / name, out / name)
+            add_entries(out, *names)
+        add_entries(out, "episodes")
         for i, attempt in enumerate(attempts, 1):
             rel = Path(attempt.episode_path)
             if rel.is_absolute() or ".." in rel.parts:

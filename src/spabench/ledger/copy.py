@@ -68,15 +68,20 @@ class CopyResult:
     rows: dict[str, int]
 
 
-def copy_ledger(src: Path, dst: Path, url: str | None = None, grant: str | None = None) -> CopyResult:
+def copy_ledger(src: Path, dst: Path, url: str | None = None, grant: str | None = None, *,
+                command: str = "ledger copy", key: str = "dst") -> CopyResult:
     """Copy the campaign folder SRC's ledger (either back end) into the new campaign folder DST: a SQLite
-    file there, or (with `url`) a new PostgreSQL schema that DST points to. Checked by comparing both."""
+    file there, or (with `url`) a new PostgreSQL schema that DST points to. Checked by comparing both.
+    DST must be new or empty (it is marked as `command`'s output)."""
+    from spabench.outputs import add_entries, claim_new_folder
+
     src, dst = Path(src), Path(dst)
     if not Ledger.exists(src):
         raise ConfigError(f"ledger copy: {src} is not a campaign folder (no {Ledger.FILENAME} or {Ledger.POINTER})")
     if Ledger.exists(dst):
         raise ConfigError(Ledger._exists_message(dst / Ledger.FILENAME))
     with Ledger.open(src, readonly=True) as source:
+        claim_new_folder(dst, command, key=key)
         tables = dump(source)
 
         def fill(storage: Storage) -> None:
@@ -103,7 +108,10 @@ def copy_ledger(src: Path, dst: Path, url: str | None = None, grant: str | None 
                     (dst / Ledger.FILENAME).unlink(missing_ok=True)
                 raise DataError(where, "the copy differs from its source and was removed: " + "; ".join(diff))
             result = CopyResult(source.location, created.location, {t: len(tables[t][1]) for t, _ in TABLES})
+    written = [Ledger.POINTER if url not in (None, "", "sqlite") else Ledger.FILENAME]
     for name in CAMPAIGN_FILES:
         if (src / name).is_file() and not (dst / name).exists():
             shutil.copy2(src / name, dst / name)
+            written.append(name)
+    add_entries(dst, *written)
     return result

@@ -343,7 +343,7 @@ def write_campaign(out_dir: str | os.PathLike, plan: Plan, digest: str,
     _atomic_write(out / PLAN_CSV, plan_csv_text(plan.trials))
     resolved = {"campaign": campaign.as_dict(), "suite": dict(suite_settings), "config_hash": digest}
     _atomic_write(out / CONFIG_YAML, yaml.safe_dump(resolved, sort_keys=False))
-    add_entries(out, Ledger.FILENAME, PLAN_CSV, CONFIG_YAML)
+    add_entries(out, ledger_path.name, PLAN_CSV, CONFIG_YAML)
     return {"ledger": ledger_path, "plan": out / PLAN_CSV, "config": out / CONFIG_YAML}
 
 
