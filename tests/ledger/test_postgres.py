@@ -227,3 +227,21 @@ def test_the_readme_lab_set_up_gives_each_role_what_it_needs_and_no_more(tmp_pat
     with Ledger.open(folder, url=url("spabench_reader")) as reader:
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             reader.begin_attempt("E0004-P1", bench_id="reader")
+
+
+def test_a_shared_ledger_interrupts_one_bench_at_a_time(pg_ledger):
+    a = pg_ledger.begin_attempt("E0001-P2", bench_id="a")
+    b = pg_ledger.begin_attempt("E0002-P2", bench_id="b")
+    with pytest.raises(LedgerError, match="names the bench"):
+        pg_ledger.mark_interrupted()
+    assert pg_ledger.mark_interrupted(bench_id="a") == [a]
+    assert pg_ledger.attempt(b).status == "running"
+
+
+def test_plan_refuses_a_password_in_the_url_before_writing_anything(tmp_path):
+    from tests.support import multibench
+
+    out = tmp_path / "camp"
+    proc = multibench.cli("plan", "campaign=smoke", f"out={out}", "ledger=postgresql://lab:hunter2@127.0.0.1/spabench")
+    assert proc.returncode == 2 and "carries a password" in proc.stderr and "hunter2" not in proc.stderr
+    assert not out.exists()

@@ -45,6 +45,7 @@ class PgCluster:
     password: str
     user: str | None          # the OS user the server runs as (None: this process's user)
     bindir: Path
+    durable: bool = False     # fsync on (benchmarks, to compare with SQLite's synchronous=FULL)
 
     @property
     def data(self) -> Path:
@@ -72,7 +73,8 @@ class PgCluster:
         os.chmod(self.data / "server.key", 0o600)
         with open(self.data / "postgresql.conf", "a") as conf:
             conf.write(f"\nlisten_addresses = '127.0.0.1'\nport = {self.port}\n"
-                       f"unix_socket_directories = '{self.root}'\nssl = on\nfsync = off\n"
+                       f"unix_socket_directories = '{self.root}'\nssl = on\n"
+                       f"fsync = {'on' if self.durable else 'off'}\n"
                        "max_connections = 60\nshared_buffers = 16MB\n")
         self.run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-l", str(self.root / "server.log"),
                  "-w", "-t", "60", "start")
@@ -96,7 +98,7 @@ class PgCluster:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def start_cluster() -> PgCluster:
+def start_cluster(durable: bool = False) -> PgCluster:
     bindir = find_bindir()
     user = None
     if os.geteuid() == 0:  # the server refuses to run as root
@@ -110,7 +112,8 @@ def start_cluster() -> PgCluster:
         if user is None:
             raise RuntimeError("running as root and no unprivileged user (postgres, nobody) to own the test cluster")
     root = Path(tempfile.mkdtemp(prefix="spabench-pg-"))
-    cluster = PgCluster(root=root, port=_free_port(), password=secrets.token_urlsafe(16), user=user, bindir=bindir)
+    cluster = PgCluster(root=root, port=_free_port(), password=secrets.token_urlsafe(16), user=user, bindir=bindir,
+                        durable=durable)
     if user:
         pw = pwd.getpwnam(user)
         os.chown(root, pw.pw_uid, pw.pw_gid)

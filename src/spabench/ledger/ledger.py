@@ -481,6 +481,9 @@ class Ledger:
 
         With `bench_id` only that bench's (several benches share a PostgreSQL ledger; each resumes its
         own, and a bench that takes over a lapsed claim interrupts the dead holder's attempts)."""
+        if bench_id is None and self.storage.multi_bench:
+            raise LedgerError(f"{self.location}: a shared ledger has other benches' attempts running; "
+                              "mark_interrupted(bench_id=...) names the bench whose attempts were interrupted")
         with self._write() as tx:
             return self._interrupt(tx, "status = 'running'" + (" AND bench_id = ?" if bench_id else ""),
                                    (bench_id,) if bench_id else (), {})

@@ -31,7 +31,7 @@ def is_postgres_url(value: Any) -> bool:
 def check_url(url: str, where: str = "ledger") -> str:
     """The URL as given, once it is known to be a PostgreSQL URL without a password."""
     if not is_postgres_url(url):
-        raise ConfigError(f"{where}={url!r}: a ledger URL starts with postgresql:// "
+        raise ConfigError(f"{where}: a ledger URL starts with postgresql:// "
                           "(allowed: null or sqlite for a file in the campaign folder, postgresql://[user@]host[:port]/db)")
     from psycopg.conninfo import conninfo_to_dict
 

@@ -307,7 +307,8 @@ class Session:
         expected = f"{trial.trial_id}-a{n_before + 1}"  # the ledger's id scheme, so the path is known up front
         attempt_id = self.ledger.begin_attempt(trial.trial_id, episode_path=f"episodes/{expected}",
                                                bench_id=self.bench_id, bench_kind=self.bench.cfg.type,
-                                               operator=self.op_cfg.type)
+                                               operator=self.op_cfg.rater if self.op_cfg.type == "terminal"
+                                               else self.op_cfg.type)
         self.running_attempt = attempt_id
         rel_path = self.recorder.relative_path(attempt_id)
         timer_s = self.op_cfg.timer_s or trial.timer_s
