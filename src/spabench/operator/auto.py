@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from spabench.operator.base import Operator, Score
+from spabench.operator.base import Operator, Score, stage_twin_scene
 
 log = logging.getLogger(__name__)
 
@@ -48,10 +48,7 @@ class AutoOperator(Operator):
 
     def wait_scene_ready(self, trial: Any, scene: Any, checklist_text: str) -> bool:
         self._scene = scene
-        robot = _sim_robot(self.bench)
-        loader = getattr(self.bench, "load_scene", None) or getattr(robot, "load_scene", None)
-        if loader is not None and scene is not None:
-            loader(scene)
+        stage_twin_scene(self.bench, scene)
         return True
 
     def score(self, trial: Any, result: Any, prefill: Score | None = None) -> Score | None:
@@ -83,6 +80,11 @@ def make_operator(config: Any, bench: Any = None, stdin=None, stdout=None) -> Op
         return UnattendedOperator(config, out=stdout)
     if kind == "auto":
         return AutoOperator(config, bench=bench, out=stdout)
-    from spabench.errors import ConfigError
+    if kind == "web":
+        from spabench.console.operator import WebOperator
 
-    raise ConfigError(f"operator config, field 'type': {kind!r} (allowed: terminal, unattended, auto)")
+        return WebOperator(config, bench=bench, out=stdout)
+    from spabench.errors import ConfigError
+    from spabench.operator.config import OPERATOR_TYPES
+
+    raise ConfigError(f"operator config, field 'type': {kind!r} (allowed: {', '.join(OPERATOR_TYPES)})")

@@ -1,7 +1,9 @@
 """What every operator does for the `run` command, and the score record.
 
-An operator is asked, per trial: `wait_scene_ready(trial, scene, checklist_text)` (False = end the
-campaign here), `during_rollout(controls)` (a context in which its keys may request stops),
+An operator is asked, once: `begin_session(session)` after the bench connects (the browser's camera
+check; False = end before the first trial); per trial: `wait_scene_ready(trial, scene, checklist_text)`
+(False = end the campaign here), `attempt_events()` (what it measured at "scene ready", logged with
+the attempt), `during_rollout(controls)` (a context in which its keys may request stops),
 `observers()` (e.g. a status line), and `score(trial, result, prefill)` (a Score, or None to leave
 the attempt unscored for `spabench score`).
 """
@@ -49,6 +51,13 @@ def motion_prefill(condition: str, moved: bool | None, rater: str) -> Score | No
     return Score(True, None, "pre-filled: no motion detected", rater, "motion_prefill")
 
 
+def stage_twin_scene(bench: Any, scene: Any) -> None:
+    """On the twin, set the scene up from its specification (a person does this on a real bench)."""
+    loader = getattr(bench, "load_scene", None) or getattr(getattr(bench, "robot", None), "load_scene", None)
+    if loader is not None and scene is not None:
+        loader(scene)
+
+
 class Operator:
     """Base operator: no gate, no keys, no score. Subclasses override what they do."""
 
@@ -60,8 +69,16 @@ class Operator:
     def show(self, text: str) -> None:
         pass
 
+    def begin_session(self, session: Any) -> bool:
+        """Called once after the bench connects (`session`: the run's Session: ledger, bench, suite)."""
+        return True
+
     def wait_scene_ready(self, trial: Any, scene: Any, checklist_text: str) -> bool:
         return True
+
+    def attempt_events(self) -> list[tuple[str, dict]]:
+        """(kind, payload) pairs to log with the attempt that starts after "scene ready"."""
+        return []
 
     @contextmanager
     def during_rollout(self, controls: Any) -> Iterator[None]:

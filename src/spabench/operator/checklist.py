@@ -90,34 +90,48 @@ def reference_image(ledger: Any, campaign_dir: str | os.PathLike, evaluation_id:
                     camera: str = "overhead", fallback: str = "middle") -> Path | None:
     """PNG of the first frame of the first complete attempt of `evaluation_id` (cached under
     DIR/references/). None when no complete attempt with a readable video exists yet."""
-    campaign_dir = Path(campaign_dir)
-    out_dir = campaign_dir / REFERENCE_DIR
-    out = out_dir / f"{evaluation_id}.png"
+    out = Path(campaign_dir) / REFERENCE_DIR / f"{evaluation_id}.png"
     if out.exists():
         return out
+    for cam in (camera, fallback):
+        if _first_frame_png(ledger, campaign_dir, evaluation_id, cam, out):
+            return out
+    return None
+
+
+def reference_frame(ledger: Any, campaign_dir: str | os.PathLike, evaluation_id: str, camera: str) -> Path | None:
+    """PNG of one camera's first frame of the reference attempt (DIR/references/<eval>.<camera>.png),
+    for overlays on that camera's live view; None before the evaluation's first complete attempt."""
+    out = Path(campaign_dir) / REFERENCE_DIR / f"{evaluation_id}.{camera}.png"
+    if out.exists() or _first_frame_png(ledger, campaign_dir, evaluation_id, camera, out):
+        return out
+    return None
+
+
+def _first_frame_png(ledger: Any, campaign_dir: str | os.PathLike, evaluation_id: str, camera: str,
+                     out: Path) -> bool:
     attempt = ledger.first_complete_attempt(evaluation_id)
     if attempt is None or not attempt.episode_path:
-        return None
+        return False
     from spabench.record.reader import EpisodeReader
     from spabench.record.recorder import RecordError
 
     path = Path(attempt.episode_path)
     if not path.is_absolute():
-        path = campaign_dir / path
+        path = Path(campaign_dir) / path
     try:
         with EpisodeReader(path) as ep:
-            for cam in (camera, fallback):
-                if ep.video_path(cam).exists():
-                    try:
-                        frame = ep.first_frame(cam)
-                    except Exception:  # a video still being written or broken: try the next camera
-                        continue
-                    out_dir.mkdir(parents=True, exist_ok=True)
-                    _write_png(out, frame)
-                    return out
+            if not ep.video_path(camera).exists():
+                return False
+            try:
+                frame = ep.first_frame(camera)
+            except Exception:  # a video still being written or broken
+                return False
     except RecordError:
-        return None
-    return None
+        return False
+    out.parent.mkdir(parents=True, exist_ok=True)
+    _write_png(out, frame)
+    return True
 
 
 def _write_png(path: Path, rgb) -> None:

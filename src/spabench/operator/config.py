@@ -12,17 +12,19 @@ from typing import Any
 from spabench.configtools import plain_container
 from spabench.errors import ConfigError
 
-OPERATOR_TYPES: tuple[str, ...] = ("terminal", "unattended", "auto")
+OPERATOR_TYPES: tuple[str, ...] = ("terminal", "unattended", "auto", "web")
 RECORDER_KEYS: tuple[str, ...] = ("flush_s", "codec", "preset", "crf", "queue_frames", "video")
 CODECS: tuple[str, ...] = ("libx264", "mpeg4")
-DEFAULT_RATERS = {"terminal": "operator", "unattended": "operator", "auto": "sim_evaluator"}
+DEFAULT_RATERS = {"terminal": "operator", "unattended": "operator", "auto": "sim_evaluator", "web": "operator"}
 
 
 @dataclass
 class OperatorConfig:
     """type: terminal (a person at the bench: checklist, ready gate, keys, score prompt),
     unattended (records without prompts; attempts stay unscored for `spabench score`),
-    auto (the twin: scenes are loaded and scored by the sim evaluator).
+    auto (the twin: scenes are loaded and scored by the sim evaluator),
+    web (a person at the bench, in the browser console: spabench.console; `console` holds its
+    ConsoleConfig fields: host, port, token, stream rate, alignment threshold...).
 
     timer_s: override the planned rollout timer (short dry runs and tests; recorded in provenance).
     reference_camera / reference_fallback: the camera whose first frame is the scene reference.
@@ -41,6 +43,7 @@ class OperatorConfig:
     prefill_from_motion: bool = True
     wait_videos_s: float = 300.0
     recorder: dict[str, Any] = field(default_factory=dict)
+    console: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         where = "operator config, field"
@@ -68,6 +71,13 @@ class OperatorConfig:
         if "queue_frames" in rec and (not isinstance(rec["queue_frames"], int) or rec["queue_frames"] < 2):
             raise ConfigError(f"{where} 'recorder.queue_frames': {rec['queue_frames']!r} (allowed: an integer >= 2)")
         self.recorder = rec
+        self.console = dict(plain_container(self.console) or {})
+        self.console_config()  # a typo in operator.console fails here, before anything connects
+
+    def console_config(self):
+        from spabench.console.config import ConsoleConfig
+
+        return ConsoleConfig.from_mapping(self.console)
 
     @classmethod
     def from_mapping(cls, data: Any) -> "OperatorConfig":

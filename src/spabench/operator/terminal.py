@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator, TextIO
 
 from spabench.operator.base import Operator, Score, failure_modes_for
+from spabench.operator.failure_modes import FAILURE_MODE_DEFINITIONS, FAILURE_MODE_LABELS
 from spabench.rollout.observers import LoopStats
 
 KEYS = {"s": "operator_stop", "a": "abort", " ": "estop", "e": "estop"}
@@ -181,7 +182,7 @@ class TerminalOperator(Operator):
             modes = failure_modes_for(task, condition)
             preset = prefill.failure_mode if prefill is not None and not prefill.success else None
             for i, m in enumerate(modes, 1):
-                self.show(f"  {i:2d}) {m}")
+                self.show(f"  {i:2d}) {FAILURE_MODE_LABELS[m]}: {FAILURE_MODE_DEFINITIONS[m]}")
             while True:
                 hint = f", Enter = {preset}" if preset in modes else ""
                 answer = self.ask(f"Failure mode [1-{len(modes)}{hint}] ")

@@ -240,6 +240,9 @@ class Session:
             self.say(f"bench {self.bench_id}: shared ledger {self.ledger.location}; claims whole scene sets, "
                      f"lease {self.lease_s:g} s")
             self.lease_keeper = LeaseKeeper(self, self.lease_s / 3.0)
+        if not self.operator.begin_session(self):  # e.g. the browser's camera check was not confirmed
+            self.say("session ended by the operator before the first trial")
+            return False
         return True
 
     def close(self) -> None:
@@ -310,6 +313,8 @@ class Session:
                                                operator=self.op_cfg.rater if self.op_cfg.type == "terminal"
                                                else self.op_cfg.type)
         self.running_attempt = attempt_id
+        for kind, payload in self.operator.attempt_events():  # e.g. the scene alignment at "scene ready"
+            self.ledger.log_event(attempt_id, kind, payload)
         rel_path = self.recorder.relative_path(attempt_id)
         timer_s = self.op_cfg.timer_s or trial.timer_s
         meta = EpisodeMeta(

@@ -1,0 +1,271 @@
+"""The console's ASGI app (Starlette): pages, static assets (all local, no CDN), the bench API over
+the session's BenchChannel, the review API over the ledger, and recorded media with HTTP ranges.
+
+Access: on loopback, open; bound to any other address, every request must carry the token
+(`?token=` once, which sets a cookie, or `Authorization: Bearer <token>`); others get 401.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from dataclasses import dataclass, field
+from http.cookies import SimpleCookie
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
+
+from spabench.console.config import ConsoleConfig
+from spabench.console.views import Redactor, policy_names
+from spabench.suite.vocabulary import CAMERAS
+
+STATIC = Path(__file__).parent / "static"
+COOKIE = "spabench_console_token"
+PAGES = {"/": "index.html", "/bench": "bench.html", "/review": "review_list.html"}
+
+
+@dataclass
+class ConsoleContext:
+    campaign_dir: Path
+    cfg: ConsoleConfig
+    rater: str = "operator"
+    suite: Any = None
+    channel: Any = None          # BenchChannel when a session runs in this process
+    publisher: Any = None        # FramePublisher of that session
+    operator: Any = None
+    cache: dict = field(default_factory=dict)
+
+    def ledger(self, write: bool = False):
+        from spabench.ledger import Ledger
+
+        return Ledger.open(self.campaign_dir / Ledger.FILENAME, readonly=not write)
+
+
+class TokenGate:
+    """ASGI middleware: refuse requests without the token (when one is set)."""
+
+    def __init__(self, app, token: str):
+        self.app, self.token = app, token
+
+    def _given(self, scope) -> tuple[str | None, bool]:
+        query = parse_qs(scope.get("query_string", b"").decode())
+        if query.get("token"):
+            return query["token"][0], True
+        headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
+        auth = headers.get("authorization", "")
+        if auth.lower().startswith("bearer "):
+            return auth[7:].strip(), False
+        cookie = SimpleCookie()
+        try:
+            cookie.load(headers.get("cookie", ""))
+        except Exception:
+            pass
+        return (cookie[COOKIE].value if COOKIE in cookie else None), False
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or not self.token:
+            return await self.app(scope, receive, send)
+        given, from_query = self._given(scope)
+        if not given or not hmac.compare_digest(given.encode(), self.token.encode()):
+            body = b"401: this console needs its access token (open the URL printed at start-up)"
+            await send({"type": "http.response.start", "status": 401,
+                        "headers": [(b"content-type", b"text/plain; charset=utf-8"),
+                                    (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
+            return
+
+        async def send_with_cookie(message):
+            if from_query and message["type"] == "http.response.start":
+                message = dict(message)
+                message["headers"] = list(message.get("headers", [])) + [
+                    (b"set-cookie", f"{COOKIE}={self.token}; HttpOnly; SameSite=Strict; Path=/".encode())]
+            await send(message)
+
+        await self.app(scope, receive, send_with_cookie)
+
+
+def build_app(ctx: ConsoleContext):
+    from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+    from starlette.requests import Request
+    from starlette.responses import FileResponse, JSONResponse, Response
+    from starlette.routing import Mount, Route
+    from starlette.staticfiles import StaticFiles
+
+    from spabench.console import review
+    from spabench.console.channel import CommandRefused
+    from spabench.console.frames import encode_jpeg
+    from spabench.console.server import resolve_token
+    from spabench.operator.checklist import reference_frame
+    from spabench.record.recorder import video_name
+
+    with ctx.ledger() as ledger:
+        redact = Redactor(policy_names(ledger.trials()))
+        campaign = ledger.campaign
+
+    def js(data: Any, status: int = 200) -> JSONResponse:
+        return JSONResponse(redact(data), status_code=status, headers={"cache-control": "no-store"})
+
+    def error(message: str, status: int = 400) -> JSONResponse:
+        return js({"error": message}, status)
+
+    def camera_of(request: Request) -> str:
+        cam = request.path_params["camera"]
+        if cam not in CAMERAS:
+            raise review.ReviewError(f"camera {cam!r} (allowed: {', '.join(CAMERAS)})")
+        return cam
+
+    def viewer(request: Request) -> tuple[str, bool]:
+        rater = (request.query_params.get("rater") or ctx.rater).strip() or ctx.rater
+        return rater, request.query_params.get("blind", "") in ("1", "true", "yes")
+
+    async def page(request: Request):
+        name = PAGES.get(request.url.path)
+        if name is None:
+            name = "review.html"
+        return FileResponse(STATIC / name, headers={"cache-control": "no-store"})
+
+    async def meta(request: Request):
+        return js({"campaign": campaign, "rater": ctx.rater, "bench": ctx.channel is not None,
+                   "cameras": list(CAMERAS), "threshold": ctx.cfg.alignment_threshold,
+                   "roi": ctx.cfg.workspace_roi, "stream_hz": ctx.cfg.stream_hz})
+
+    # ---- bench -------------------------------------------------------------------------------
+    async def bench_state(request: Request):
+        if ctx.channel is None:
+            return js({"phase": "offline", "message": "no session is running in this console; start one with "
+                       "`spabench run campaign=DIR operator=web`"})
+        return js(ctx.channel.snapshot())
+
+    async def bench_command(request: Request):
+        if ctx.channel is None:
+            return error("no session is running", 409)
+        try:
+            body = await request.json()
+        except json.JSONDecodeError:
+            return error("the request body is not JSON")
+        try:
+            ctx.channel.post(str(body.get("command", "")), body.get("payload") or {}, body.get("version"))
+        except CommandRefused as exc:
+            return error(str(exc), 409)
+        return js({"ok": True})
+
+    async def bench_stop(request: Request):
+        kind = request.path_params["kind"]
+        if kind not in ("operator_stop", "abort", "estop"):
+            return error(f"stop kind {kind!r} (allowed: operator_stop, abort, estop)")
+        source = request.query_params.get("source", "button")
+        if ctx.channel is None or not ctx.channel.stop(kind, f"console {source}"):
+            return error("no rollout is running", 409)
+        return js({"ok": True, "kind": kind})
+
+    async def bench_frame(request: Request):
+        cam = camera_of(request)
+        data = ctx.publisher.jpeg(cam) if ctx.publisher is not None else None
+        if data is None:
+            return Response(status_code=204, headers={"cache-control": "no-store"})
+        return Response(data, media_type="image/jpeg", headers={"cache-control": "no-store"})
+
+    async def bench_reference(request: Request):
+        cam = camera_of(request)
+        op = ctx.operator
+        path = (op.references or {}).get(cam) if op is not None else None
+        if path is None:
+            return error(f"no reference image for camera {cam} in this trial", 404)
+        return FileResponse(path, headers={"cache-control": "no-store"})
+
+    # ---- review ------------------------------------------------------------------------------
+    async def attempts(request: Request):
+        rater, blind = viewer(request)
+        q = request.query_params
+        with ctx.ledger() as ledger:
+            rows = review.list_attempts(ledger, rater=rater, blind=blind, unscored=q.get("unscored") in ("1", "true"),
+                                        task=q.get("task", ""), condition=q.get("condition", ""), alias=q.get("alias", ""))
+            options = review.filter_options(ledger)
+        return js({"attempts": rows, "options": options, "rater": rater, "blind": blind})
+
+    async def attempt(request: Request):
+        rater, blind = viewer(request)
+        with ctx.ledger() as ledger:
+            data = review.attempt_detail(ledger, ctx.campaign_dir, ctx.suite, request.path_params["attempt_id"],
+                                         rater=rater, blind=blind)
+        return js(data)
+
+    async def score(request: Request):
+        try:
+            body = await request.json()
+        except json.JSONDecodeError:
+            return error("the request body is not JSON")
+        from spabench.ledger import LedgerError
+
+        try:
+            with ctx.ledger(write=True) as ledger:
+                data = review.submit_score(ledger, request.path_params["attempt_id"], str(body.get("rater", "")),
+                                           body.get("success"), body.get("failure_mode"), str(body.get("note") or ""),
+                                           body.get("reason"))
+        except LedgerError as exc:
+            return error(str(exc).split(": ", 1)[-1] if str(exc).startswith("/") else str(exc), 409)
+        return js({"ok": True, **data})
+
+    def _attempt_row(attempt_id: str):
+        with ctx.ledger() as ledger:
+            try:
+                a = ledger.attempt(attempt_id)
+            except Exception:
+                raise review.ReviewError(f"no attempt {attempt_id!r} in this campaign") from None
+            return a, ledger.trial(a.trial_id)
+
+    async def video(request: Request):
+        cam = camera_of(request)
+        a, _ = _attempt_row(request.path_params["attempt_id"])
+        folder = review.episode_folder(ctx.campaign_dir, a)
+        path = folder / video_name(cam) if folder is not None else None
+        if path is None or not path.is_file():
+            return error(f"no {cam} video for attempt {a.attempt_id} (still encoding, or not recorded)", 404)
+        return FileResponse(path, media_type="video/mp4")
+
+    def _jpeg_cached(key, make) -> Response:
+        data = ctx.cache.get(key)
+        if data is None:
+            data = ctx.cache[key] = encode_jpeg(make(), 85)
+            if len(ctx.cache) > 256:
+                ctx.cache.pop(next(iter(ctx.cache)))
+        return Response(data, media_type="image/jpeg")
+
+    def frame(request: Request):
+        cam, which = camera_of(request), request.path_params["which"]
+        if which not in ("first", "last"):
+            return error(f"frame {which!r} (allowed: first, last)")
+        a, _ = _attempt_row(request.path_params["attempt_id"])
+        return _jpeg_cached((a.attempt_id, cam, which), lambda: review.frame_at(ctx.campaign_dir, a, cam, which))
+
+    def reference(request: Request):
+        cam = camera_of(request)
+        a, trial = _attempt_row(request.path_params["attempt_id"])
+        with ctx.ledger() as ledger:
+            path = reference_frame(ledger, ctx.campaign_dir, trial.evaluation_id, cam)
+        if path is None:
+            return error(f"no reference image yet for evaluation {trial.evaluation_id}", 404)
+        return FileResponse(path)
+
+    async def on_review_error(request: Request, exc: Exception):
+        return error(str(exc), 404 if "no attempt" in str(exc) else 400)
+
+    routes = [
+        Route("/", page), Route("/bench", page), Route("/review", page), Route("/review/{attempt_id}", page),
+        Route("/api/meta", meta),
+        Route("/api/bench/state", bench_state), Route("/api/bench/command", bench_command, methods=["POST"]),
+        Route("/api/bench/stop/{kind}", bench_stop, methods=["POST"]),
+        Route("/api/bench/frame/{camera}.jpg", bench_frame), Route("/api/bench/reference/{camera}.png", bench_reference),
+        Route("/api/attempts", attempts), Route("/api/attempts/{attempt_id}", attempt),
+        Route("/api/attempts/{attempt_id}/score", score, methods=["POST"]),
+        Route("/media/{attempt_id}/video/{camera}.mp4", video),
+        Route("/media/{attempt_id}/frame/{which}/{camera}.jpg", frame),
+        Route("/media/{attempt_id}/reference/{camera}.png", reference),
+        Mount("/static", StaticFiles(directory=STATIC), name="static"),
+    ]
+    token = resolve_token(ctx.cfg)
+    app = Starlette(routes=routes, middleware=[Middleware(TokenGate, token=token)],
+                    exception_handlers={review.ReviewError: on_review_error})
+    app.state.token = token
+    return app

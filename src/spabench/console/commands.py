@@ -1,0 +1,50 @@
+"""`spabench console campaign=DIR`: the browser console for a campaign, in the foreground.
+
+Review and scoring work at once; the bench page shows live trials when a session runs with
+`spabench run campaign=DIR operator=web` (that command serves this same console itself)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from spabench.console.config import ConsoleConfig
+from spabench.errors import ConfigError
+
+
+def serve_console(campaign_dir: Path, console: ConsoleConfig, rater: str, suite: Any = None, out=None) -> int:
+    """Serve the console for `campaign_dir` until Ctrl-C. Returns the exit code."""
+    from spabench.console.app import ConsoleContext, build_app
+    from spabench.console.server import ConsoleServer
+    from spabench.ledger import Ledger
+
+    out = out or sys.stdout
+    if not (campaign_dir / Ledger.FILENAME).is_file():
+        raise ConfigError(f"console: {campaign_dir} has no {Ledger.FILENAME} (allowed: a campaign folder "
+                          "written by `spabench plan`)")
+    ctx = ConsoleContext(campaign_dir=campaign_dir, cfg=console, rater=rater, suite=suite)
+    server = ConsoleServer(build_app(ctx), console)
+    where = f"{console.host}:{console.port}"
+    print(f"console for {campaign_dir} on http://{where}/ (review: /review)"
+          + (f"\naccess token required (non-loopback bind): open /?token={server.token}" if server.token else ""),
+          file=out, flush=True)
+    server.serve_forever()
+    return 0
+
+
+def console(cfg: Any) -> int:
+    """Thin adapter from the composed config (spabench console campaign=DIR [operator.console.*])."""
+    from spabench.operator.config import OperatorConfig
+    from spabench.rollout.commands import _load_suite
+
+    campaign_dir = cfg.get("campaign_dir")
+    if not campaign_dir:
+        raise ConfigError("console: campaign_dir is missing (allowed: a campaign folder, campaign=DIR)")
+    op = OperatorConfig.from_mapping(cfg.get("operator", {}))
+    try:
+        suite = _load_suite(cfg)
+    except Exception as exc:  # review still works without scene specifications (no checklists)
+        print(f"warning: suite not loaded ({exc}); checklists show scene ids only", file=sys.stderr)
+        suite = None
+    return serve_console(Path(str(campaign_dir)).expanduser().resolve(), op.console_config(), op.rater, suite)

@@ -1,0 +1,84 @@
+"""Typed settings of the browser console (`operator.console.*`, shared by `run operator=web` and
+`spabench console`). No web imports here: the CLI validates these before anything starts."""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from spabench.configtools import plain_container
+from spabench.errors import ConfigError
+
+LOOPBACK_NAMES = ("localhost",)
+
+
+def is_loopback(host: str) -> bool:
+    """True for 127.0.0.0/8, ::1 and 'localhost'; anything else (0.0.0.0 included) is exposed."""
+    if host in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass
+class ConsoleConfig:
+    """host/port: where the console listens (127.0.0.1 by default; any other address requires the
+    token: `token` or, when empty, a random one printed at start-up).
+    stream_hz / jpeg_quality / stream_width: live views (latest frame only, JPEG, encoded off the
+    control loop; stream_width caps the width sent to the browser).
+    alignment_threshold: the live alignment score (0..1) at which the scene counts as matching the
+    reference; workspace_roi: the scored region as fractions [x0, y0, x1, y1] of the image.
+    camera_check_s: how long the session-start camera check measures frame rates before it reports.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 8765
+    token: str = ""
+    stream_hz: float = 8.0
+    jpeg_quality: int = 70
+    stream_width: int = 480
+    alignment_threshold: float = 0.85
+    workspace_roi: list[float] = field(default_factory=lambda: [0.1, 0.1, 0.9, 0.9])
+    camera_check_s: float = 1.0
+
+    def __post_init__(self) -> None:
+        where = "operator.console, field"
+        if not isinstance(self.host, str) or not self.host:
+            raise ConfigError(f"{where} 'host': {self.host!r} (allowed: an address to bind, e.g. 127.0.0.1)")
+        if isinstance(self.port, bool) or not isinstance(self.port, int) or not 0 <= self.port <= 65535:
+            raise ConfigError(f"{where} 'port': {self.port!r} (allowed: 0..65535; 0 = a free port)")
+        self.token = "" if self.token is None else str(self.token)
+        for name, lo, hi in (("stream_hz", 0.5, 30.0), ("alignment_threshold", 0.0, 1.0), ("camera_check_s", 0.1, 30.0)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not lo <= v <= hi:
+                raise ConfigError(f"{where} '{name}': {v!r} (allowed: a number from {lo:g} to {hi:g})")
+            setattr(self, name, float(v))
+        if isinstance(self.jpeg_quality, bool) or not isinstance(self.jpeg_quality, int) or not 10 <= self.jpeg_quality <= 95:
+            raise ConfigError(f"{where} 'jpeg_quality': {self.jpeg_quality!r} (allowed: an integer 10..95)")
+        if isinstance(self.stream_width, bool) or not isinstance(self.stream_width, int) or not 64 <= self.stream_width <= 1920:
+            raise ConfigError(f"{where} 'stream_width': {self.stream_width!r} (allowed: an integer 64..1920)")
+        roi = list(self.workspace_roi or [])
+        ok = len(roi) == 4 and all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1 for v in roi)
+        if not ok or roi[0] >= roi[2] or roi[1] >= roi[3]:
+            raise ConfigError(f"{where} 'workspace_roi': {self.workspace_roi!r} "
+                              "(allowed: [x0, y0, x1, y1], fractions 0..1 with x0 < x1 and y0 < y1)")
+        self.workspace_roi = [float(v) for v in roi]
+
+    @property
+    def needs_token(self) -> bool:
+        return not is_loopback(self.host)
+
+    @classmethod
+    def from_mapping(cls, data: Any) -> "ConsoleConfig":
+        if isinstance(data, ConsoleConfig):
+            return data
+        data = dict(plain_container(data) or {})
+        allowed = [f.name for f in fields(cls)]
+        unknown = sorted(set(data) - set(allowed))
+        if unknown:
+            raise ConfigError(f"operator.console: unknown field(s) {', '.join(unknown)} (allowed: {', '.join(allowed)})")
+        return cls(**data)

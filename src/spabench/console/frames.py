@@ -1,0 +1,128 @@
+"""Live frames for the browser, published off the control loop.
+
+The loop's only cost is `on_step`: it keeps a reference to the tick's images (no copy, no lock, no
+encoding). A background thread wakes at `stream_hz`, and only while a browser has asked for a frame
+in the last two seconds, encodes the latest images to JPEG (downscaled to `stream_width`) and
+scores the reference alignment. Older frames are simply overwritten: latest only, never a queue.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+from spabench.console.alignment import alignment_score, load_rgb
+from spabench.console.config import ConsoleConfig
+from spabench.rollout.types import ObserverBase
+
+WATCH_S = 2.0
+
+
+def encode_jpeg(rgb: np.ndarray, quality: int = 70, max_width: int | None = None) -> bytes:
+    import cv2
+
+    img = np.ascontiguousarray(rgb)
+    if max_width and img.shape[1] > max_width:
+        h = max(1, round(img.shape[0] * max_width / img.shape[1]))
+        img = cv2.resize(img, (max_width, h), interpolation=cv2.INTER_AREA)
+    ok, buf = cv2.imencode(".jpg", img[:, :, ::-1], [cv2.IMWRITE_JPEG_QUALITY, int(quality)])
+    if not ok:
+        raise ValueError("JPEG encoding failed")
+    return buf.tobytes()
+
+
+class FramePublisher(ObserverBase):
+    """Rollout observer and idle-time sink for the latest camera images (see the module doc)."""
+
+    def __init__(self, cfg: ConsoleConfig):
+        self.cfg = cfg
+        self._latest: Mapping[str, np.ndarray] | None = None
+        self._seq = 0
+        self._done_seq = 0
+        self._jpeg: dict[str, bytes] = {}
+        self._shapes: dict[str, tuple[int, ...]] = {}
+        self._refs: dict[str, np.ndarray] = {}
+        self.alignment: dict[str, float] = {}
+        self._watched = 0.0
+        self.encoded = 0
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name="spabench-console-frames", daemon=True)
+        self._thread.start()
+
+    # ---- producer side (the control loop, or the operator while it waits) ------------------
+    def publish(self, images: Mapping[str, np.ndarray]) -> None:
+        self._latest = images
+        self._seq += 1
+
+    def on_step(self, step) -> None:
+        self._latest = step.images
+        self._seq += 1
+
+    # ---- consumer side (web requests) -------------------------------------------------------
+    def jpeg(self, camera: str) -> bytes | None:
+        self._watched = time.monotonic()
+        self._wake.set()
+        return self._jpeg.get(camera)
+
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        return dict(self._shapes)
+
+    def set_references(self, paths: Mapping[str, Path | None]) -> None:
+        refs = {cam: load_rgb(p) for cam, p in paths.items() if p is not None}
+        with self._lock:
+            self._refs = refs
+            self.alignment = {}
+
+    def has_reference(self, camera: str) -> bool:
+        return camera in self._refs
+
+    def score_now(self) -> dict[str, float]:
+        """Alignment of the latest images against the references, computed on the caller's thread."""
+        images = self._latest or {}
+        with self._lock:
+            refs = dict(self._refs)
+        return {cam: round(alignment_score(images[cam], ref, self.cfg.workspace_roi), 4)
+                for cam, ref in refs.items() if cam in images}
+
+    # ---- the encoder thread -----------------------------------------------------------------
+    def _run(self) -> None:
+        period = 1.0 / self.cfg.stream_hz
+        while not self._stop.is_set():
+            started = time.monotonic()
+            if started - self._watched > WATCH_S:  # nobody is looking: sleep until a request comes
+                self._wake.wait(1.0)
+                self._wake.clear()
+                continue
+            seq, images = self._seq, self._latest
+            if images is not None and seq != self._done_seq:
+                try:
+                    self._encode(images)
+                except Exception:  # a torn or odd frame must not kill the stream
+                    pass
+                self._done_seq = seq
+            self._stop.wait(max(0.0, period - (time.monotonic() - started)))
+
+    def _encode(self, images: Mapping[str, Any]) -> None:
+        out, shapes = {}, {}
+        for cam, img in list(images.items()):
+            if img is None:
+                continue
+            arr = np.asarray(img)
+            shapes[cam] = tuple(arr.shape)
+            out[cam] = encode_jpeg(arr, self.cfg.jpeg_quality, self.cfg.stream_width)
+        self._jpeg.update(out)
+        self._shapes.update(shapes)
+        self.encoded += 1
+        if self._refs:
+            self.alignment = self.score_now()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(2.0)

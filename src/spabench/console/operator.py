@@ -1,0 +1,279 @@
+"""`operator=web`: the person at the bench works in the browser console instead of the terminal.
+
+Same protocol logic as the terminal operator (checklists, reference images, failure modes, motion
+pre-fill, stop kinds); only the I/O differs. The session's thread does all bench I/O itself: while
+it waits for the operator (camera check, scene reset) it reads observations at the stream rate and
+publishes them; during the rollout the control loop publishes through the FramePublisher observer,
+and stop buttons reach the loop's StopControl directly from the web thread.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+from spabench.console.channel import BenchChannel
+from spabench.console.frames import FramePublisher
+from spabench.console.views import public_trial
+from spabench.operator.base import Operator, Score, stage_twin_scene
+from spabench.operator.checklist import reference_frame
+from spabench.rollout.observers import LoopStats
+from spabench.suite.vocabulary import CAMERAS
+
+OVERLAY_CAMERAS = ("middle", "overhead")
+
+
+def _iso_seconds(start: str | None, end: str | None) -> float | None:
+    from datetime import datetime
+
+    try:
+        return (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
+    except (TypeError, ValueError):
+        return None
+
+
+class WebOperator(Operator):
+    def __init__(self, config: Any = None, bench: Any = None, out=None):
+        super().__init__(config)
+        self.console_cfg = config.console_config()
+        self.rater = getattr(config, "rater", "") or "operator"
+        self.bench, self.out = bench, out
+        self.channel = BenchChannel()
+        self.stats = LoopStats()
+        self.publisher = FramePublisher(self.console_cfg)
+        self.server = None
+        self.session = None
+        self._events: list[tuple[str, dict]] = []
+        self._cycle_s: list[float] = []
+        self._last_ready: float | None = None
+        self.cameras: list[dict] = []
+        self.references: dict[str, Path | None] = {}
+
+    def show(self, text: str) -> None:
+        if self.out is not None:
+            print(text, file=self.out, flush=True)
+
+    # ---- session start: the console, then the camera check -----------------------------------
+    def begin_session(self, session: Any) -> bool:
+        from spabench.console.app import ConsoleContext, build_app
+        from spabench.console.server import ConsoleServer
+
+        self.session = session
+        ctx = ConsoleContext(campaign_dir=Path(session.campaign_dir), suite=getattr(session, "suite", None),
+                             cfg=self.console_cfg, rater=self.rater, channel=self.channel,
+                             publisher=self.publisher, operator=self)
+        self.server = ConsoleServer(build_app(ctx), self.console_cfg).start()
+        self.show(f"console: open {self.server.url} (bench page: /bench, review: /review)")
+        return self._camera_check()
+
+    def _observe(self) -> dict:
+        obs = self.bench.observe()
+        self.publisher.publish(obs.images)
+        return obs.images
+
+    def _camera_check(self) -> bool:
+        names = list(getattr(self.bench, "camera_names", ()) or CAMERAS)
+        cam_cfg = getattr(getattr(self.bench, "cfg", None), "cameras", {}) or {}
+        fps = float(getattr(self.bench, "fps", 30) or 30)
+        counts = {n: 0 for n in names}
+        changed = {n: 0 for n in names}
+        last_sig: dict[str, bytes] = {}
+        shapes: dict[str, list[int]] = {}
+        t0 = time.monotonic()
+        self.channel.set_phase("camera_check", cameras=self._camera_rows(names, cam_cfg, counts, changed, shapes, 0.0),
+                               measuring=True, required=list(CAMERAS))
+        measured = False
+        while True:
+            started = time.monotonic()
+            try:
+                images = self._observe()
+            except Exception as exc:  # a camera fault: shown, confirmation impossible
+                images = {}
+                self.channel.update(error=str(exc))
+            for n in names:
+                img = images.get(n)
+                if img is None:
+                    continue
+                counts[n] += 1
+                shapes[n] = list(img.shape)
+                sig = img[::16, ::16].tobytes()
+                if sig != last_sig.get(n):
+                    changed[n] += 1
+                    last_sig[n] = sig
+            span = time.monotonic() - t0
+            if span >= self.console_cfg.camera_check_s:
+                rows = self._camera_rows(names, cam_cfg, counts, changed, shapes, span)
+                self.channel.update(cameras=rows, measuring=False,
+                                    all_live=all(r["live"] for r in rows) and set(CAMERAS) <= set(names))
+                if not measured:
+                    measured = True
+                    self.cameras = rows
+                t0, counts, changed = time.monotonic(), {n: 0 for n in names}, {n: 0 for n in names}
+            cmd = self.channel.wait_command(max(0.0, 1.0 / fps - (time.monotonic() - started)))
+            if cmd is None:
+                continue
+            if cmd[0] == "end":
+                self.channel.set_phase("ended", message="session ended at the camera check")
+                return False
+            if cmd[0] == "confirm_cameras":
+                snap = self.channel.snapshot()
+                if not snap.get("all_live"):
+                    self.channel.update(error="not every camera is live: fix it, or end the session")
+                    continue
+                self.cameras = snap["cameras"]
+                session = self.session
+                if session is not None and getattr(session, "ledger", None) is not None:
+                    session.ledger.log_event(None, "camera_check", {"cameras": self.cameras, "rater": self.rater})
+                return True
+
+    @staticmethod
+    def _camera_rows(names, cam_cfg, counts, changed, shapes, span) -> list[dict]:
+        rows = []
+        for n in names:
+            cfg = cam_cfg.get(n) if hasattr(cam_cfg, "get") else None
+            shape = shapes.get(n)
+            rows.append({"name": n, "live": bool(counts.get(n)) and shape is not None,
+                         "width": shape[1] if shape else getattr(cfg, "width", None),
+                         "height": shape[0] if shape else getattr(cfg, "height", None),
+                         "configured_fps": getattr(cfg, "fps", None),
+                         "measured_hz": round(counts[n] / span, 1) if span else None,
+                         "new_frames_hz": round(changed[n] / span, 1) if span else None})
+        return rows
+
+    # ---- per trial ------------------------------------------------------------------------------
+    def _progress(self) -> dict:
+        ledger = self.session.ledger
+        p = ledger.progress()
+        pending = max(0, p["trials"] - p["complete"])
+        if self._cycle_s:
+            per, basis = statistics.median(self._cycle_s), "measured trial cycles this session"
+        else:
+            durations = [d for a in self._all_attempts(ledger) if (d := _iso_seconds(a.started_at, a.ended_at))]
+            per, basis = (statistics.median(durations), "measured rollout times (resets not yet measured)") \
+                if durations else (None, "no trial measured yet")
+        return {"k": p["complete"] + 1, "n": p["trials"], "pending": pending,
+                "time_left_s": None if per is None else round(per * pending, 1),
+                "per_trial_s": None if per is None else round(per, 1), "estimate_basis": basis}
+
+    @staticmethod
+    def _all_attempts(ledger) -> list:
+        out = []
+        for t in ledger.trials():
+            out += [a for a in ledger.attempts_for(t.trial_id) if a.status == "complete"]
+        return out
+
+    def wait_scene_ready(self, trial: Any, scene: Any, checklist_text: str) -> bool:
+        stage_twin_scene(self.bench, scene)
+        now = time.monotonic()
+        if self._last_ready is not None:
+            self._cycle_s.append(now - self._last_ready)
+        ledger, campaign_dir = self.session.ledger, Path(self.session.campaign_dir)
+        first = ledger.first_complete_attempt(trial.evaluation_id) is None
+        self.references = {} if first else {
+            cam: reference_frame(ledger, campaign_dir, trial.evaluation_id, cam) for cam in OVERLAY_CAMERAS}
+        self.publisher.set_references(self.references)
+        card = {**public_trial(trial), "checklist": checklist_text.splitlines(), **self._progress(),
+                "first_attempt": first,
+                "references": {cam: p is not None for cam, p in self.references.items()}}
+        self.channel.set_phase("reset", card=card, threshold=self.console_cfg.alignment_threshold,
+                               roi=self.console_cfg.workspace_roi)
+        period = 1.0 / self.console_cfg.stream_hz
+        while True:
+            started = time.monotonic()
+            try:
+                self._observe()
+            except Exception as exc:
+                self.channel.update(error=str(exc))
+            self.channel.live = {"alignment": dict(self.publisher.alignment)}
+            cmd = self.channel.wait_command(max(0.0, period - (time.monotonic() - started)))
+            if cmd is None:
+                continue
+            if cmd[0] == "end":
+                self.channel.live = {}
+                self.channel.set_phase("ended", message="session ended by the operator")
+                return False
+            if cmd[0] == "ready":
+                scores = self.publisher.score_now()
+                thr = self.console_cfg.alignment_threshold
+                self._events = [("scene_alignment", {
+                    "scores": scores, "threshold": thr, "roi": self.console_cfg.workspace_roi,
+                    "reference": not first, "matched": bool(scores) and all(v >= thr for v in scores.values()),
+                    "shown": cmd[1].get("shown"), "rater": self.rater,
+                    "note": "first attempt of this evaluation: its first frame becomes the reference" if first else ""})]
+                self._last_ready = time.monotonic()
+                self.channel.live = {}
+                self.channel.set_phase("homing", card=card)
+                return True
+
+    def attempt_events(self) -> list[tuple[str, dict]]:
+        events, self._events = self._events, []
+        return events
+
+    @contextmanager
+    def during_rollout(self, controls: Any) -> Iterator[None]:
+        card = self.channel.snapshot().get("card")
+        self.channel.controls = controls
+        stats = self.stats
+
+        def live():
+            return {"time_left_s": round(stats.time_left_s, 2), "timer_s": stats.timer_s, "t": round(stats.t, 2),
+                    "steps": stats.steps, "rate_hz": _num(stats.rate_hz), "latency_ms": _num(stats.last_latency_s * 1000),
+                    "clamps": stats.clamps}
+
+        self.channel.live_fn = live
+        self.channel.set_phase("rollout", card=card)
+        try:
+            yield
+        finally:
+            self.channel.controls = None
+            self.channel.live_fn = None
+            self.channel.set_phase("stopping", card=card)
+
+    def observers(self) -> list[Any]:
+        return [self.stats, self.publisher]
+
+    def score(self, trial: Any, result: Any, prefill: Score | None = None) -> Score | None:
+        form = {**public_trial(trial),
+                "result": None if result is None else {"stop_reason": result.stop_reason,
+                                                       "duration_s": round(result.duration_s, 2),
+                                                       "steps": result.n_steps},
+                "prefill": None if prefill is None else {"success": prefill.success,
+                                                         "failure_mode": prefill.failure_mode, "note": prefill.note}}
+        self.channel.set_phase("score", form=form, rater=self.rater)
+        modes = {m["name"] for m in form["failure_modes"]}
+        while True:
+            cmd = self.channel.wait_command(1.0)
+            if cmd is None:
+                continue
+            kind, data = cmd
+            if kind == "leave":
+                self.channel.set_phase("stopping", message="left unscored")
+                return None
+            success = data.get("success")
+            mode = data.get("failure_mode") or None
+            if not isinstance(success, bool) or (success and mode) or (mode is not None and mode not in modes):
+                self.channel.update(error=f"score refused: success must be true/false; failure mode one of "
+                                          f"{', '.join(sorted(modes))} (failures only)")
+                continue
+            note = str(data.get("note") or "")
+            source = "operator"
+            if prefill is not None and prefill.success == success and prefill.failure_mode == mode:
+                source = "operator_confirmed_prefill"
+                note = note or prefill.note
+            self.channel.set_phase("stopping", message="scored")
+            return Score(success, mode, note, self.rater, source)
+
+    def close(self) -> None:
+        self.channel.set_phase("ended", message="session closed")
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+        self.publisher.close()
+
+
+def _num(x: float) -> float | None:
+    return None if x is None or math.isnan(x) else round(float(x), 2)

@@ -1,0 +1,196 @@
+"""Offline review and scoring: the attempt list, one attempt's recording, scores with history.
+
+Everything here reads the ledger and the episode folders; the pages get plain JSON (no policy
+names: see views.Redactor). In second-rater (blind) mode nothing about another rater's score leaves
+the server: not the score, not the history, not the ledger's score events.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from spabench.console.views import public_trial
+from spabench.errors import SpabenchError
+from spabench.operator.checklist import checklist, reference_frame
+from spabench.suite.vocabulary import CAMERAS, JOINTS
+
+def _other_raters_score(event: dict, rater: str) -> bool:
+    """A ledger event that tells something about another rater's score (the motion pre-fill does not)."""
+    kind = event["kind"]
+    return (kind.startswith(("score", "rescore")) and kind != "score_prefill"
+            and event["payload"].get("rater") != rater)
+
+
+MAX_POINTS = 600  # joint-state samples sent to the timeline
+
+
+class ReviewError(SpabenchError):
+    pass
+
+
+def _score_dict(row: Any) -> dict:
+    data = dataclasses.asdict(row) if dataclasses.is_dataclass(row) else dict(row)
+    return {k: data.get(k) for k in ("rater", "success", "failure_mode", "note", "scored_at", "reason", "superseded_at")}
+
+
+def current_scores(ledger: Any, attempt_id: str) -> list[dict]:
+    return [_score_dict(s) for s in ledger.scores_for(attempt_id)]
+
+
+def score_history(ledger: Any, attempt_id: str) -> list[dict]:
+    fn = getattr(ledger, "score_history", None)
+    return [_score_dict(s) for s in (fn(attempt_id) if fn else ledger.scores_for(attempt_id))]
+
+
+def _visible(scores: list[dict], rater: str, blind: bool) -> list[dict]:
+    return [s for s in scores if s["rater"] == rater] if blind else scores
+
+
+def list_attempts(ledger: Any, *, rater: str, blind: bool, unscored: bool = False, task: str = "",
+                  condition: str = "", alias: str = "") -> list[dict]:
+    """Finished attempts in plan order, filtered. `unscored`: no score yet (by `rater` in blind mode)."""
+    out = []
+    for trial in ledger.trials():
+        if (task and trial.task != task) or (condition and trial.condition != condition) or (alias and trial.alias != alias):
+            continue
+        for attempt in ledger.attempts_for(trial.trial_id):
+            if attempt.status not in ("complete", "invalid"):
+                continue
+            scores = _visible(current_scores(ledger, attempt.attempt_id), rater, blind)
+            if unscored and (attempt.status != "complete" or scores):
+                continue
+            out.append({"attempt_id": attempt.attempt_id, "trial_id": trial.trial_id, "alias": trial.alias,
+                        "task": trial.task, "condition": trial.condition, "scene_id": trial.scene_id,
+                        "status": attempt.status, "stop_reason": attempt.stop_reason,
+                        "invalid_reason": attempt.invalid_reason, "scores": scores})
+    return out
+
+
+def filter_options(ledger: Any) -> dict[str, list[str]]:
+    trials = ledger.trials()
+    return {"task": sorted({t.task for t in trials}), "condition": sorted({t.condition for t in trials}),
+            "alias": sorted({t.alias for t in trials})}
+
+
+def _downsample(n: int) -> np.ndarray:
+    return np.arange(n) if n <= MAX_POINTS else np.unique(np.linspace(0, n - 1, MAX_POINTS).round().astype(int))
+
+
+def _clean(a: np.ndarray) -> list:
+    return [[None if not np.isfinite(v) else round(float(v), 3) for v in row] for row in np.asarray(a, dtype=float)]
+
+
+def episode_folder(campaign_dir: Path, attempt: Any) -> Path | None:
+    if not attempt.episode_path:
+        return None
+    from spabench.record.recorder import resolve_episode_dir
+
+    path = Path(attempt.episode_path)
+    path = path if path.is_absolute() else campaign_dir / path
+    try:
+        return resolve_episode_dir(path)
+    except Exception:  # no folder (final or .partial) on disk
+        return None
+
+
+def attempt_detail(ledger: Any, campaign_dir: Path, suite: Any, attempt_id: str, *, rater: str, blind: bool) -> dict:
+    try:
+        attempt = ledger.attempt(attempt_id)
+    except Exception:
+        raise ReviewError(f"no attempt {attempt_id!r} in this campaign") from None
+    trial = ledger.trial(attempt.trial_id)
+    data: dict[str, Any] = {"attempt_id": attempt_id, "status": attempt.status, "stop_reason": attempt.stop_reason,
+                            "invalid_reason": attempt.invalid_reason, "started_at": attempt.started_at,
+                            "ended_at": attempt.ended_at, "trial": public_trial(trial), "rater": rater, "blind": blind}
+    scene = None
+    if suite is not None:
+        try:
+            scene = suite.scene(trial.scene_id)
+        except Exception:
+            scene = None
+    data["checklist"] = checklist(scene, suite, None, instruction=trial.instruction).splitlines() if scene is not None \
+        else [f"Scene {trial.scene_id} (no scene specification loaded)"]
+    ledger_events = ledger.events(attempt_id)
+    if blind:
+        ledger_events = [e for e in ledger_events if not _other_raters_score(e, rater)]
+    data["ledger_events"] = ledger_events
+    align = [e["payload"] for e in ledger_events if e["kind"] == "scene_alignment"]
+    data["scene_alignment"] = align[-1] if align else None
+    prefill = [e["payload"] for e in ledger_events if e["kind"] == "score_prefill"]
+    data["prefill"] = {k: prefill[-1].get(k) for k in ("success", "failure_mode", "note")} if prefill else None
+    data["scores"] = _visible(current_scores(ledger, attempt_id), rater, blind)
+    data["history"] = _visible(score_history(ledger, attempt_id), rater, blind)
+    data["episode"] = _episode(campaign_dir, attempt)
+    data["references"] = {cam: reference_frame(ledger, campaign_dir, trial.evaluation_id, cam) is not None
+                          for cam in ("middle", "overhead")}
+    return data
+
+
+def _episode(campaign_dir: Path, attempt: Any) -> dict | None:
+    folder = episode_folder(campaign_dir, attempt)
+    if folder is None:
+        return None
+    from spabench.record.reader import EpisodeReader
+
+    with EpisodeReader(folder) as ep:
+        attrs = ep.attrs
+        n = len(ep)
+        idx = _downsample(n)
+        ts = ep.timestamps
+        cams = [c for c in ep.cameras if c in CAMERAS]
+        videos = {}
+        for cam in cams:
+            fi = ep.frame_index(cam)
+            videos[cam] = {"available": ep.video_path(cam).exists(), "frames": int((fi >= 0).sum())}
+        return {"steps": n, "fps": float(attrs.get("control_hz", 30.0)), "timer_s": attrs.get("timer_s"),
+                "complete": ep.complete, "partial": ep.partial, "cameras": cams, "videos": videos,
+                "t": [round(float(x), 4) for x in ts[idx]], "joints": list(JOINTS),
+                "state": _clean(ep.states[idx]) if n else [],
+                "frame_index": {c: [int(v) for v in ep.frame_index(c)[idx]] for c in cams},
+                "events": [e for e in ep.events() if e.get("kind") not in ("frame_dropped",)][:500],
+                "duration_s": round(float(ts[-1]), 3) if n else 0.0}
+
+
+def submit_score(ledger: Any, attempt_id: str, rater: str, success: Any, failure_mode: str | None, note: str,
+                 reason: str | None) -> dict:
+    """Score (or, with a reason, rescore) an attempt as `rater`. A rescore keeps the earlier score in
+    the history (the ledger's score-history API)."""
+    if not isinstance(success, bool):
+        raise ReviewError("success must be true or false")
+    rater = (rater or "").strip()
+    if not rater:
+        raise ReviewError("rater is missing: enter your rater name")
+    own = [s for s in current_scores(ledger, attempt_id) if s["rater"] == rater]
+    reason = (reason or "").strip() or None
+    if own and not reason:
+        raise ReviewError(f"attempt {attempt_id} is already scored by {rater!r}: a rescore needs a reason")
+    params = inspect.signature(ledger.record_score).parameters
+    if own and "reason" not in params:
+        raise ReviewError("this ledger has no score history: rescoring is not available")
+    kwargs = {"reason": reason} if "reason" in params and own else {}
+    ledger.record_score(attempt_id, rater, success, failure_mode or None, note or "", **kwargs)
+    return {"scores": _visible(current_scores(ledger, attempt_id), rater, True),
+            "history": _visible(score_history(ledger, attempt_id), rater, True)}
+
+
+def frame_at(campaign_dir: Path, attempt: Any, camera: str, which: str) -> np.ndarray:
+    """The first or last recorded frame of one camera."""
+    folder = episode_folder(campaign_dir, attempt)
+    if folder is None:
+        raise ReviewError(f"attempt {attempt.attempt_id} has no recording")
+    from spabench.record.reader import EpisodeReader
+
+    with EpisodeReader(folder) as ep:
+        if which == "first":
+            return ep.first_frame(camera)
+        last = None
+        for frame in ep.iter_frames(camera):
+            last = frame
+        if last is None:
+            raise ReviewError(f"{ep.video_path(camera)}: no frame")
+        return last

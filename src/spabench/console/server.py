@@ -1,0 +1,68 @@
+"""uvicorn around the console app: in a background thread (inside `spabench run operator=web`) or in
+the foreground (`spabench console`). Binds 127.0.0.1 unless told otherwise; any other address needs
+the token (generated when none is configured)."""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+
+from spabench.console.config import ConsoleConfig
+from spabench.errors import SpabenchError
+
+
+class ConsoleError(SpabenchError):
+    pass
+
+
+class ConsoleServer:
+    def __init__(self, app, cfg: ConsoleConfig):
+        import uvicorn
+
+        self.app, self.cfg = app, cfg
+        self.token = app.state.token
+        self._server = uvicorn.Server(uvicorn.Config(app, host=cfg.host, port=cfg.port, log_level="warning",
+                                                     access_log=False, lifespan="off", ws="none"))
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        for server in getattr(self._server, "servers", []) or []:
+            for sock in server.sockets:
+                return int(sock.getsockname()[1])
+        return self.cfg.port
+
+    @property
+    def url(self) -> str:
+        host = self.cfg.host if self.cfg.host not in ("0.0.0.0", "::") else "127.0.0.1"
+        url = f"http://{host}:{self.port}/"
+        return url + (f"?token={self.token}" if self.token else "")
+
+    def start(self, timeout: float = 10.0) -> "ConsoleServer":
+        self._thread = threading.Thread(target=self._server.run, name="spabench-console", daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + timeout
+        while not self._server.started:
+            if not self._thread.is_alive() or time.monotonic() > deadline:
+                raise ConsoleError(f"console: could not listen on {self.cfg.host}:{self.cfg.port} "
+                                   "(port in use? set operator.console.port=...)")
+            time.sleep(0.02)
+        return self
+
+    def serve_forever(self) -> None:
+        self._server.run()
+
+    def stop(self) -> None:
+        self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(5.0)
+            self._thread = None
+
+
+def resolve_token(cfg: ConsoleConfig) -> str:
+    """The token requests must carry: the configured one, a fresh random one for a non-loopback bind
+    without one, and none on loopback unless configured."""
+    if cfg.token:
+        return cfg.token
+    return secrets.token_urlsafe(18) if cfg.needs_token else ""

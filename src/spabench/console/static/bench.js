@@ -1,0 +1,237 @@
+// The bench page: polls the session's state, shows the section of the current phase, streams the
+// latest JPEG of each visible camera, and sends commands, stop requests and the score.
+"use strict";
+const CAMERAS = ["wrist", "middle", "left", "right", "overhead"];
+let meta = { stream_hz: 8, threshold: 0.85 };
+let state = { phase: "starting" };
+let shownVersion = -1;
+const streams = new Map();  // img element -> camera (live while attached to the DOM)
+
+function stream(img, cam) {
+  streams.set(img, cam);
+  const hz = meta.stream_hz || 8;
+  const next = () => {
+    if (!img.isConnected) { streams.delete(img); return; }
+    setTimeout(() => { img.src = `/api/bench/frame/${cam}.jpg?t=${Date.now()}`; }, 1000 / hz);
+  };
+  img.onload = next;
+  img.onerror = () => setTimeout(next, 300);
+  img.src = `/api/bench/frame/${cam}.jpg?t=${Date.now()}`;
+  return img;
+}
+
+function show(id, visible) { $("#" + id).hidden = !visible; }
+
+async function command(name, payload) {
+  $("#error").textContent = "";
+  try { await post("/api/bench/command", { command: name, payload: payload || {}, version: state.version }); }
+  catch (e) { $("#error").textContent = e.message; }
+}
+
+async function stopRollout(kind, source) {
+  window.__lastStop = { kind, source, t: Date.now() };
+  try { await post(`/api/bench/stop/${kind}?source=${source}`); }
+  catch (e) { $("#error").textContent = e.message; }
+}
+
+function renderCameraCheck(s) {
+  const grid = $("#cc-grid");
+  if (!grid.children.length) {
+    for (const c of s.cameras || []) {
+      grid.append(el("div", { class: "cam", "data-camera": c.name },
+        el("div", { class: "name", text: c.name }), stream(el("img", { alt: c.name + " camera" }), c.name),
+        el("div", { class: "info" })));
+    }
+  }
+  for (const c of s.cameras || []) {
+    const box = $(`[data-camera="${c.name}"]`, grid);
+    if (!box) continue;
+    box.classList.toggle("dead", !c.live && !s.measuring);
+    $(".info", box).textContent = `${c.live ? "live" : (s.measuring ? "measuring…" : "NO FRAMES")} · ` +
+      `${c.width || "?"}×${c.height || "?"} · ${fmtNum(c.measured_hz, 1, " Hz")} measured` +
+      (c.configured_fps ? ` (configured ${c.configured_fps} fps)` : "");
+  }
+  const missing = CAMERAS.filter(n => !(s.cameras || []).some(c => c.name === n && c.live));
+  $("#cc-status").textContent = s.measuring ? "Measuring frame rates…" :
+    (s.all_live ? "All five cameras are live." : `Not live: ${missing.join(", ")}`);
+  $("#cc-status").className = s.measuring ? "muted" : (s.all_live ? "ok" : "bad");
+  $("#confirm-cameras").disabled = !s.all_live;
+}
+
+function renderCard(card) {
+  if (!card) return;
+  $("#card-k").textContent = `${card.k} of ${card.n}`;
+  $("#card-alias").textContent = card.alias;
+  $("#card-trial").textContent = `${card.k} of ${card.n} (${card.pending} to go)`;
+  $("#card-eta").textContent = card.time_left_s === null ? `— (${card.estimate_basis})` :
+    `${fmtSeconds(card.time_left_s)} (${fmtNum(card.per_trial_s, 0, " s")} per trial; ${card.estimate_basis})`;
+  $("#card-task").textContent = card.task;
+  $("#card-condition").textContent = card.condition;
+  $("#card-scene").textContent = `${card.scene_id} (evaluation ${card.evaluation_id})`;
+  $("#card-instruction").textContent = `“${card.instruction}”`;
+  const ul = $("#card-checklist");
+  ul.replaceChildren(...(card.checklist || []).map(line => {
+    const item = line.startsWith("[ ] ");
+    return el("li", {}, item ? el("label", {}, el("input", { type: "checkbox" }), " " + line.slice(4)) : el("span", { class: "muted", text: line }));
+  }));
+}
+
+function roiBox(roi) {
+  const [x0, y0, x1, y1] = roi || [0, 0, 1, 1];
+  return el("div", { class: "roi", style: `left:${x0 * 100}%;top:${y0 * 100}%;width:${(x1 - x0) * 100}%;height:${(y1 - y0) * 100}%` });
+}
+
+function renderReset(s) {
+  const card = s.card || {};
+  const first = !!card.first_attempt;
+  show("first-attempt", first);
+  show("overlay-tools", !first);
+  const box = $("#overlays");
+  box.replaceChildren();
+  for (const cam of ["middle", "overhead"]) {
+    const parts = [stream(el("img", { class: "live", alt: `live ${cam}` }), cam)];
+    if (!first && card.references && card.references[cam]) {
+      parts.push(el("img", { class: "ref", id: `ref-${cam}`, alt: `reference ${cam}`, src: `/api/bench/reference/${cam}.png?v=${s.version}` }));
+    }
+    parts.push(roiBox(s.roi));
+    box.append(el("div", { class: "cam" }, el("div", { class: "name", text: `${cam} — live` + (first ? "" : " + reference") }),
+      el("div", { class: "overlay" }, ...parts)));
+  }
+  applyOverlay();
+}
+
+function applyOverlay() {
+  const op = $("#opacity").value / 100, diff = $("#difference").checked;
+  for (const img of $$("img.ref")) { img.style.opacity = op; img.classList.toggle("diff", diff); }
+}
+
+function renderAlignment(s) {
+  const out = $("#alignment");
+  const card = s.card || {};
+  if (card.first_attempt) { out.textContent = "No reference yet: alignment is not scored for this attempt."; out.className = "score-line muted"; return; }
+  const a = s.alignment || {};
+  const thr = s.threshold;
+  const cams = Object.keys(a);
+  if (!cams.length) { out.textContent = `Alignment: measuring… (threshold ${thr})`; out.className = "score-line muted"; return; }
+  const ok = cams.every(c => a[c] >= thr);
+  out.textContent = "Alignment with the reference: " + cams.map(c => `${c} ${a[c].toFixed(3)}`).join(" · ") +
+    ` — threshold ${thr} — ${ok ? "matches" : "does not match yet"}`;
+  out.className = "score-line " + (ok ? "ok" : "bad");
+}
+
+function renderRolloutGrid() {
+  const grid = $("#live-grid");
+  grid.replaceChildren(...CAMERAS.map(c => el("div", { class: "cam" }, el("div", { class: "name", text: c }),
+    stream(el("img", { alt: `live ${c}` }), c))));
+}
+
+function renderLive(live) {
+  if (!live) return;
+  $("#time-left").textContent = fmtNum(live.time_left_s, 1, " s");
+  $("#rate").textContent = fmtNum(live.rate_hz, 1, " Hz");
+  $("#latency").textContent = fmtNum(live.latency_ms, 0, " ms");
+  $("#steps").textContent = live.steps;
+  $("#clamps").textContent = live.clamps;
+}
+
+function renderScore(s) {
+  const f = s.form || {};
+  $("#rater").textContent = s.rater || "";
+  $("#score-result").textContent = f.result ? `Stopped by ${f.result.stop_reason} after ${f.result.duration_s} s (${f.result.steps} steps). ` +
+    `Task ${f.task}, condition ${f.condition}: “${f.instruction}”` : "";
+  const modes = $("#modes");
+  modes.replaceChildren(el("legend", { text: "Failure mode (one; annotation only, the outcome stays binary)" }),
+    ...(f.failure_modes || []).map(m => el("label", {}, el("input", { type: "radio", name: "failure_mode", value: m.name }),
+      " ", el("b", { text: m.label }), el("small", { text: m.definition }))));
+  const form = $("#score-form");
+  form.reset();
+  modes.hidden = true;
+  const pre = $("#score-prefill");
+  if (f.prefill) {
+    pre.hidden = false;
+    pre.textContent = `Pre-filled from motion detection (${f.condition}: success means no arm or gripper motion): ` +
+      `${f.prefill.success ? "success" : "failure"}${f.prefill.failure_mode ? " — " + f.prefill.failure_mode : ""}. Check it, then save.`;
+    form.success.value = f.prefill.success ? "yes" : "no";
+    if (!f.prefill.success) {
+      modes.hidden = false;
+      const r = form.querySelector(`input[name=failure_mode][value="${f.prefill.failure_mode}"]`);
+      if (r) r.checked = true;
+    }
+  } else pre.hidden = true;
+}
+
+function render(s) {
+  state = s;
+  $("#phase").textContent = s.phase;
+  $("#message").textContent = s.message || "";
+  if (s.error) $("#error").textContent = s.error;
+  const rolling = s.phase === "rollout";
+  $("#stop").disabled = !rolling;
+  $("#abort").disabled = !rolling;
+  if (s.version !== shownVersion) {
+    shownVersion = s.version;
+    if (!s.error) $("#error").textContent = "";
+    show("camera-check", s.phase === "camera_check");
+    show("card", ["reset", "homing", "rollout", "stopping"].includes(s.phase) && !!s.card);
+    show("reset", s.phase === "reset");
+    show("rollout", s.phase === "rollout");
+    show("score", s.phase === "score");
+    show("checklist-box", s.phase === "reset" || s.phase === "homing");
+    if (s.phase !== "camera_check") $("#cc-grid").replaceChildren();
+    if (s.card) renderCard(s.card);
+    if (s.phase === "reset") renderReset(s);
+    if (s.phase === "rollout") renderRolloutGrid(); else $("#live-grid").replaceChildren();
+    if (s.phase === "score") renderScore(s);
+  }
+  if (s.phase === "camera_check") renderCameraCheck(s);
+  if (s.phase === "reset") renderAlignment(s);
+  if (s.phase === "rollout") renderLive(s.live);
+}
+
+async function poll() {
+  try { render(await api("/api/bench/state")); } catch (e) { $("#error").textContent = "console unreachable: " + e.message; }
+  setTimeout(poll, 200);
+}
+
+$("#estop").addEventListener("click", () => stopRollout("estop", "button"));
+$("#stop").addEventListener("click", () => stopRollout("operator_stop", "button"));
+$("#abort").addEventListener("click", () => stopRollout("abort", "button"));
+$("#confirm-cameras").addEventListener("click", () => command("confirm_cameras"));
+$("#end-at-check").addEventListener("click", () => command("end"));
+$("#ready").addEventListener("click", () => {
+  command("ready", { shown: { alignment: state.alignment || {}, threshold: state.threshold } });
+});
+$("#end-session").addEventListener("click", () => command("end"));
+$("#opacity").addEventListener("input", applyOverlay);
+$("#difference").addEventListener("change", applyOverlay);
+$("#score-form").addEventListener("change", (ev) => {
+  if (ev.target.name === "success") $("#modes").hidden = ev.target.value !== "no";
+});
+$("#score-form").addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  const form = ev.target;
+  if (!form.success.value) { $("#error").textContent = "choose success or failure"; return; }
+  const success = form.success.value === "yes";
+  const mode = success ? null : (form.querySelector("input[name=failure_mode]:checked") || {}).value || null;
+  const payload = { success, failure_mode: mode, note: $("#note").value };
+  const alias = (state.form || {}).alias;
+  await command("score", payload);
+  if (!$("#error").textContent) {
+    show("last", true);
+    $("#last-score").textContent = `${alias} · ${state.form.trial_id}: ${success ? "success" : "failure"}` +
+      (mode ? ` (${mode})` : "") + (payload.note ? ` — note: ${payload.note}` : "");
+    $("#last-score").dataset.score = JSON.stringify({ trial_id: state.form.trial_id, ...payload });
+  }
+});
+$("#leave").addEventListener("click", () => command("leave"));
+document.addEventListener("keydown", (ev) => {
+  const typing = ["INPUT", "TEXTAREA", "SELECT"].includes(document.activeElement && document.activeElement.tagName) &&
+    document.activeElement.type !== "radio" && document.activeElement.type !== "checkbox" && document.activeElement.type !== "range";
+  const key = ev.key.toLowerCase();
+  if (state.phase === "rollout" && (key === " " || key === "e")) { ev.preventDefault(); stopRollout("estop", "key"); return; }
+  if (typing) return;
+  if (state.phase === "rollout" && key === "s") stopRollout("operator_stop", "key");
+  else if (state.phase === "rollout" && key === "a") stopRollout("abort", "key");
+  else if (state.phase === "reset" && key === "enter") { ev.preventDefault(); $("#ready").click(); }
+});
+api("/api/meta").then(m => { meta = m; $("#campaign").textContent = m.campaign; poll(); });

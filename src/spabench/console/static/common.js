@@ -1,0 +1,45 @@
+// spabench console: small helpers shared by every page (no framework, no build step).
+"use strict";
+const $ = (sel, root) => (root || document).querySelector(sel);
+const $$ = (sel, root) => Array.from((root || document).querySelectorAll(sel));
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined || v === false) continue;
+    if (k === "class") node.className = v;
+    else if (k === "text") node.textContent = v;
+    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else node.setAttribute(k, v === true ? "" : v);
+  }
+  for (const c of children.flat()) if (c !== null && c !== undefined) node.append(c instanceof Node ? c : String(c));
+  return node;
+}
+
+async function api(path, opts) {
+  const res = await fetch(path, Object.assign({ cache: "no-store", credentials: "same-origin" }, opts || {}));
+  let data = null;
+  try { data = await res.json(); } catch (e) { data = { error: `HTTP ${res.status}` }; }
+  if (!res.ok) throw new Error((data && data.error) || `HTTP ${res.status}`);
+  return data;
+}
+
+function post(path, body) {
+  return api(path, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body || {}) });
+}
+
+function fmtSeconds(s) {
+  if (s === null || s === undefined) return "—";
+  s = Math.max(0, Math.round(s));
+  const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), sec = s % 60;
+  return h ? `${h} h ${String(m).padStart(2, "0")} min` : m ? `${m} min ${String(sec).padStart(2, "0")} s` : `${sec} s`;
+}
+
+function fmtNum(x, digits, unit) {
+  return (x === null || x === undefined || Number.isNaN(x)) ? "—" : `${Number(x).toFixed(digits)}${unit || ""}`;
+}
+
+function scoreText(s) {
+  if (!s) return "unscored";
+  return s.success ? "success" : `failure${s.failure_mode ? " (" + s.failure_mode + ")" : ""}`;
+}

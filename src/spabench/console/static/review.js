@@ -1,0 +1,183 @@
+// One attempt: five videos under one scrubber, joints + events on the same timeline, scoring.
+"use strict";
+const attemptId = decodeURIComponent(location.pathname.split("/").pop());
+const params = new URLSearchParams(location.search);
+const blind = params.get("blind") === "1";
+let data = null, fps = 30, videos = [], playing = false;
+const COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"];
+
+function q(extra) {
+  const p = new URLSearchParams({ rater: $("#rater").value || params.get("rater") || "" });
+  if (blind) p.set("blind", "1");
+  for (const [k, v] of Object.entries(extra || {})) p.set(k, v);
+  return p.toString();
+}
+
+// ---- synchronised playback: the first video is the clock; the others follow it ----------------
+function duration() {
+  const ds = videos.map(v => v.duration).filter(d => Number.isFinite(d));
+  return ds.length ? Math.max(...ds) : (data.episode ? data.episode.duration_s : 0);
+}
+
+function seek(t) {
+  t = Math.max(0, Math.min(t, duration()));
+  for (const v of videos) v.currentTime = Math.min(t, Number.isFinite(v.duration) ? v.duration : t);
+  $("#scrubber").value = t;
+  showTime(t);
+}
+
+function showTime(t) {
+  $("#time").textContent = `${Number(t).toFixed(3)} s · frame ${Math.round(t * fps)}`;
+  drawTimeline(t);
+}
+
+function setPlaying(on) {
+  playing = on && videos.length > 0;
+  $("#play").textContent = playing ? "Pause" : "Play";
+  const rate = Number($("#speed").value);
+  for (const v of videos) { v.playbackRate = rate; if (playing) v.play().catch(() => {}); else v.pause(); }
+  if (playing) requestAnimationFrame(tick);
+  else if (videos.length) seek(videos[0].currentTime);
+}
+
+function tick() {
+  if (!playing) return;
+  const master = videos[0].currentTime;
+  for (const v of videos.slice(1)) if (Math.abs(v.currentTime - master) > 1 / fps) v.currentTime = master;
+  $("#scrubber").value = master;
+  showTime(master);
+  if (videos.every(v => v.ended)) { setPlaying(false); return; }
+  requestAnimationFrame(tick);
+}
+
+function step(n) { setPlaying(false); seek(Number($("#scrubber").value) + n / fps); }
+
+// ---- timeline: joints and events ------------------------------------------------------------
+function drawTimeline(t) {
+  const cv = $("#timeline"), g = cv.getContext("2d");
+  g.clearRect(0, 0, cv.width, cv.height);
+  const ep = data && data.episode;
+  if (!ep || !ep.t.length) return;
+  const T = Math.max(duration(), ep.t[ep.t.length - 1] || 1), pad = 30, W = cv.width - 2 * pad, H = cv.height - 40;
+  const x = s => pad + (s / T) * W;
+  ep.joints.forEach((name, j) => {
+    const vals = ep.state.map(r => r[j]).filter(v => v !== null);
+    if (!vals.length) return;
+    const lo = Math.min(...vals), hi = Math.max(...vals), span = hi - lo || 1;
+    g.strokeStyle = COLORS[j % COLORS.length]; g.lineWidth = 1.5; g.beginPath();
+    ep.state.forEach((r, i) => { if (r[j] === null) return; const y = 10 + H - ((r[j] - lo) / span) * H; i ? g.lineTo(x(ep.t[i]), y) : g.moveTo(x(ep.t[i]), y); });
+    g.stroke();
+    g.fillStyle = COLORS[j % COLORS.length]; g.font = "12px system-ui"; g.fillText(name, pad + 4 + j * 110, cv.height - 6);
+  });
+  g.fillStyle = "#b3261e";
+  for (const e of ep.events) if (typeof e.t === "number" && e.t >= 0) { g.fillRect(x(e.t) - 1, 0, 2, 10); }
+  g.strokeStyle = "#000"; g.lineWidth = 2; g.beginPath(); g.moveTo(x(t), 0); g.lineTo(x(t), cv.height - 20); g.stroke();
+}
+
+// ---- page --------------------------------------------------------------------------------------
+function renderScores() {
+  const own = data.scores.find(s => s.rater === $("#rater").value);
+  $("#current").textContent = data.scores.length ?
+    "Current: " + data.scores.map(s => `${s.rater}: ${scoreText(s)}${s.note ? " — " + s.note : ""}`).join("; ") :
+    (blind ? "You have not scored this attempt yet." : "Not scored yet.");
+  $("#reason-box").hidden = !own;
+  $("#save").textContent = own ? "Save rescore" : "Save score";
+  $("#history").replaceChildren(...data.history.map(h => el("tr", {},
+    el("td", { text: h.rater }), el("td", { text: scoreText(h) }), el("td", { text: h.note || "" }),
+    el("td", { text: h.scored_at || "" }), el("td", { text: h.reason || "" }), el("td", { text: h.superseded_at || "" }))));
+}
+
+function render() {
+  const tr = data.trial, ep = data.episode;
+  $("#attempt-id").textContent = data.attempt_id;
+  $("#blind-banner").hidden = !blind;
+  $("#alias").textContent = tr.alias;
+  $("#task").textContent = `${tr.task} / ${tr.condition} (scene ${tr.scene_id}, evaluation ${tr.evaluation_id})`;
+  $("#instruction").textContent = `“${tr.instruction}”`;
+  $("#stop").textContent = `${data.stop_reason || "?"}` + (data.invalid_reason ? ` — INVALID: ${data.invalid_reason}` : " (valid)") +
+    (ep ? ` after ${ep.duration_s} s, ${ep.steps} steps` : "");
+  const al = data.scene_alignment;
+  $("#alignment").textContent = !al ? "not recorded" : (al.reference ?
+    Object.entries(al.scores).map(([c, v]) => `${c} ${Number(v).toFixed(3)}`).join(" · ") + ` (threshold ${al.threshold}; ${al.matched ? "matched" : "below threshold"})` :
+    "no reference (first attempt of this evaluation)");
+  $("#checklist").replaceChildren(...data.checklist.map(l => el("li", { text: l })));
+  $("#events").replaceChildren(...(ep ? ep.events : []).map(e => el("li", { text: `${Number(e.t).toFixed(2)} s  ${e.kind}` })),
+    ...data.ledger_events.map(e => el("li", { text: `${e.t}  ${e.kind}` })));
+  // videos
+  const box = $("#videos");
+  box.replaceChildren();
+  videos = [];
+  if (ep) {
+    fps = ep.fps || 30;
+    $("#scrubber").step = String(1 / fps);
+    for (const cam of ep.cameras) {
+      const v = el("video", { muted: true, preload: "auto", playsinline: true, "data-camera": cam,
+                              src: `/media/${data.attempt_id}/video/${cam}.mp4` });
+      v.muted = true;
+      v.addEventListener("loadedmetadata", () => { $("#scrubber").max = duration(); drawTimeline(Number($("#scrubber").value)); });
+      videos.push(v);
+      box.append(el("div", { class: "cam" }, el("div", { class: "name", text: cam }), v,
+        ep.videos[cam] && !ep.videos[cam].available ? el("div", { class: "bad", text: "video not available yet" }) : null));
+    }
+  }
+  // first / last frames beside the reference
+  const frames = $("#frames");
+  frames.replaceChildren(...["overhead", "middle"].map(cam => el("div", { class: "frames" },
+    el("figure", {}, el("img", { alt: `first ${cam}`, src: `/media/${data.attempt_id}/frame/first/${cam}.jpg` }), el("figcaption", { text: `${cam}: first frame` })),
+    el("figure", {}, el("img", { alt: `last ${cam}`, src: `/media/${data.attempt_id}/frame/last/${cam}.jpg` }), el("figcaption", { text: `${cam}: last frame` })),
+    el("figure", {}, data.references[cam] ? el("img", { alt: `reference ${cam}`, src: `/media/${data.attempt_id}/reference/${cam}.png` })
+      : el("p", { class: "muted", text: "no reference yet" }), el("figcaption", { text: `${cam}: reference (same evaluation)` })))));
+  // score form
+  const modes = $("#modes");
+  modes.replaceChildren(el("legend", { text: "Failure mode" }), ...tr.failure_modes.map(m => el("label", {},
+    el("input", { type: "radio", name: "failure_mode", value: m.name }), " ", el("b", { text: m.label }), el("small", { text: m.definition }))));
+  $("#scoring").hidden = data.status !== "complete";
+  if (data.prefill) {
+    $("#prefill").hidden = false;
+    $("#prefill").textContent = `Motion pre-fill (${tr.condition}): ${data.prefill.success ? "success" : "failure"}` +
+      (data.prefill.failure_mode ? ` — ${data.prefill.failure_mode}` : "");
+  }
+  renderScores();
+  showTime(0);
+}
+
+async function load() {
+  try { data = await api(`/api/attempts/${encodeURIComponent(attemptId)}?${q()}`); render(); }
+  catch (e) { $("#error").textContent = e.message; }
+}
+
+$("#play").addEventListener("click", () => setPlaying(!playing));
+$("#back1").addEventListener("click", () => step(-1));
+$("#fwd1").addEventListener("click", () => step(1));
+$("#speed").addEventListener("change", () => { for (const v of videos) v.playbackRate = Number($("#speed").value); });
+$("#scrubber").addEventListener("input", () => { if (playing) setPlaying(false); seek(Number($("#scrubber").value)); });
+$("#timeline").addEventListener("click", (ev) => {
+  const cv = $("#timeline"), r = cv.getBoundingClientRect(), pad = 30 * r.width / cv.width;
+  seek(((ev.clientX - r.left - pad) / (r.width - 2 * pad)) * duration());
+});
+document.addEventListener("keydown", (ev) => {
+  if (["INPUT", "TEXTAREA"].includes(document.activeElement.tagName) && document.activeElement.type === "text") return;
+  if (ev.key === ",") step(-1); else if (ev.key === ".") step(1);
+});
+$("#score-form").addEventListener("change", (ev) => { if (ev.target.name === "success") $("#modes").hidden = ev.target.value !== "no"; });
+$("#rater").addEventListener("change", load);
+$("#score-form").addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  const f = ev.target;
+  $("#error").textContent = ""; $("#saved").textContent = "";
+  if (!f.success.value) { $("#error").textContent = "choose success or failure"; return; }
+  const success = f.success.value === "yes";
+  const body = { rater: $("#rater").value, success, note: $("#note").value, reason: $("#reason").value || null,
+                 failure_mode: success ? null : ((f.querySelector("input[name=failure_mode]:checked") || {}).value || null) };
+  try {
+    const res = await post(`/api/attempts/${encodeURIComponent(attemptId)}/score`, body);
+    $("#saved").textContent = `saved: ${scoreText(body)}`;
+    const rater = $("#rater").value;
+    f.reset();
+    $("#rater").value = rater;
+    await load();
+  } catch (e) { $("#error").textContent = e.message; }
+});
+$("#rater").value = params.get("rater") || "";
+$("#back").href = "/review?" + new URLSearchParams({ rater: params.get("rater") || "", ...(blind ? { blind: "1" } : {}) });
+api("/api/meta").then(m => { $("#campaign").textContent = m.campaign; if (!$("#rater").value) $("#rater").value = m.rater; load(); });
