@@ -180,7 +180,10 @@ function render(s) {
     if (s.phase !== "camera_check") $("#cc-grid").replaceChildren();
     if (s.card) renderCard(s.card);
     if (s.phase === "reset") renderReset(s);
-    if (s.phase === "rollout") renderRolloutGrid(); else $("#live-grid").replaceChildren();
+    if (s.phase === "rollout") {
+      for (const id of ["time-left", "rate", "latency", "steps", "clamps"]) $("#" + id).textContent = "—";
+      renderRolloutGrid();
+    } else $("#live-grid").replaceChildren();
     if (s.phase === "score") renderScore(s);
   }
   if (s.phase === "camera_check") renderCameraCheck(s);
