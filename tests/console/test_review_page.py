@@ -81,7 +81,6 @@ def test_five_videos_play_in_sync_under_one_scrubber(review_console, page):
     page.screenshot(path=str(SCREENSHOTS / "review.png"), full_page=True)
 
 
-@pytest.mark.skipif(not hasattr(Ledger, "score_history"), reason="the ledger's score-history API (helper i13) is not on this branch yet")
 def test_rescore_needs_a_reason_and_keeps_the_history(review_console, page):
     url, campaign = review_console
     attempts, _ = _attempts(campaign)

@@ -218,6 +218,7 @@ class WebOperator(Operator):
         card = self.channel.snapshot().get("card")
         self.channel.controls = controls
         stats = self.stats
+        stats.reset()  # the previous rollout's numbers must not show as this one's
 
         def live():
             return {"time_left_s": round(stats.time_left_s, 2), "timer_s": stats.timer_s, "t": round(stats.t, 2),

@@ -8,7 +8,6 @@ the server: not the score, not the history, not the ledger's score events.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +42,7 @@ def current_scores(ledger: Any, attempt_id: str) -> list[dict]:
 
 
 def score_history(ledger: Any, attempt_id: str) -> list[dict]:
-    fn = getattr(ledger, "score_history", None)
-    return [_score_dict(s) for s in (fn(attempt_id) if fn else ledger.scores_for(attempt_id))]
+    return [_score_dict(s) for s in ledger.score_history(attempt_id)]
 
 
 def _visible(scores: list[dict], rater: str, blind: bool) -> list[dict]:
@@ -169,11 +167,7 @@ def submit_score(ledger: Any, attempt_id: str, rater: str, success: Any, failure
     reason = (reason or "").strip() or None
     if own and not reason:
         raise ReviewError(f"attempt {attempt_id} is already scored by {rater!r}: a rescore needs a reason")
-    params = inspect.signature(ledger.record_score).parameters
-    if own and "reason" not in params:
-        raise ReviewError("this ledger has no score history: rescoring is not available")
-    kwargs = {"reason": reason} if "reason" in params and own else {}
-    ledger.record_score(attempt_id, rater, success, failure_mode or None, note or "", **kwargs)
+    ledger.record_score(attempt_id, rater, success, failure_mode or None, note or "", reason=reason if own else None)
     return {"scores": _visible(current_scores(ledger, attempt_id), rater, True),
             "history": _visible(score_history(ledger, attempt_id), rater, True)}
 

@@ -1,24 +1,9 @@
-"""The protocol's failure modes as the operator sees them: the authors' label and a one-line
-definition each, shared by the terminal prompt and the browser's score form."""
+"""The protocol's failure modes as the operator sees them: the published label (suite.vocabulary) and
+a one-line definition each, shared by the terminal prompt and the browser's score form."""
 
 from __future__ import annotations
 
-from spabench.suite.vocabulary import FAILURE_MODES
-
-# Labels exactly as the Spa-Bench authors' sheets spell them (wrong_instance is the harness's split
-# of "Wrong target" for same-category errors in Object State and Referential Description).
-FAILURE_MODE_LABELS: dict[str, str] = {
-    "wrong_target": "Wrong target",
-    "wrong_instance": "Wrong instance (same category)",
-    "no_action": "No action",
-    "correct_target_incorrect_spatial_outcome": "Correct target, incorrect spatial outcome",
-    "grasp_failure": "Grasp failure",
-    "premature_release_or_drop": "Premature release or dropped object",
-    "release_retention_failure": "Release/retention failure",
-    "control_drift_or_instability": "Control drift or instability",
-    "timeout_or_incomplete": "Timeout or incomplete execution",
-    "unnecessary_intervention": "Unnecessary intervention",
-}
+from spabench.suite.vocabulary import FAILURE_MODE_LABELS, FAILURE_MODES
 
 FAILURE_MODE_DEFINITIONS: dict[str, str] = {
     "wrong_target": "The arm went for, grasped or moved an object other than the one the instruction names.",
@@ -32,10 +17,11 @@ FAILURE_MODE_DEFINITIONS: dict[str, str] = {
     "control_drift_or_instability": "Oscillation, jerky or drifting motion, or collisions that derailed the attempt.",
     "timeout_or_incomplete": "A sensible start, still unfinished when the timer stopped the rollout.",
     "unnecessary_intervention": "Nothing needed doing (no valid target / goal already met), yet the arm moved.",
+    "other_execution_failure": "A failure none of the modes above describes (say what happened in the note).",
 }
 
-assert set(FAILURE_MODE_LABELS) == set(FAILURE_MODES) == set(FAILURE_MODE_DEFINITIONS), \
-    "failure-mode labels/definitions out of step with suite.vocabulary.FAILURE_MODES"
+assert set(FAILURE_MODES) <= set(FAILURE_MODE_DEFINITIONS) and set(FAILURE_MODES) <= set(FAILURE_MODE_LABELS), \
+    "failure-mode definitions out of step with suite.vocabulary.FAILURE_MODES"
 
 
 def failure_mode_choices(modes: list[str]) -> list[dict[str, str]]:

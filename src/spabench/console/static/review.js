@@ -101,8 +101,14 @@ function render() {
     Object.entries(al.scores).map(([c, v]) => `${c} ${Number(v).toFixed(3)}`).join(" · ") + ` (threshold ${al.threshold}; ${al.matched ? "matched" : "below threshold"})` :
     "no reference (first attempt of this evaluation)");
   $("#checklist").replaceChildren(...data.checklist.map(l => el("li", { text: l })));
-  $("#events").replaceChildren(...(ep ? ep.events : []).map(e => el("li", { text: `${Number(e.t).toFixed(2)} s  ${e.kind}` })),
-    ...data.ledger_events.map(e => el("li", { text: `${e.t}  ${e.kind}` })));
+  // episode events (clamps summarised: there can be hundreds), then the ledger's audit events
+  const evs = ep ? ep.events : [];
+  const clamps = evs.filter(e => e.kind === "clamp");
+  const items = evs.filter(e => e.kind !== "clamp").map(e => el("li", { text: `${Number(e.t).toFixed(2)} s  ${e.kind}` +
+    (e.source ? ` (${e.source})` : "") + (e.invalid_reason ? ` — ${e.invalid_reason}` : "") }));
+  if (clamps.length) items.push(el("li", { text: `${clamps.length} clamp(s) by the safety envelope, ` +
+    `${Number(clamps[0].t).toFixed(2)}–${Number(clamps[clamps.length - 1].t).toFixed(2)} s (ticks on the timeline)` }));
+  $("#events").replaceChildren(...items, ...data.ledger_events.map(e => el("li", { text: `ledger: ${e.kind} at ${e.t.slice(11, 19)}` })));
   // videos
   const box = $("#videos");
   box.replaceChildren();
@@ -122,11 +128,11 @@ function render() {
   }
   // first / last frames beside the reference
   const frames = $("#frames");
-  frames.replaceChildren(...["overhead", "middle"].map(cam => el("div", { class: "frames" },
+  frames.replaceChildren(el("div", { class: "frames" }, ...["overhead", "middle"].map(cam => [
     el("figure", {}, el("img", { alt: `first ${cam}`, src: `/media/${data.attempt_id}/frame/first/${cam}.jpg` }), el("figcaption", { text: `${cam}: first frame` })),
     el("figure", {}, el("img", { alt: `last ${cam}`, src: `/media/${data.attempt_id}/frame/last/${cam}.jpg` }), el("figcaption", { text: `${cam}: last frame` })),
     el("figure", {}, data.references[cam] ? el("img", { alt: `reference ${cam}`, src: `/media/${data.attempt_id}/reference/${cam}.png` })
-      : el("p", { class: "muted", text: "no reference yet" }), el("figcaption", { text: `${cam}: reference (same evaluation)` })))));
+      : el("p", { class: "muted", text: "no reference yet" }), el("figcaption", { text: `${cam}: reference (same evaluation)` }))])));
   // score form
   const modes = $("#modes");
   modes.replaceChildren(el("legend", { text: "Failure mode" }), ...tr.failure_modes.map(m => el("label", {},
