@@ -5,7 +5,7 @@ SHELL := /bin/bash
 VENV  ?= .venv
 PY    := $(VENV)/bin/python
 STAMP := $(VENV)/.spabench-installed
-EXTRAS ?= bench,sim,dev
+EXTRAS ?= bench,sim,console,dev
 export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 export HF_HUB_OFFLINE := 1
@@ -19,7 +19,7 @@ PYTHON312 ?= $(shell for c in python3.12 \
 	  if command -v $$c >/dev/null 2>&1 && $$c -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null; \
 	  then command -v $$c; break; fi; done)
 
-.PHONY: install demo test test-fast bench egl postgresql clean help
+.PHONY: install demo test test-fast bench egl postgresql chromium clean help
 
 help:
 	@echo "make demo   - install, then plan, run and report a small campaign on the MuJoCo twin"
@@ -58,10 +58,18 @@ postgresql:
 	    -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold postgresql openssl >/dev/null; \
 	fi
 
+# The console's browser tests drive Debian's Chromium through Playwright (no browser download).
+chromium:
+	@if ! command -v chromium >/dev/null 2>&1 && [ ! -x /usr/bin/chromium ]; then \
+	  echo "installing Debian chromium for the console's browser tests"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium >/dev/null; \
+	fi
+
 demo: install egl
 	$(VENV)/bin/spabench demo
 
-test: install egl postgresql
+test: install egl postgresql chromium
 	$(PY) -m pytest -q
 
 test-fast: install
@@ -69,7 +77,7 @@ test-fast: install
 
 # BENCH_ARGS=--quick for short runs; results land in benchmarks/results/*.json.
 BENCH_ARGS ?=
-bench: install egl postgresql
+bench: install egl postgresql chromium
 	@for b in benchmarks/[a-z]*.py; do echo "== $$b"; $(PY) $$b $(BENCH_ARGS) || exit 1; done
 
 clean:
