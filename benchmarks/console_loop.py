@@ -1,0 +1,227 @@
+"""The browser console against the control loop: period error with the console open and streaming
+vs without (side by side), and browser-to-loop e-stop latency.
+
+Real stack as in control_loop.py: LeRobot SO101Follower on the emulated Feetech bus (pty), five
+spabench_replay cameras 640x480 @ 30 fps, an openpi server on loopback, the Recorder (HDF5 + five MP4
+encoder processes). With the console: the FramePublisher observer, the console's uvicorn server and a
+headless Chromium (its own process) showing the rollout page with all five live views.
+
+Runs alternate without / with (A B A B ...), medians reported. E-stop latency: Chromium presses Space
+at a random moment of a rollout; latency = the loop seeing the stop (its stop_requested event, wall
+clock) minus Date.now() in the page's key handler. Target: < 100 ms.
+
+    python benchmarks/console_loop.py [--quick] [--runs N] [--seconds S] [--estops N]
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from _common import ROOT, median, pct, rollout_args, rollout_plan, table, write_result
+
+CAMS = ("wrist", "middle", "left", "right", "overhead")
+HORIZON = 30
+
+
+class StopSeen:
+    """Observer: wall-clock time at which the loop acted on a stop request."""
+
+    def __init__(self):
+        self.wall = None
+
+    def on_episode_start(self, meta):
+        self.wall = None
+
+    def on_step(self, step):
+        pass
+
+    def on_event(self, event):
+        if event.kind == "stop_requested" and self.wall is None:
+            self.wall = time.time()
+
+    def on_episode_end(self, result):
+        pass
+
+
+class Rig:
+    """Bench, policy server, client and recorder, shared by every run."""
+
+    def __init__(self, workdir: Path, width: int, height: int):
+        from spabench.bench.bench import make_bench
+        from spabench.bench.config import BenchConfig
+        from spabench.policy.broker import ActionBroker
+        from spabench.policy.card import PolicyCard
+        from spabench.policy.factory import make_client
+        from spabench.record.recorder import Recorder
+        from spabench.serve.openpi_server import OpenPiServer
+        from tests.support.feetech_bus import DEFAULT_CALIBRATION_FILE, EmulatedBus
+
+        def infer(obs):
+            state = np.asarray(obs["observation/state"], dtype=np.float64)
+            actions = np.tile(state, (HORIZON, 1))
+            actions[:, 0] += np.linspace(0.5, 3.0, HORIZON)
+            return {"actions": actions.astype(np.float32)}
+
+        calib = workdir / "calibration"
+        calib.mkdir(exist_ok=True)
+        shutil.copy(DEFAULT_CALIBRATION_FILE, calib / "spabench_follower.json")
+        self.bus = EmulatedBus().__enter__()
+        self.server = OpenPiServer(infer, {"horizon": HORIZON}, port=0).__enter__()
+        cfg = BenchConfig.from_mapping({
+            "type": "so101", "port": self.bus.port, "robot_id": "spabench_follower", "calibration_dir": str(calib),
+            "cameras": {c: {"type": "spabench_replay", "index_or_path": "pattern", "width": width, "height": height,
+                            "fps": 30} for c in CAMS},
+            "fps": 30, "max_relative_target": 10.0})
+        self.card = PolicyCard(name="bench", protocol="openpi", port=self.server.port, horizon=HORIZON, control_hz=30,
+                               timer_s=10, ema_alpha=0.25, request_threshold=5,
+                               cameras={"observation/image": "middle", "observation/wrist_image": "wrist"})
+        self.bench = make_bench(cfg)
+        self.bench.connect()
+        self.client = make_client(self.card)
+        self.client.connect()
+        self.broker = ActionBroker(self.client, self.card)
+        self.recorder = Recorder(workdir / "campaign")
+        self.n = 0
+
+    def rollout(self, seconds, extra_observers=(), controls=None):
+        from spabench.policy.ema import EmaFilter
+        from spabench.rollout.loop import Rollout
+        from spabench.rollout.observers import LoopStats
+        from spabench.rollout.types import EpisodeMeta
+
+        self.n += 1
+        r = Rollout(self.bench, self.broker, self.card, EmaFilter(self.card.ema_alpha), seconds,
+                    [self.recorder, LoopStats(), *extra_observers], controls=controls, go_home_after=False)
+        result = r.run(EpisodeMeta(attempt_id=f"b{self.n}", control_hz=30.0), "benchmark")
+        self.recorder.wait_idle(300)
+        return result, self.recorder.episodes_dir / f"b{self.n}"
+
+    def close(self):
+        self.broker.stop()
+        self.client.close()
+        self.recorder.close()
+        self.bench.disconnect()
+        self.server.__exit__(None, None, None)
+        self.bus.__exit__(None, None, None)
+
+
+def start_console(workdir: Path):
+    """A console (uvicorn thread) over a one-trial ledger, with a BenchChannel the loop publishes to."""
+    from spabench.console.app import ConsoleContext, build_app
+    from spabench.console.channel import BenchChannel
+    from spabench.console.config import ConsoleConfig
+    from spabench.console.frames import FramePublisher
+    from spabench.console.server import ConsoleServer
+    from spabench.ledger import Ledger
+
+    row = {"trial_id": "E0000-P1", "evaluation_id": "E0000", "policy": "bench", "card": "bench", "alias": "P1",
+           "task": "counting", "condition": "id", "scene_id": "counting-id-000", "scene_condition": "id",
+           "matched_group": None, "cell": "two|cube", "withheld": False, "instruction": "Put two cubes in the bowl.",
+           "instruction_variant": "original", "order": 0, "timer_s": 10.0}
+    Ledger.create(workdir / "campaign" / Ledger.FILENAME, [row], "bench", {"campaign": "console_bench"}).close()
+    cfg = ConsoleConfig(port=0)
+    channel, publisher = BenchChannel(), FramePublisher(cfg)
+    ctx = ConsoleContext(campaign_dir=workdir / "campaign", cfg=cfg, channel=channel, publisher=publisher)
+    server = ConsoleServer(build_app(ctx), cfg).start()
+    card = {"alias": "P1", "k": 1, "n": 1, "pending": 1, "task": "counting", "condition": "id", "scene_id": "-",
+            "evaluation_id": "E0000", "instruction": "benchmark", "checklist": [], "time_left_s": None,
+            "per_trial_s": None, "estimate_basis": "-", "failure_modes": []}
+    return server, channel, publisher, card
+
+
+def browser(url: str, mode: str, amount: float) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "_browser.py"), url, mode, str(amount)],
+                            stdout=subprocess.PIPE, text=True)
+    assert json.loads(proc.stdout.readline()).get("ready")
+    return proc
+
+
+def period_stats(folder: Path) -> dict:
+    from spabench.record.reader import EpisodeReader
+
+    with EpisodeReader(folder) as ep:
+        ts, period, work = ep.timestamps, ep.array("timing/period_s")[1:], ep.array("timing/work_s")
+    err = np.abs(period - 1 / 30) * 1e3
+    return {"rate_hz": (len(ts) - 1) / (ts[-1] - ts[0]), "period_err_p50_ms": pct(err, 50),
+            "period_err_p99_ms": pct(err, 99), "period_err_max_ms": float(np.max(err)),
+            "work_p50_ms": pct(work, 50) * 1e3, "work_p99_ms": pct(work, 99) * 1e3}
+
+
+def main() -> None:
+    ap = rollout_args(__doc__.splitlines()[0])
+    ap.add_argument("--estops", type=int, default=None)
+    args = ap.parse_args()
+    seconds, runs = rollout_plan(args)
+    estops = args.estops or (5 if args.quick else 20)
+    workdir = Path(tempfile.mkdtemp(prefix="spabench_console_"))
+    (workdir / "campaign").mkdir()
+    rig = Rig(workdir, args.width, args.height)
+    server, channel, publisher, card = start_console(workdir)
+    url = f"http://127.0.0.1:{server.port}/bench"
+    without, with_console, latencies, to_server = [], [], [], []
+    try:
+        from spabench.rollout.controls import StopControl
+
+        for run in range(runs):
+            without.append(period_stats(rig.rollout(seconds)[1]))
+            channel.set_phase("rollout", card=card)
+            page = browser(url, "stream", seconds + 30)
+            time.sleep(3.0)  # the page is up and streaming
+            encoded0 = publisher.encoded
+            with_console.append(period_stats(rig.rollout(seconds, [publisher])[1]))
+            with_console[-1]["frames_streamed_per_s"] = (publisher.encoded - encoded0) / seconds
+            page.kill()
+            page.wait()
+            channel.set_phase("homing", card=card)
+            print(f"run {run + 1}/{runs}: p99 period error without {without[-1]['period_err_p99_ms']:.2f} ms, "
+                  f"with console {with_console[-1]['period_err_p99_ms']:.2f} ms", flush=True)
+        # e-stop latency: the browser presses Space during rollouts
+        page = browser(url, "estop", estops)
+        for i in range(estops):
+            controls = StopControl()
+            seen = StopSeen()
+            channel.controls = controls
+            channel.stop_log.clear()
+            channel.set_phase("rollout", card=card)
+            result, _ = rig.rollout(30.0, [publisher, seen], controls=controls)
+            channel.controls = None
+            channel.set_phase("homing", card=card)
+            line = json.loads(page.stdout.readline())
+            assert result.stop_reason == "estop", result
+            latencies.append(seen.wall * 1000 - line["t_ms"])
+            to_server.append(channel.stop_log[0]["wall"] * 1000 - line["t_ms"])
+            print(f"e-stop {i + 1}/{estops}: {latencies[-1]:.1f} ms (browser to server {to_server[-1]:.1f} ms)", flush=True)
+        page.wait(60)
+    finally:
+        server.stop()
+        publisher.close()
+        rig.close()
+        shutil.rmtree(workdir, ignore_errors=True)
+    a = {k: median([r[k] for r in without]) for k in without[0]}
+    b = {k: median([r[k] for r in with_console]) for k in with_console[0]}
+    rows = [(k, a.get(k, float("nan")), b[k], (b[k] / a[k]) if k in a and a[k] else float("nan")) for k in b]
+    est = {"estop_latency_p50_ms": pct(latencies, 50), "estop_latency_p95_ms": pct(latencies, 95),
+           "estop_latency_max_ms": float(max(latencies)), "browser_to_server_p50_ms": pct(to_server, 50),
+           "n": len(latencies)}
+    print(f"\nControl loop at 30 Hz, {seconds:g} s, five {args.width}x{args.height} cameras recording; "
+          f"median of {runs} runs each (machine shared with other work)")
+    print(table(rows, ("metric", "without console", "console streaming", "ratio")))
+    print(f"\nE-stop, browser key press to the control loop ({len(latencies)} presses)")
+    print(table(list(est.items()), ("metric", "value")))
+    path = write_result("console_loop", {"loadavg_1min_at_end": __import__("os").getloadavg()[0], "seconds": seconds,
+                                         "runs": runs, "width": args.width, "height": args.height,
+                                         "without_console": a, "with_console": b, "estop": est,
+                                         "runs_without": without, "runs_with": with_console, "estop_ms": latencies})
+    print(f"\nwritten {path}")
+
+
+if __name__ == "__main__":
+    main()

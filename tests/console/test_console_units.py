@@ -1,0 +1,83 @@
+"""The console's pieces without a browser: alignment score, channel rules, redaction, frame publishing."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from spabench.console.alignment import alignment_score
+from spabench.console.channel import BenchChannel, CommandRefused
+from spabench.console.config import ConsoleConfig
+from spabench.console.frames import FramePublisher
+from spabench.console.views import REDACTED, Redactor
+from spabench.rollout.controls import StopControl
+
+
+def _scene(x: int, brightness: float = 1.0) -> np.ndarray:
+    img = np.full((120, 160, 3), 180, np.float64)
+    img[:, :, 2] = np.linspace(120, 200, 160)[None, :]
+    img[40:70, x:x + 25] = (30, 60, 200)   # an object
+    return np.clip(img * brightness, 0, 255).astype(np.uint8)
+
+
+def test_alignment_score_ranks_a_moved_object_below_the_same_scene():
+    ref = _scene(40)
+    assert alignment_score(ref, ref) == pytest.approx(1.0)
+    assert alignment_score(_scene(40, 0.8), ref) > 0.99          # a dimmer room still matches
+    moved = alignment_score(_scene(95), ref, (0.1, 0.1, 0.9, 0.9))
+    assert moved < 0.85                                          # below the default threshold
+    assert alignment_score(_scene(44), ref) > moved              # nearly in place scores higher
+    assert alignment_score(_scene(40), np.zeros((240, 320, 3), np.uint8)) == 0.0  # any size; flat = unrelated
+
+
+def test_channel_accepts_only_the_current_phases_commands():
+    ch = BenchChannel()
+    with pytest.raises(CommandRefused, match="not accepted now"):
+        ch.post("ready")
+    ch.set_phase("reset", card={})
+    version = ch.snapshot()["version"]
+    with pytest.raises(CommandRefused, match="older state"):
+        ch.post("ready", version=version - 1)
+    ch.post("ready", {"x": 1}, version=version)
+    assert ch.wait_command(0.1) == ("ready", {"x": 1})
+    assert ch.wait_command(0.01) is None
+    ch.post("ready")
+    ch.set_phase("score", form={})        # a new question drops answers to the old one
+    assert ch.wait_command(0.01) is None
+
+
+def test_stop_goes_straight_to_the_rollouts_control():
+    ch = BenchChannel()
+    assert not ch.stop("estop", "console key")   # no rollout running
+    ch.controls = StopControl()
+    assert ch.stop("operator_stop", "console button") and ch.stop("estop", "console key")
+    assert ch.controls.pending() == ("estop", "console key")   # the strongest wins
+
+
+def test_redactor_hides_policy_names_everywhere():
+    r = Redactor({"scripted_compositional", "pi05"})
+    out = r({"a": ["PI05 said", {"scripted_compositional": "x"}], "n": 3})
+    assert out == {"a": [f"{REDACTED} said", {REDACTED: "x"}], "n": 3}
+
+
+def test_publisher_encodes_latest_only_while_watched():
+    pub = FramePublisher(ConsoleConfig(stream_hz=20))
+    try:
+        pub.publish({"middle": _scene(40)})
+        time.sleep(0.2)
+        assert pub.encoded == 0                  # nobody watching: nothing encoded
+        assert pub.jpeg("middle") is None
+        deadline = time.monotonic() + 3
+        while pub.jpeg("middle") is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        first = pub.jpeg("middle")
+        assert first[:2] == b"\xff\xd8"
+        for x in range(0, 100, 10):              # a burst: only the last one needs to show
+            pub.publish({"middle": _scene(x)})
+        while pub.jpeg("middle") == first and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert pub.jpeg("middle") != first and pub.encoded <= 5
+    finally:
+        pub.close()
