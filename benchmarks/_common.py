@@ -93,3 +93,27 @@ def rollout_args(description: str) -> "argparse.ArgumentParser":
 def rollout_plan(args) -> tuple[float, int]:
     """(seconds per rollout, runs) from rollout_args' options: 60 s x 3, or 10 s x 2 with --quick."""
     return args.seconds or (10.0 if args.quick else 60.0), args.runs or (2 if args.quick else 3)
+
+
+def ramp_infer(horizon: int):
+    """A stand-in openpi policy: chunks that hold the measured joints and ramp the shoulder pan."""
+
+    def infer(obs):
+        state = np.asarray(obs["observation/state"], dtype=np.float64)
+        actions = np.tile(state, (horizon, 1))
+        actions[:, 0] += np.linspace(0.5, 3.0, horizon)
+        return {"actions": actions.astype(np.float32)}
+
+    return infer
+
+
+def emulated_calibration(workdir: Path) -> Path:
+    """A calibration folder matching the emulated Feetech bus (tests.support.feetech_bus)."""
+    import shutil
+
+    from tests.support.feetech_bus import DEFAULT_CALIBRATION_FILE
+
+    calib = workdir / "calibration"
+    calib.mkdir(exist_ok=True)
+    shutil.copy(DEFAULT_CALIBRATION_FILE, calib / "spabench_follower.json")
+    return calib

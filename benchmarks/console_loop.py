@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import ROOT, median, pct, rollout_args, rollout_plan, table, write_result
+from _common import ROOT, emulated_calibration, median, pct, ramp_infer, rollout_args, rollout_plan, table, write_result
 
 CAMS = ("wrist", "middle", "left", "right", "overhead")
 HORIZON = 30
@@ -62,17 +62,10 @@ class Rig:
         from spabench.policy.factory import make_client
         from spabench.record.recorder import Recorder
         from spabench.serve.openpi_server import OpenPiServer
-        from tests.support.feetech_bus import DEFAULT_CALIBRATION_FILE, EmulatedBus
+        from tests.support.feetech_bus import EmulatedBus
 
-        def infer(obs):
-            state = np.asarray(obs["observation/state"], dtype=np.float64)
-            actions = np.tile(state, (HORIZON, 1))
-            actions[:, 0] += np.linspace(0.5, 3.0, HORIZON)
-            return {"actions": actions.astype(np.float32)}
-
-        calib = workdir / "calibration"
-        calib.mkdir(exist_ok=True)
-        shutil.copy(DEFAULT_CALIBRATION_FILE, calib / "spabench_follower.json")
+        infer = ramp_infer(HORIZON)
+        calib = emulated_calibration(workdir)
         self.bus = EmulatedBus().__enter__()
         self.server = OpenPiServer(infer, {"horizon": HORIZON}, port=0).__enter__()
         cfg = BenchConfig.from_mapping({

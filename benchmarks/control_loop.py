@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import median, pct, rollout_args, rollout_plan, table, write_result  # also puts the repo root on sys.path
+from _common import emulated_calibration, median, pct, ramp_infer, rollout_args, rollout_plan, table, write_result  # also puts the repo root on sys.path
 
 CAMS = ("wrist", "middle", "left", "right", "overhead")
 HORIZON = 30
@@ -61,17 +61,10 @@ def one_run(seconds: float, width: int, height: int, workdir: Path, run: int) ->
     from spabench.rollout.observers import LoopStats, MotionDetector
     from spabench.rollout.types import EpisodeMeta
     from spabench.serve.openpi_server import OpenPiServer
-    from tests.support.feetech_bus import DEFAULT_CALIBRATION_FILE, EmulatedBus
+    from tests.support.feetech_bus import EmulatedBus
 
-    def infer(obs):
-        state = np.asarray(obs["observation/state"], dtype=np.float64)
-        actions = np.tile(state, (HORIZON, 1))
-        actions[:, 0] += np.linspace(0.5, 3.0, HORIZON)
-        return {"actions": actions.astype(np.float32)}
-
-    calib = workdir / "calibration"
-    calib.mkdir(exist_ok=True)
-    shutil.copy(DEFAULT_CALIBRATION_FILE, calib / "spabench_follower.json")
+    infer = ramp_infer(HORIZON)
+    calib = emulated_calibration(workdir)
     with EmulatedBus() as bus, OpenPiServer(infer, {"horizon": HORIZON}, port=0) as server:
         cfg = BenchConfig.from_mapping({
             "type": "so101", "port": bus.port, "robot_id": "spabench_follower", "calibration_dir": str(calib),

@@ -76,3 +76,26 @@ def test_loopback_bind_needs_no_token_but_a_configured_one_is_enforced(campaign)
         assert httpx.get(f"http://127.0.0.1:{server.port}/api/meta?token=lab-secret").status_code == 200
     finally:
         server.stop()
+
+
+def test_console_command_serves_a_campaign_and_refuses_bad_settings(campaign):
+    import subprocess
+    import sys
+
+    from .conftest import REPO, env, spabench, wait_http
+
+    bad = spabench("console", f"campaign={campaign}", "operator.console.stream_hz=0", timeout=60)
+    assert bad.returncode == 2 and "stream_hz" in bad.stderr and "allowed" in bad.stderr
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "spabench.cli.main", "console", f"campaign={campaign}",
+                             f"operator.console.port={port}"], cwd=REPO, env=env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_http(f"http://127.0.0.1:{port}/api/meta", 60, proc)
+        listing = httpx.get(f"http://127.0.0.1:{port}/api/attempts").json()
+        assert listing["attempts"] == [] and listing["options"]["alias"] == ["P1"]
+        assert httpx.get(f"http://127.0.0.1:{port}/api/bench/state").json()["phase"] == "offline"
+        assert "secret_policy" not in httpx.get(f"http://127.0.0.1:{port}/api/meta").text
+    finally:
+        proc.terminate()
+        proc.wait(10)
