@@ -196,15 +196,17 @@ def build_app(ctx: ConsoleContext):
             body = await request.json()
         except json.JSONDecodeError:
             return error("the request body is not JSON")
-        from spabench.ledger import LedgerError
+        from spabench.errors import SpabenchError
 
         try:
             with ctx.ledger(write=True) as ledger:
                 data = review.submit_score(ledger, request.path_params["attempt_id"], str(body.get("rater", "")),
                                            body.get("success"), body.get("failure_mode"), str(body.get("note") or ""),
                                            body.get("reason"))
-        except LedgerError as exc:
-            return error(str(exc).split(": ", 1)[-1] if str(exc).startswith("/") else str(exc), 409)
+        except review.ReviewError:
+            raise
+        except SpabenchError as exc:  # the ledger refused (bad mode for this trial, locked, storage error)
+            return error(str(exc), 409)
         return js({"ok": True, **data})
 
     def _attempt_row(attempt_id: str):
