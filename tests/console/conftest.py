@@ -18,11 +18,21 @@ CHROMIUM = os.environ.get("SPABENCH_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 REPO = Path(__file__).resolve().parents[2]
-SCREENSHOTS = Path(__file__).resolve().parent / "screenshots"
+# The README's screenshots. Every run takes them (into the test's temporary folder); with
+# SPABENCH_SCREENSHOTS=update they replace the committed ones, so a plain test run leaves the tree clean.
+COMMITTED_SCREENSHOTS = Path(__file__).resolve().parent / "screenshots"
 # One evaluation, two policies: the first attempt is checklist-only, the second gets its reference.
 SMALL_CAMPAIGN = ["campaign=demo_twin", "campaign.tasks=[object_state]", "campaign.counts.id=1",
                   *[f"campaign.counts.{c}=0" for c in ("ood", "direct", "paraphrase_ood", "paraphrase_direct",
                                                        "novel_object", "no_intervention")]]
+
+
+def screenshot(page, name: str, tmp: Path) -> Path:
+    path = tmp / name
+    page.screenshot(path=str(path), full_page=True)
+    if os.environ.get("SPABENCH_SCREENSHOTS") == "update":
+        shutil.copy(path, COMMITTED_SCREENSHOTS / name)
+    return path
 
 
 def free_port() -> int:
@@ -145,7 +155,7 @@ def bench_session(tmp_path_factory, browser, policy_servers):
     port = free_port()
     log = campaign.parent / "run.log"
     proc = start_run(campaign, policy_servers, port, log)
-    shown: dict = {"trials": [], "dom": [], "log": log, "campaign": campaign}
+    shown: dict = {"trials": [], "dom": [], "log": log, "campaign": campaign, "screenshots": []}
     ctx = browser.new_context(viewport={"width": 1400, "height": 1100})
     page = ctx.new_page()
     errors: list[str] = []
@@ -183,7 +193,7 @@ def bench_session(tmp_path_factory, browser, policy_servers):
                 page.wait_for_function("() => Array.from(document.querySelectorAll('img.live, img.ref')).every(i => i.naturalWidth > 0)",
                                        timeout=30_000)
                 card["alignment_text"] = page.text_content("#alignment")
-                page.screenshot(path=str(SCREENSHOTS / "bench_reset.png"), full_page=True)
+                shown["screenshots"].append(screenshot(page, "bench_reset.png", campaign.parent))
             snap(f"reset {k}")
             if k == 0:
                 page.click("#ready")
@@ -195,7 +205,7 @@ def bench_session(tmp_path_factory, browser, policy_servers):
                                    timeout=30_000)
             card["live"] = {key: page.text_content(f"#{key}") for key in ("time-left", "rate", "latency", "steps")}
             if k == 1:
-                page.screenshot(path=str(SCREENSHOTS / "bench_rollout.png"), full_page=True)
+                shown["screenshots"].append(screenshot(page, "bench_rollout.png", campaign.parent))
             snap(f"rollout {k}")
             if k == 0:
                 page.click("#stop")

@@ -18,6 +18,8 @@ def test_campaign_run_from_the_page_lands_in_the_ledger_as_shown(bench_session):
     s = bench_session
     assert s["returncode"] == 0, s["log"].read_text()[-3000:]
     assert not s["errors"], s["errors"]
+    assert [p.name for p in s["screenshots"]] == ["bench_reset.png", "bench_rollout.png"]
+    assert all(p.stat().st_size > 50_000 for p in s["screenshots"])
     # camera check: all five, named, with resolution and a measured rate
     assert [name for name, _ in s["cameras"]] == list(CAMERAS)
     for name, info in s["cameras"]:

@@ -7,7 +7,7 @@ import pytest
 
 from spabench.ledger import Ledger
 
-from .conftest import SCREENSHOTS, assert_blind, policy_words
+from .conftest import assert_blind, policy_words, screenshot
 
 pytestmark = [pytest.mark.sim, pytest.mark.slow]
 
@@ -40,7 +40,7 @@ def test_attempt_list_filters(review_console, page):
     page.wait_for_function("() => document.querySelectorAll('#rows tr').length === 2")
 
 
-def test_five_videos_play_in_sync_under_one_scrubber(review_console, page):
+def test_five_videos_play_in_sync_under_one_scrubber(review_console, page, tmp_path):
     url, campaign = review_console
     attempts, _ = _attempts(campaign)
     attempt = attempts[-1]
@@ -78,7 +78,7 @@ def test_five_videos_play_in_sync_under_one_scrubber(review_console, page):
                          ".getImageData(0, 0, c.width, c.height).data; let n = 0; for (let i = 3; i < d.length; i += 4) "
                          "if (d[i]) n++; return n; }") > 1000
     assert_blind(page, policy_words(campaign), "review page")
-    page.screenshot(path=str(SCREENSHOTS / "review.png"), full_page=True)
+    assert screenshot(page, "review.png", tmp_path).stat().st_size > 50_000
 
 
 def test_rescore_needs_a_reason_and_keeps_the_history(review_console, page):
