@@ -233,6 +233,23 @@ def test_lost_camera_mid_session(bus, make_cfg):
     assert not bench.robot.bus.is_connected
 
 
+def test_camera_that_cannot_be_opened_is_named_as_a_camera_fault(bus, make_cfg):
+    """Measured on main: with no USB camera plugged in, the error blamed the arm's power supply and
+    serial cable and named no camera. A real LeRobot OpenCVCamera on a device that does not exist."""
+    from tests.bench.conftest import small_cameras
+
+    cameras = small_cameras()
+    cameras["wrist"] = {"type": "opencv", "index_or_path": "/dev/video97", "width": 640, "height": 480, "fps": 30}
+    bench = make_bench(make_cfg(bus, cameras=cameras))
+    with pytest.raises(BenchFault) as err:
+        bench.connect()
+    text = str(err.value)
+    assert err.value.component == "camera:wrist"
+    assert text.startswith("camera 'wrist' (opencv device /dev/video97) could not be opened")
+    assert "camera problem, not the arm" in text and "power supply" not in text
+    assert not bench.is_connected and not bench.robot.bus.is_connected  # the port is released
+
+
 def test_go_home_bounded_speed(make_cfg):
     start = {"shoulder_pan": 40.0, "shoulder_lift": 0.0, "elbow_flex": 0.0, "wrist_flex": 20.0,
              "wrist_roll": -30.0, "gripper": 60.0}

@@ -17,9 +17,10 @@ from omegaconf import OmegaConf
 
 from spabench.ledger import Ledger
 from spabench.record.reader import EpisodeReader
-from spabench.rollout.commands import EXIT_BENCH, EXIT_OK, EXIT_SIGINT, Session, run
+from spabench.rollout.commands import EXIT_BENCH, EXIT_OK, EXIT_SERVER_DOWN, EXIT_SIGINT, Session, run
+from spabench.serve.openpi_server import OpenPiServer
 from spabench.suite.vocabulary import JOINTS
-from tests.integration.harness import WaveServer, make_campaign, make_cfg, when
+from tests.integration.harness import WaveServer, after, make_campaign, make_cfg, when
 from tests.support.feetech_bus import EmulatedBus
 
 
@@ -63,6 +64,52 @@ def test_server_killed_mid_rollout(tmp_path):
     attempt = _invalid_attempt(campaign, "server_lost")
     assert attempt.stop_reason == "fault"
     _episode_stops_at_fault(campaign, attempt, "server_lost")
+
+
+def _attempts(campaign):
+    ledger = Ledger.open(campaign / "ledger.sqlite")
+    try:
+        return {t.trial_id: [(a.status, a.invalid_reason) for a in ledger.attempts_for(t.trial_id)]
+                for t in ledger.trials()}
+    finally:
+        ledger.close()
+
+
+def test_dead_server_stops_the_session_before_another_attempt(tmp_path):
+    """Measured on main: after the server died, `run` recorded two more (junk) attempts against it."""
+    campaign = make_campaign(tmp_path, n=3)
+    with EmulatedBus() as bus, WaveServer() as server:
+        when(lambda: server.calls >= 4, server.server.stop)
+        out = io.StringIO()
+        assert run(make_cfg(campaign, bus.port, server.port, timer_s=4.0), out=out) == EXIT_SERVER_DOWN
+        _arm_at_rest(bus)
+    assert _attempts(campaign) == {"E0000-P1": [("invalid", "server_lost")], "E0001-P1": [], "E0002-P1": []}
+    text = out.getvalue()
+    assert f"the policy server of P1 (127.0.0.1:{server.port}) does not answer" in text
+    assert "session stopped, so that no attempt is recorded against a dead server" in text
+
+
+def test_run_waits_for_a_restarted_server_and_goes_on(tmp_path):
+    campaign = make_campaign(tmp_path, n=2)
+    with EmulatedBus() as bus, WaveServer() as server:
+        revived = OpenPiServer(server.infer, server.server.metadata, port=server.port)
+
+        def crash_then_restart():
+            server.server.stop()
+            after(4.0, revived.start)  # later than the first health check
+
+        when(lambda: server.calls >= 4, crash_then_restart)
+        out = io.StringIO()
+        try:
+            code = run(make_cfg(campaign, bus.port, server.port, timer_s=1.5,
+                                operator={"server_wait_s": 30}), out=out)
+        finally:
+            revived.stop()
+    assert code == EXIT_OK, out.getvalue()
+    attempts = sorted(_attempts(campaign).values())  # the fault may come in either trial
+    assert attempts == [[("complete", None)], [("invalid", "server_lost"), ("complete", None)]]
+    text = out.getvalue()
+    assert "waiting up to 30 s for it to come back" in text and "answers again; continuing" in text, text
 
 
 @pytest.mark.parametrize("fault", ["nan", "shape"])

@@ -101,8 +101,9 @@ def test_campaign_against_served_tiny_act(tmp_path):
     with EmulatedBus() as bus, server:
         cfg = make_cfg(campaign, bus.port, server.port, timer_s=1.5, width=64, height=48, ema_alpha=None)
         cfg.policy.horizon = cfg.policy.execute_steps = CHUNK_SIZE
-        assert run(cfg, out=io.StringIO()) == EXIT_OK
-        assert server.requests >= 2 and server.resets >= 1
+        out = io.StringIO()
+        assert run(cfg, out=out) == EXIT_OK, out.getvalue()
+        assert server.requests >= 2 and server.resets >= 1, out.getvalue()
     with EpisodeReader(campaign / "episodes" / "E0000-P1-a1") as ep:
         acted = ep.array("action/chunk_id") >= 0
         assert acted.sum() > 10 and np.all(np.isfinite(ep.raw_actions[acted]))

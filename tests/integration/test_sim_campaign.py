@@ -50,3 +50,45 @@ def test_smoke_campaign_on_the_twin(tmp_path):
     with EpisodeReader(tmp_path / "c" / outcomes.loc[0, "episode_path"]) as ep:
         assert ep.complete and ep.attrs["bench_type"] == "sim" and len(ep) > 5
         assert ep.count_frames("overhead") == int((ep.frame_index("overhead") >= 0).sum())
+
+
+def test_the_twin_stages_the_scene_for_the_terminal_operator_too(tmp_path, monkeypatch):
+    """Measured on main: with operator=terminal the twin never built the scene, and the empty table
+    became the reference image for every later policy."""
+    pytest.importorskip("mujoco")
+    from spabench.operator.checklist import SCENE_STAGED, reference_image
+    from spabench.plan.commands import plan
+    from spabench.sim.bench import SimBench
+    from spabench.sim.serve import build_server
+
+    staged = []
+    real_load_scene = SimBench.load_scene
+
+    def load_scene(self, scene):  # the real twin hook, observed
+        staged.append(scene.scene_id)
+        real_load_scene(self, scene)
+
+    monkeypatch.setattr(SimBench, "load_scene", load_scene)
+    suite = OmegaConf.load("conf/suite/spabench.yaml")
+    plan(OmegaConf.create({"campaign": OmegaConf.load("conf/campaign/smoke.yaml"), "suite": suite,
+                           "out": str(tmp_path / "c")}))
+    card = OmegaConf.load("conf/policy/scripted_compositional.yaml")
+    card.port = _free_port()
+    _, server = build_server(OmegaConf.create({"policy": card, "mode": "compositional", "port": card.port,
+                                               "host": "127.0.0.1", "seed": 0, "suite": suite}))
+    bench = OmegaConf.load("conf/bench/sim.yaml")
+    for cam in bench.cameras.values():
+        cam.width, cam.height = 64, 48
+    cfg = OmegaConf.create({"campaign_dir": str(tmp_path / "c"), "bench": bench, "policy": card, "suite": suite,
+                            "operator": {"type": "terminal", "timer_s": 2.0, "keys": False, "status_line": False},
+                            "max_trials": None})
+    with server:
+        # Enter = scene ready; l = leave the attempt unscored
+        assert run(cfg, out=io.StringIO(), stdin=io.StringIO("\nl\n")) == EXIT_OK
+    ledger = Ledger.open(tmp_path / "c" / "ledger.sqlite")
+    trial = ledger.trials()[0]
+    attempt = ledger.attempts_for(trial.trial_id)[0]
+    assert staged == [trial.scene_id]
+    assert [e["payload"]["by"] for e in ledger.events(attempt.attempt_id, kind=SCENE_STAGED)] == ["twin"]
+    assert reference_image(ledger, tmp_path / "c", trial.evaluation_id) is not None
+    ledger.close()

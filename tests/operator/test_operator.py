@@ -18,7 +18,7 @@ from spabench.errors import ConfigError
 from spabench.ledger import Ledger, TrialRow
 from spabench.operator.auto import AutoOperator, UnattendedOperator, make_operator
 from spabench.operator.base import Score, failure_modes_for, motion_prefill
-from spabench.operator.checklist import checklist, reference_image
+from spabench.operator.checklist import SCENE_STAGED, SCENE_UNSTAGED, checklist, reference_image
 from spabench.operator.commands import score as score_command
 from spabench.operator.config import OperatorConfig
 from spabench.operator.terminal import TerminalOperator
@@ -89,9 +89,21 @@ def _record(campaign, attempt_id, moving=True, n=12):
 
 
 def test_reference_image_is_first_overhead_frame_of_first_complete_attempt(tmp_path):
-    ledger = Ledger.create(tmp_path / "ledger.sqlite", _trial_rows(1), "h")
+    import dataclasses
+
+    first = _trial_rows(1)[0]
+    later = dataclasses.replace(first, trial_id="E0000-P2", policy="pol2", card="pol2", alias="P2", order=1)
+    ledger = Ledger.create(tmp_path / "ledger.sqlite", [first, later], "h")
     assert reference_image(ledger, tmp_path, "E0000") is None
-    a = ledger.begin_attempt("E0000-P1")
+    # an attempt on a scene nobody staged (e.g. the empty twin table) is never the reference
+    unstaged = ledger.begin_attempt("E0000-P1")
+    ledger.log_event(unstaged, SCENE_UNSTAGED, {"by": None})
+    _record(tmp_path, unstaged)
+    ledger.finish_attempt(unstaged, "complete", "timer", episode_path=f"episodes/{unstaged}")
+    assert reference_image(ledger, tmp_path, "E0000") is None
+    assert not (tmp_path / "references" / "E0000.png").exists()
+    a = ledger.begin_attempt("E0000-P2")
+    ledger.log_event(a, SCENE_STAGED, {"by": "operator"})
     _record(tmp_path, a)
     ledger.finish_attempt(a, "complete", "timer", episode_path=f"episodes/{a}")
     png = reference_image(ledger, tmp_path, "E0000")
@@ -167,7 +179,7 @@ def test_auto_operator_uses_the_sim_evaluator():
     op = AutoOperator(OperatorConfig(type="auto"), bench=B())
     scene = _scene()
     assert op.wait_scene_ready(None, scene, "")
-    assert B.robot.loaded is scene
+    assert B.robot.loaded is None and not op.confirms_scene  # the run session stages twin scenes
     s = op.score(None, None)
     assert (s.success, s.failure_mode, s.rater) == (False, "wrong_target", "sim_evaluator")
 
@@ -238,3 +250,30 @@ def test_score_command_scores_unscored_attempts(tmp_path):
     assert s1.success is True and "no motion" in s1.note
     assert "Pre-filled from motion detection: success" in out.getvalue()
     ledger.close()
+
+
+def test_status_line_shows_the_key_legend_literally():
+    """Measured on main: rich read "[s]" and "[a]" as markup; the legend showed as struck-through
+    "top bort". The status line is rendered by rich Live on a real pty, as at the bench."""
+    from spabench.rollout.controls import StopControl
+
+    master, slave = pty.openpty()
+    out = os.fdopen(slave, "w")
+    op = TerminalOperator(OperatorConfig(keys=False, status_line=True), stdin=io.StringIO(), stdout=out)
+    op.label = "E0001-P1"
+    with op.during_rollout(StopControl()):
+        time.sleep(0.6)  # a few refreshes at 4 Hz
+    out.flush()
+    buf = b""
+    while True:
+        import select
+
+        ready, _, _ = select.select([master], [], [], 0.2)
+        if not ready:
+            break
+        buf += os.read(master, 65536)
+    out.close()
+    os.close(master)
+    text = buf.decode(errors="replace")
+    assert "[s]top [a]bort [space/e] e-stop" in text, text
+    assert "\x1b[9m" not in text  # no strike-through

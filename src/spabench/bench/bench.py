@@ -147,6 +147,27 @@ class Bench:
     def _describe_connect_error(self, exc: BaseException) -> str:
         return f"could not connect to the {self.kind} robot: {exc}"
 
+    def _unopened_camera(self) -> tuple[str, str, str] | None:
+        """(key, type, device) of the first camera the robot has not opened: LeRobot opens them in
+        order after the bus, so that is the one whose connect failed."""
+        cams = getattr(self._robot, "cameras", {}) or {}
+        for name, cam in cams.items():
+            if not getattr(cam, "is_connected", False):
+                config = getattr(cam, "config", None)
+                kind = getattr(config, "type", None) or type(cam).__name__
+                device = next((getattr(config, attr) for attr in ("index_or_path", "serial_number_or_name",
+                                                                   "server_address")
+                               if getattr(config, attr, None) not in (None, "")), "?")
+                return str(name), str(kind), str(device)
+        return None
+
+    def _describe_camera_connect_error(self, camera: tuple[str, str, str], exc: BaseException) -> str:
+        name, kind, device = camera
+        return (f"camera '{name}' ({kind} device {device}) could not be opened: {exc}\n"
+                f"This is a camera problem, not the arm: check that the camera is plugged in and that "
+                f"cameras.{name}.index_or_path in the bench config is its device (`lerobot-find-cameras "
+                f"{kind}` lists them), and that no other program holds it. Nothing has moved.")
+
     # ------------------------------------------------------------------ lifecycle
     def connect(self) -> Bench:
         if self._connected:
@@ -160,10 +181,14 @@ class Bench:
                 self._connect_robot(robot)
                 break
             except DRIVER_ERRORS as exc:
+                camera = self._unopened_camera() if _component_of(exc) == "camera" else None
                 self._force_close()
                 if attempt + 1 < attempts:
                     logger.warning("bench %s: connect failed (%s); retrying", self.kind, exc)
                     continue
+                if camera is not None:
+                    raise BenchFault(self._describe_camera_connect_error(camera, exc),
+                                     component=f"camera:{camera[0]}") from exc
                 raise BenchFault(self._describe_connect_error(exc), component=_component_of(exc)) from exc
             except BaseException:
                 self._force_close()

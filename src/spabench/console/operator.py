@@ -19,8 +19,8 @@ from typing import Any, Iterator
 from spabench.console.channel import BenchChannel
 from spabench.console.frames import FramePublisher
 from spabench.console.views import public_trial
-from spabench.operator.base import Operator, Score, stage_twin_scene
-from spabench.operator.checklist import reference_frame
+from spabench.operator.base import Operator, Score
+from spabench.operator.checklist import reference_attempt, reference_frame
 from spabench.rollout.observers import LoopStats
 from spabench.suite.vocabulary import CAMERAS
 
@@ -167,12 +167,12 @@ class WebOperator(Operator):
         return out
 
     def wait_scene_ready(self, trial: Any, scene: Any, checklist_text: str) -> bool:
-        stage_twin_scene(self.bench, scene)
+        # the twin's scene is already staged by the run session (for every operator)
         now = time.monotonic()
         if self._last_ready is not None:
             self._cycle_s.append(now - self._last_ready)
         ledger, campaign_dir = self.session.ledger, Path(self.session.campaign_dir)
-        first = ledger.first_complete_attempt(trial.evaluation_id) is None
+        first = reference_attempt(ledger, trial.evaluation_id) is None
         self.references = {} if first else {
             cam: reference_frame(ledger, campaign_dir, trial.evaluation_id, cam) for cam in OVERLAY_CAMERAS}
         self.publisher.set_references(self.references)

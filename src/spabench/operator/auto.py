@@ -5,13 +5,15 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from spabench.operator.base import Operator, Score, stage_twin_scene
+from spabench.operator.base import Operator, Score
 
 log = logging.getLogger(__name__)
 
 
 class UnattendedOperator(Operator):
     """Records without prompts; attempts stay unscored (score them later with `spabench score`)."""
+
+    confirms_scene = False  # nobody looks at the table
 
     def __init__(self, config: Any = None, out=None):
         super().__init__(config)
@@ -28,12 +30,15 @@ def _sim_robot(bench: Any) -> Any:
 
 
 class AutoOperator(Operator):
-    """The twin: the scene is built from its spec, the attempt scored by the sim evaluator.
+    """The twin's scorer: the attempt is scored by the sim evaluator.
 
-    Uses `bench.robot.load_scene(scene)` and `bench.robot.evaluate(scene) -> (success, failure_mode)`
+    The run session has the twin build each scene (`bench.load_scene`) for every operator; this one
+    remembers the scene and calls `bench.robot.evaluate(scene) -> (success, failure_mode)`
     (spabench.sim's SimRobot). Without an evaluator, attempts stay unscored, except no-motion
     trials whose motion pre-fill is taken as the score.
     """
+
+    confirms_scene = False  # the twin stages scenes; nobody checks one by eye
 
     def __init__(self, config: Any = None, bench: Any = None, out=None):
         super().__init__(config)
@@ -48,7 +53,6 @@ class AutoOperator(Operator):
 
     def wait_scene_ready(self, trial: Any, scene: Any, checklist_text: str) -> bool:
         self._scene = scene
-        stage_twin_scene(self.bench, scene)
         return True
 
     def score(self, trial: Any, result: Any, prefill: Score | None = None) -> Score | None:

@@ -3,7 +3,7 @@
 Positions are given from the ROBOT's point of view (the protocol's frame): "forward" is away from
 the robot base, "left"/"right" are the robot's left/right, not the operator's. The reference image
 is the first overhead frame (middle as fallback) of the first complete attempt of the same
-evaluation id, so every policy sees the scene the first one saw.
+evaluation id whose scene was staged, so every policy sees the scene the first one saw.
 """
 
 from __future__ import annotations
@@ -86,10 +86,32 @@ def checklist(scene: Any, suite_or_geometry: Any, reference_image: str | os.Path
     return "\n".join(lines)
 
 
+# Ledger event of an attempt whose scene was set up before it started: by the twin ("twin") or
+# confirmed by a person at the ready gate ("operator"). Only such attempts give reference images.
+SCENE_STAGED = "scene_staged"
+SCENE_UNSTAGED = "scene_unstaged"
+
+
+def reference_attempt(ledger: Any, evaluation_id: str) -> Any | None:
+    """The earliest complete attempt of `evaluation_id` (any policy) whose scene was staged.
+
+    An attempt recorded on a scene nobody set up (the twin without a scene, an unattended run) is
+    never a reference: its first frame would show the wrong table to every later policy."""
+    candidates = []
+    for trial in ledger.trials():
+        if trial.evaluation_id != evaluation_id:
+            continue
+        candidates += [a for a in ledger.attempts_for(trial.trial_id) if a.status == "complete" and a.episode_path]
+    for attempt in sorted(candidates, key=lambda a: (a.ended_at or "", a.attempt_id)):
+        if ledger.events(attempt.attempt_id, kind=SCENE_STAGED):
+            return attempt
+    return None
+
+
 def reference_image(ledger: Any, campaign_dir: str | os.PathLike, evaluation_id: str,
                     camera: str = "overhead", fallback: str = "middle") -> Path | None:
-    """PNG of the first frame of the first complete attempt of `evaluation_id` (cached under
-    DIR/references/). None when no complete attempt with a readable video exists yet."""
+    """PNG of the first frame of the first complete staged attempt of `evaluation_id` (cached under
+    DIR/references/). None when no such attempt with a readable video exists yet."""
     out = Path(campaign_dir) / REFERENCE_DIR / f"{evaluation_id}.png"
     if out.exists():
         return out
@@ -110,8 +132,8 @@ def reference_frame(ledger: Any, campaign_dir: str | os.PathLike, evaluation_id:
 
 def _first_frame_png(ledger: Any, campaign_dir: str | os.PathLike, evaluation_id: str, camera: str,
                      out: Path) -> bool:
-    attempt = ledger.first_complete_attempt(evaluation_id)
-    if attempt is None or not attempt.episode_path:
+    attempt = reference_attempt(ledger, evaluation_id)
+    if attempt is None:
         return False
     from spabench.record.reader import EpisodeReader
     from spabench.record.recorder import RecordError

@@ -30,6 +30,8 @@ class OperatorConfig:
     reference_camera / reference_fallback: the camera whose first frame is the scene reference.
     prefill_from_motion: pre-fill no-intervention / no-movement scores from motion onset.
     recorder: episode recorder options (flush_s, codec libx264|mpeg4, preset, crf, queue_frames, video).
+    server_wait_s: after a policy server fault, how long `run` waits for the server to answer again
+    before stopping (0: stop at once). No attempt is recorded while it is down.
     """
 
     type: str = "terminal"
@@ -42,6 +44,7 @@ class OperatorConfig:
     reference_fallback: str = "middle"
     prefill_from_motion: bool = True
     wait_videos_s: float = 300.0
+    server_wait_s: float = 0.0
     recorder: dict[str, Any] = field(default_factory=dict)
     console: dict[str, Any] = field(default_factory=dict)
 
@@ -56,6 +59,9 @@ class OperatorConfig:
                     or not math.isfinite(self.timer_s) or self.timer_s <= 0:
                 raise ConfigError(f"{where} 'timer_s': {self.timer_s!r} (allowed: null or seconds > 0)")
             self.timer_s = float(self.timer_s)
+        if isinstance(self.server_wait_s, bool) or not isinstance(self.server_wait_s, (int, float)) \
+                or not math.isfinite(self.server_wait_s) or self.server_wait_s < 0:
+            raise ConfigError(f"{where} 'server_wait_s': {self.server_wait_s!r} (allowed: seconds >= 0)")
         from spabench.suite.vocabulary import CAMERAS
 
         for name in ("reference_camera", "reference_fallback"):

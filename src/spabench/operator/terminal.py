@@ -78,12 +78,27 @@ class KeyReader:
             self._saved = None
 
 
-def status_text(stats: LoopStats, label: str = "") -> str:
+KEY_LEGEND = "[s]top [a]bort [space/e] e-stop"
+
+
+def loop_text(stats: LoopStats, label: str = "") -> str:
     rate = stats.rate_hz
     lat = stats.last_latency_s
     return (f"{label}  {stats.time_left_s:5.1f} s left | {'--' if math.isnan(rate) else f'{rate:5.1f}'} Hz | "
             f"policy {'--' if math.isnan(lat) else f'{lat * 1000:4.0f}'} ms | chunk {stats.chunk_id} | "
-            f"clamps {stats.clamps} | [s]top [a]bort [space/e] e-stop")
+            f"clamps {stats.clamps}")
+
+
+def status_text(stats: LoopStats, label: str = "") -> str:
+    return f"{loop_text(stats, label)} | {KEY_LEGEND}"
+
+
+def status_renderable(stats: LoopStats, label: str = ""):
+    """The live status: loop figures, then the key legend on a line of its own (each fits 80
+    columns). A rich Text, not markup: "[s]" and "[a]" would otherwise be read as style tags."""
+    from rich.text import Text
+
+    return Text(f"{loop_text(stats, label)}\n{KEY_LEGEND}")
 
 
 class TerminalOperator(Operator):
@@ -141,7 +156,8 @@ class TerminalOperator(Operator):
 
             class _Render:
                 def __rich__(self):
-                    return status_text(op.stats, op.label)
+                    # a Text, not a str: rich would read "[s]" and "[a]" in the key legend as markup
+                    return status_renderable(op.stats, op.label)
 
             live = Live(_Render(), console=console, refresh_per_second=4, transient=True)
             live.start()

@@ -21,17 +21,22 @@ from typing import Any
 
 from spabench.configtools import plain_container
 from spabench.errors import ConfigError, SpabenchError
-from spabench.operator.base import motion_prefill
-from spabench.operator.checklist import checklist, reference_image
+from spabench.operator.base import motion_prefill, stage_twin_scene
+from spabench.operator.blinding import Blinder, BlindStream, blind_logging
+from spabench.operator.checklist import (SCENE_STAGED, SCENE_UNSTAGED, checklist, reference_attempt,
+                                         reference_image)
 from spabench.operator.config import OperatorConfig
 from spabench.rollout.controls import StopControl
 from spabench.rollout.types import EpisodeMeta
 
 log = logging.getLogger(__name__)
 
-EXIT_OK, EXIT_CONFIG, EXIT_BENCH, EXIT_INVALID_STREAK, EXIT_SIGINT = 0, 2, 3, 4, 130
+EXIT_OK, EXIT_CONFIG, EXIT_BENCH, EXIT_INVALID_STREAK, EXIT_SERVER_DOWN, EXIT_SIGINT = 0, 2, 3, 4, 5, 130
 # Faults after which the session stops: the bench can no longer be trusted, or a person said stop.
 STOP_SESSION_REASONS = frozenset({"estop", "bus_error", "camera_lost", "safety_error", "harness_error"})
+# Faults after which the policy server's health is checked before the next attempt.
+SERVER_FAULT_REASONS = frozenset({"server_lost"})
+SERVER_POLL_S = 2.0
 MAX_CONSECUTIVE_INVALID = 3
 
 
@@ -191,6 +196,8 @@ class Session:
         self.operator = None
         self.controls = StopControl()
         self.running_attempt: str | None = None
+        self.blinder: Blinder | None = None
+        self._blind_logging = blind_logging(None)
 
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
@@ -201,9 +208,11 @@ class Session:
         from spabench.bench.config import BenchConfig
         from spabench.policy.broker import ActionBroker
         from spabench.policy.factory import make_client
+        from spabench.policy.preflight import check_card_against_server
         from spabench.record.recorder import Recorder
 
         self.ledger = _open_ledger(self.campaign_dir, self.ledger_url)
+        self._blind(Blinder.for_trials(self.ledger.trials()))
         self.multi_bench = self.ledger.storage.multi_bench
         if self.multi_bench:  # one live process per bench id; then this bench's own leftovers only
             self.ledger.lock_bench(self.bench_id)
@@ -220,10 +229,12 @@ class Session:
         bench_cfg = BenchConfig.from_mapping(_get(self.cfg, "bench"))  # a typo fails before anything connects
         names = list(dict.fromkeys(t.card for t in pending))
         self.cards = load_cards(names, self.cfg)
+        self._blind(Blinder.for_trials(self.ledger.trials(), self.cards))
         for name, card in self.cards.items():  # policies first: nothing moves if one is unreachable
             client = make_client(card)
             try:
                 self.metadata[name] = dict(client.connect() or {})
+                check_card_against_server(card, self.metadata[name], f"{card.host}:{card.port}")
             except Exception:
                 client.close()
                 raise
@@ -244,6 +255,18 @@ class Session:
             self.say("session ended by the operator before the first trial")
             return False
         return True
+
+    def _blind(self, blinder: Blinder | None) -> None:
+        """With aliases on, everything the operator reads (this stream, the logs) is redacted."""
+        if blinder is None:
+            return
+        if isinstance(self.out, BlindStream):
+            self.out.blinder = blinder
+        else:
+            self.out = BlindStream(self.out, blinder)
+        self._blind_logging.__exit__()
+        self._blind_logging = blind_logging(blinder).__enter__()
+        self.blinder = blinder
 
     def close(self) -> None:
         if self.lease_keeper is not None:
@@ -280,8 +303,64 @@ class Session:
             self.operator.close()
         if self.ledger is not None:
             self.ledger.close()
+        self._blind_logging.__exit__()
+
+    # ---- policy servers ------------------------------------------------------------------------
+    def _server_answers(self, name: str) -> str | None:
+        """None when a fresh connection to the card's server works and still fits the card, else why not.
+
+        A fresh client, so that the session's own client (and a request its broker may still have
+        in flight) is left alone; a server restarted with another checkpoint fails pre-flight."""
+        from spabench.policy.factory import make_client
+        from spabench.policy.preflight import check_card_against_server
+
+        card = self.cards[name]
+        probe = make_client(card)
+        try:
+            metadata = dict(probe.connect() or {})
+        except SpabenchError as exc:
+            return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        finally:
+            try:
+                probe.close()
+            except Exception:  # noqa: BLE001 - the probe is thrown away
+                pass
+        check_card_against_server(card, metadata, f"{card.host}:{card.port}")  # a ConfigError stops the run
+        self.metadata[name] = metadata
+        return None
+
+    def _server_back(self, trial: Any) -> bool:
+        """After a server fault: True when the server answers (at once, or within server_wait_s)."""
+        import time
+
+        card = self.cards[trial.card]
+        where = f"the policy server of {trial.alias} ({card.host}:{card.port})"
+        problem = self._server_answers(trial.card)
+        if problem is None:
+            self.say(f"{where} answers again; continuing")
+            return True
+        wait_s = float(self.op_cfg.server_wait_s or 0.0)
+        if wait_s > 0:
+            self.say(f"{where} does not answer ({problem}); waiting up to {wait_s:g} s for it to come back "
+                     "(restart it now; Ctrl-C ends the session)")
+            deadline = time.monotonic() + wait_s
+            while problem is not None and time.monotonic() < deadline:
+                time.sleep(min(SERVER_POLL_S, max(0.0, deadline - time.monotonic())))
+                problem = self._server_answers(trial.card)
+            if problem is None:
+                self.say(f"{where} answers again; continuing")
+                return True
+        self.ledger.log_event(None, "server_down", {"card": trial.card, "host": card.host, "port": card.port,
+                                                    "error": problem})
+        self.say(f"{where} does not answer ({problem}): session stopped, so that no attempt is recorded "
+                 "against a dead server. Restart the server, then resume with the same command.")
+        return False
 
     # ---- one trial ----------------------------------------------------------------------------
+    def _stage_scene(self, scene: Any) -> str | None:
+        """The twin builds the trial's scene itself, whoever the operator is; "twin" when it did."""
+        return "twin" if stage_twin_scene(self.bench, scene) else None
+
     def run_trial(self, trial: Any) -> tuple[Any, str | None]:
         """Returns (result or None when the operator ended the session, attempt_id)."""
         from spabench.policy.ema import EmaFilter
@@ -292,7 +371,7 @@ class Session:
         scene = _scene(self.suite, trial.scene_id)
         ref = reference_image(self.ledger, self.campaign_dir, trial.evaluation_id,
                               self.op_cfg.reference_camera, self.op_cfg.reference_fallback)
-        first = self.ledger.first_complete_attempt(trial.evaluation_id)
+        first = reference_attempt(self.ledger, trial.evaluation_id)
         if ref is None and first is not None and first.bench_id in (None, self.bench_id):
             # the reference attempt's videos may still be encoding (e.g. it was the previous trial)
             self.recorder.wait_idle(30.0)
@@ -303,8 +382,11 @@ class Session:
                              relation_rule=_relation_rule(self.cfg))
         else:
             text = f"Scene {trial.scene_id} (no scene specification loaded)\nReference image: {ref or 'none yet'}"
+        staged_by = self._stage_scene(scene)
         if not self.operator.wait_scene_ready(trial, scene, text):
             return None, None
+        if staged_by is None and self.operator.confirms_scene:
+            staged_by = "operator"
         self.bench.go_home()
         n_before = len(self.ledger.attempts_for(trial.trial_id))
         expected = f"{trial.trial_id}-a{n_before + 1}"  # the ledger's id scheme, so the path is known up front
@@ -313,6 +395,8 @@ class Session:
                                                operator=self.op_cfg.rater if self.op_cfg.type == "terminal"
                                                else self.op_cfg.type)
         self.running_attempt = attempt_id
+        self.ledger.log_event(attempt_id, SCENE_STAGED if staged_by else SCENE_UNSTAGED,
+                              {"by": staged_by, "scene_id": trial.scene_id})
         for kind, payload in self.operator.attempt_events():  # e.g. the scene alignment at "scene ready"
             self.ledger.log_event(attempt_id, kind, payload)
         rel_path = self.recorder.relative_path(attempt_id)
@@ -394,11 +478,16 @@ class Session:
     def loop(self) -> int:
         done = 0
         invalid_streak = 0
+        suspect = None  # the trial whose policy server faulted last
         while self.max_trials is None or done < int(self.max_trials):
             trial = self.next_trial()
             if trial is None:
                 self.say("campaign complete: every trial has a complete attempt")
                 break
+            if suspect is not None:
+                if not self._server_back(suspect):
+                    return EXIT_SERVER_DOWN
+                suspect = None
             result, attempt_id = self.run_trial(trial)
             if result is None:
                 self.say("session ended by the operator before the trial started")
@@ -411,6 +500,8 @@ class Session:
             if self.controls.sigint_count:
                 self.say("Ctrl-C: attempt aborted, the arm holds; resume with the same command")
                 return EXIT_SIGINT
+            if not result.valid and result.invalid_reason in SERVER_FAULT_REASONS:
+                suspect = trial  # its server is checked before the next attempt starts
             if not result.valid and result.invalid_reason in STOP_SESSION_REASONS:
                 self.say(f"session stopped after {result.invalid_reason}: check the bench, then resume "
                          "with the same command")

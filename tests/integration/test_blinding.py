@@ -1,0 +1,55 @@
+"""Blinding: with aliases on, nothing the operator sees names the policy or its card.
+
+A small campaign on the emulated arm with the terminal operator (stdin fed): checklist, ready gate,
+score prompt, progress lines, a server fault and the session's stop message, plus every log line.
+Measured on main: fault lines printed "policy 'act_local'" next to the alias."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import logging
+import shutil
+import time
+
+from spabench.ledger import Ledger
+from spabench.rollout.commands import EXIT_SERVER_DOWN, run
+from tests.integration.harness import ROBOT_ID, WaveServer, make_cfg, trial_rows, when
+from tests.support.feetech_bus import DEFAULT_CALIBRATION_FILE, EmulatedBus
+
+CARD = "act_local"
+
+
+def _blind_campaign(tmp_path):
+    campaign = tmp_path / "campaign"
+    campaign.mkdir()
+    rows = [dataclasses.replace(r, trial_id=f"{r.evaluation_id}-P2", alias="P2")
+            for r in trial_rows(2, card=CARD)]
+    Ledger.create(campaign / "ledger.sqlite", rows, "blind-hash", {"campaign": "blinding"}).close()
+    (tmp_path / "calibration").mkdir()
+    shutil.copy(DEFAULT_CALIBRATION_FILE, tmp_path / "calibration" / f"{ROBOT_ID}.json")
+    return campaign
+
+
+def test_nothing_the_operator_sees_names_the_policy(tmp_path, caplog):
+    campaign = _blind_campaign(tmp_path)
+    caplog.set_level(logging.INFO)
+    # ready, success, no note (trial 1); ready (trial 2, whose server dies mid-rollout)
+    stdin = io.StringIO("\ny\n\n\n")
+    with EmulatedBus() as bus, WaveServer() as server:
+        when(lambda: server.server.resets >= 2, lambda: (time.sleep(0.3), server.server.stop()))
+        cfg = make_cfg(campaign, bus.port, server.port, timer_s=1.0,
+                       operator={"type": "terminal", "keys": False, "status_line": False})
+        cfg.policy.name = CARD
+        out = io.StringIO()
+        code = run(cfg, out=out, stdin=stdin)
+    printed = out.getvalue() + caplog.text
+    assert code == EXIT_SERVER_DOWN, printed
+    # everything the operator was shown happened, under the alias only
+    assert "(alias P2, order 0)" in printed and "Success? [y/n" in printed
+    assert "INVALID (server_lost" in printed and "policy server of P2" in printed
+    assert "policy 'P2'" in printed  # the client's fault text, redacted where it named the card
+    assert CARD not in printed
+    ledger = Ledger.open(campaign / "ledger.sqlite")
+    assert {t.policy for t in ledger.trials()} == {CARD}  # the analyst's records keep the name
+    ledger.close()
