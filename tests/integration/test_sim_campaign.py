@@ -24,8 +24,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_smoke_campaign_on_the_twin(tmp_path):
-    pytest.importorskip("mujoco")
+def _smoke_on_the_twin(tmp_path, operator: dict):
+    """The smoke campaign planned into tmp_path/c, its scripted server (not started) and the run config."""
     from spabench.plan.commands import plan
     from spabench.sim.serve import build_server
 
@@ -40,7 +40,13 @@ def test_smoke_campaign_on_the_twin(tmp_path):
     for cam in bench.cameras.values():
         cam.width, cam.height = 64, 48
     cfg = OmegaConf.create({"campaign_dir": str(tmp_path / "c"), "bench": bench, "policy": card, "suite": suite,
-                            "operator": {"type": "auto", "timer_s": 3.0}, "max_trials": None})
+                            "operator": operator, "max_trials": None})
+    return cfg, server
+
+
+def test_smoke_campaign_on_the_twin(tmp_path):
+    pytest.importorskip("mujoco")
+    cfg, server = _smoke_on_the_twin(tmp_path, {"type": "auto", "timer_s": 3.0})
     with server:
         assert run(cfg, out=io.StringIO()) == EXIT_OK
     ledger = Ledger.open(tmp_path / "c" / "ledger.sqlite")
@@ -57,9 +63,7 @@ def test_the_twin_stages_the_scene_for_the_terminal_operator_too(tmp_path, monke
     became the reference image for every later policy."""
     pytest.importorskip("mujoco")
     from spabench.operator.checklist import SCENE_STAGED, reference_image
-    from spabench.plan.commands import plan
     from spabench.sim.bench import SimBench
-    from spabench.sim.serve import build_server
 
     staged = []
     real_load_scene = SimBench.load_scene
@@ -69,19 +73,8 @@ def test_the_twin_stages_the_scene_for_the_terminal_operator_too(tmp_path, monke
         real_load_scene(self, scene)
 
     monkeypatch.setattr(SimBench, "load_scene", load_scene)
-    suite = OmegaConf.load("conf/suite/spabench.yaml")
-    plan(OmegaConf.create({"campaign": OmegaConf.load("conf/campaign/smoke.yaml"), "suite": suite,
-                           "out": str(tmp_path / "c")}))
-    card = OmegaConf.load("conf/policy/scripted_compositional.yaml")
-    card.port = _free_port()
-    _, server = build_server(OmegaConf.create({"policy": card, "mode": "compositional", "port": card.port,
-                                               "host": "127.0.0.1", "seed": 0, "suite": suite}))
-    bench = OmegaConf.load("conf/bench/sim.yaml")
-    for cam in bench.cameras.values():
-        cam.width, cam.height = 64, 48
-    cfg = OmegaConf.create({"campaign_dir": str(tmp_path / "c"), "bench": bench, "policy": card, "suite": suite,
-                            "operator": {"type": "terminal", "timer_s": 2.0, "keys": False, "status_line": False},
-                            "max_trials": None})
+    cfg, server = _smoke_on_the_twin(tmp_path, {"type": "terminal", "timer_s": 2.0, "keys": False,
+                                                "status_line": False})
     with server:
         # Enter = scene ready; l = leave the attempt unscored
         assert run(cfg, out=io.StringIO(), stdin=io.StringIO("\nl\n")) == EXIT_OK
