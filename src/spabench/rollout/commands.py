@@ -31,7 +31,7 @@ from spabench.rollout.types import EpisodeMeta
 
 log = logging.getLogger(__name__)
 
-EXIT_OK, EXIT_CONFIG, EXIT_BENCH, EXIT_INVALID_STREAK, EXIT_SERVER_DOWN, EXIT_SIGINT = 0, 2, 3, 4, 5, 130
+EXIT_OK, EXIT_CONFIG, EXIT_BENCH, EXIT_INVALID_STREAK, EXIT_SERVER_DOWN, EXIT_SIGINT = 0, 2, 3, 4, 6, 130
 # Faults after which the session stops: the bench can no longer be trusted, or a person said stop.
 STOP_SESSION_REASONS = frozenset({"estop", "bus_error", "camera_lost", "safety_error", "harness_error"})
 # Faults after which the policy server's health is checked before the next attempt.
