@@ -71,7 +71,7 @@ def stand_ins() -> Iterator[list[str]]:
             server.stop()
 
 
-def start_bench(folder: Path, bench_id: str, ports: list[str], *, timer_s: float = 1.0, lease_s: float = 2.0,
+def start_bench(folder: Path, bench_id: str, ports: list[str], *, timer_s: float = 1.0, lease_s: float = 5.0,
                 env: dict | None = None, log: Path | None = None) -> subprocess.Popen:
     args = [sys.executable, "-m", "spabench.cli.main", "run", f"campaign={folder}", "bench=sim_demo",
             "operator=auto", f"operator.timer_s={timer_s}", "operator.wait_videos_s=60", f"bench_id={bench_id}",

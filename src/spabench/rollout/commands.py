@@ -21,6 +21,7 @@ from typing import Any
 
 from spabench.configtools import plain_container
 from spabench.errors import ConfigError, SpabenchError
+from spabench.ledger import LedgerError
 from spabench.operator.base import motion_prefill, stage_twin_scene
 from spabench.operator.blinding import Blinder, BlindStream, blind_logging
 from spabench.operator.checklist import (SCENE_STAGED, SCENE_UNSTAGED, checklist, reference_attempt,
@@ -151,7 +152,7 @@ class LeaseKeeper:
             if claim is None:
                 continue
             try:
-                if not s.ledger.renew_claim(s.bench_id, claim, s.lease_s):
+                if not s.ledger.renew_claim(s.bench_id, claim, s.lease_s) and s.claim == claim:
                     self.lost = claim
                     log.warning("bench %s lost its claim on scene set %s (its lease lapsed and another bench "
                                 "took it over)", s.bench_id, claim)
@@ -423,11 +424,22 @@ class Session:
                           self.controls, go_home_after=self.op_cfg.go_home_after, **timing)
         with self.operator.during_rollout(self.controls):
             result = rollout.run(meta, trial.instruction)
-        if result.valid:
-            self.ledger.finish_attempt(attempt_id, "complete", result.stop_reason, episode_path=rel_path)
-        else:
-            self.ledger.finish_attempt(attempt_id, "invalid", result.stop_reason, episode_path=rel_path,
-                                       invalid_reason=result.invalid_reason)
+        try:
+            if result.valid:
+                self.ledger.finish_attempt(attempt_id, "complete", result.stop_reason, episode_path=rel_path)
+            else:
+                self.ledger.finish_attempt(attempt_id, "invalid", result.stop_reason, episode_path=rel_path,
+                                           invalid_reason=result.invalid_reason)
+        except LedgerError:
+            if not self.multi_bench or self.ledger.attempt(attempt_id).status != "invalid":
+                raise
+            # this bench's lease lapsed (it stalled) and another bench took the set over: that bench
+            # already made the attempt invalid ('interrupted'); the recording stays here
+            self.running_attempt = None
+            self.say(f"attempt {attempt_id}: the lease on scene set {trial.evaluation_id} lapsed and another "
+                     f"bench took the set over; the attempt stays invalid, its recording is kept at {rel_path}")
+            self.claim = None
+            return dataclasses.replace(result, valid=False, invalid_reason="interrupted"), attempt_id
         self.running_attempt = None
         self.ledger.log_event(attempt_id, "rollout_summary", {
             "steps": result.n_steps, "duration_s": round(result.duration_s, 3), "detail": result.detail,
@@ -459,8 +471,8 @@ class Session:
                 trial = self.ledger.next_trial(self.claim)
                 if trial is not None:
                     return trial
-                self.ledger.release_claim(self.bench_id, self.claim)
-                self.claim = None
+                done, self.claim = self.claim, None      # first, so the lease keeper stops renewing it
+                self.ledger.release_claim(self.bench_id, done)
             eid = self.ledger.claim_scene_set(self.bench_id, self.lease_s)
             if eid is not None:
                 self.claim = eid
