@@ -32,8 +32,8 @@ def test_shipped_campaigns_validate_through_structured_schema(name, campaign_yam
 
 def test_full_campaign_has_protocol_counts(campaign_yaml):
     c = campaign_from_mapping(campaign_yaml("spabench_full"))
-    assert [p.name for p in c.policies] == ["pi05", "molmoact2", "groot_fft"]
-    assert {p.timer_s for p in c.policies} == {60.0}
+    assert [p.name for p in c.policies] == ["molmoact2", "pi05", "groot_fllm"]
+    assert {p.timer_s for p in c.policies} == {None}     # the cards' timers (60 s)
     assert (c.order, c.seed, c.bench, c.blind_aliases) == ("interleaved", 20261130, "so101", True)
     assert c.trial_counts() == CONDITION_COUNTS
     per_task = {t: sum(v.values()) for t, v in c.trial_counts().items()}
@@ -43,9 +43,11 @@ def test_full_campaign_has_protocol_counts(campaign_yaml):
 
 def test_all5_adds_groot_fllm_and_vla0_with_90s(campaign_yaml):
     c = campaign_from_mapping(campaign_yaml("spabench_all5"))
-    timers = {p.name: p.timer_s for p in c.policies}
+    from spabench.plan.planner import policy_rates
+
+    timers = {name: timer for name, (timer, _) in policy_rates(c).items()}
     assert set(timers) == {"pi05", "molmoact2", "groot_fft", "groot_fllm", "vla0"}
-    assert timers["vla0"] == 90.0 and timers["groot_fllm"] == 60.0
+    assert timers["vla0"] == 90.0 and timers["groot_fllm"] == 60.0   # from the cards
 
 
 def test_demo_and_smoke_sizes(campaign_yaml):

@@ -34,7 +34,7 @@ def _by_policy(trials):
 
 def test_every_policy_gets_the_protocol_counts(full_plan):
     by_policy = _by_policy(full_plan.trials)
-    assert set(by_policy) == {"pi05", "molmoact2", "groot_fft"}
+    assert set(by_policy) == {"molmoact2", "pi05", "groot_fllm"}
     for policy, trials in by_policy.items():
         assert len(trials) == 900, policy
         counts = Counter((t.task, t.condition) for t in trials)
@@ -85,7 +85,7 @@ def test_evaluation_ids_shared_across_policies_and_unique_per_scene_condition(fu
         evals[t.evaluation_id].append(t)
     assert len(evals) == 900
     for eid, trials in evals.items():
-        assert sorted(t.policy for t in trials) == sorted(["pi05", "molmoact2", "groot_fft"])
+        assert sorted(t.policy for t in trials) == sorted(["molmoact2", "pi05", "groot_fllm"])
         assert len({(t.scene_id, t.condition, t.instruction) for t in trials}) == 1, eid
     pairs = {(t.scene_id, t.condition) for t in full_plan.trials}
     assert len(pairs) == 900
@@ -152,7 +152,7 @@ def test_policies_counterbalanced(full_suite, campaign_yaml, order):
         for pos, t in enumerate(sorted(trials, key=lambda t: t.order)):
             position[(t.policy, pos)] += 1
     for pos in range(3):
-        counts = [position[(p, pos)] for p in ("pi05", "molmoact2", "groot_fft")]
+        counts = [position[(p, pos)] for p in ("molmoact2", "pi05", "groot_fllm")]
         assert max(counts) - min(counts) <= 1, (pos, counts)
     # not a fixed rotation: the sequence of first policies is not periodic with period 3
     firsts = [sorted(ts, key=lambda t: t.order)[0].policy

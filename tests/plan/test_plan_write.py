@@ -137,9 +137,9 @@ def test_policy_cards_must_exist(tmp_path, campaign_yaml):
         (folder / f"{card}.yaml").write_text(f"name: {card}\n")
     with pytest.raises(ConfigError) as info:
         check_policy_cards(campaign, folder)
-    assert "policies[2].card" in str(info.value) and "groot_fft" in str(info.value)
+    assert "policies[2].card" in str(info.value) and "groot_fllm" in str(info.value)
     assert "allowed: molmoact2, pi05" in str(info.value)
-    (folder / "groot_fft.yaml").write_text("name: groot_fft\n")
+    (folder / "groot_fllm.yaml").write_text("name: groot_fllm\n")
     check_policy_cards(campaign, folder)
 
 
@@ -152,16 +152,19 @@ def test_plan_command_writes_folder_and_prints_summary(tmp_path, repo_like, camp
     # The suite loader is written in parallel by another helper; until it is importable here this
     # test hands plan() the synthetic suite through spabench.suite.load_suite (the only stand-in).
     monkeypatch.setenv("SPABENCH_ROOT", str(repo_like))
+    import shutil
+
+    shutil.copytree(REPO / "conf" / "policy", repo_like / "conf" / "policy", dirs_exist_ok=True)
     monkeypatch.setattr(spabench.suite, "load_suite", lambda tasks, hardware: full_suite, raising=False)
     monkeypatch.setattr(spabench.suite, "check_suite", lambda suite: None, raising=False)
     out = tmp_path / "full"
     assert plan(_cfg(campaign_yaml("spabench_full"), out)) == 0
     printed = capsys.readouterr().out
-    assert "2700 trials = 900 evaluations x 3 policies" in printed
-    assert "pi05" not in printed and "groot_fft" not in printed
+    assert "2700 trials over 900 evaluations and 3 policies" in printed
+    assert "pi05" not in printed and "groot_fllm" not in printed
     with Ledger.open(out / "ledger.sqlite", expect_hash=hash_for_campaign_dir(out, root=repo_like)) as led:
         trials = led.trials()
-        assert Counter(t.policy for t in trials) == {"pi05": 900, "molmoact2": 900, "groot_fft": 900}
+        assert Counter(t.policy for t in trials) == {"pi05": 900, "molmoact2": 900, "groot_fllm": 900}
         assert sorted(led.aliases().values()) == ["P1", "P2", "P3"]
     assert len(read_plan_csv(out / "plan.csv")) == 2700
     with pytest.raises(ConfigError, match="already exists"):

@@ -46,6 +46,7 @@ CREATE TABLE trials (
     instruction_variant TEXT NOT NULL CHECK (instruction_variant IN ('original', 'paraphrase')),
     timer_s             REAL NOT NULL CHECK (timer_s > 0),
     "order"             INTEGER NOT NULL UNIQUE,
+    control_hz          REAL NOT NULL DEFAULT 30 CHECK (control_hz > 0),  -- i7: the trial's control rate
     UNIQUE (evaluation_id, policy)
 );
 CREATE INDEX trials_evaluation ON trials (evaluation_id);
@@ -120,6 +121,8 @@ class TrialRow:
     instruction_variant: str
     timer_s: float
     order: int
+    # i7 (issue 7): the planned control rate, beside timer_s (card value unless the campaign overrides)
+    control_hz: float = 30.0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -127,10 +130,12 @@ class TrialRow:
     @classmethod
     def from_mapping(cls, row: Mapping[str, Any]) -> TrialRow:
         """Build from a dict-like row (plan CSV, sqlite3.Row); coerces the typed columns."""
-        values = {f.name: row[f.name] for f in fields(cls)}
+        values = {f.name: row[f.name] for f in fields(cls) if f.name != "control_hz" or f.name in row.keys()}
         values["withheld"] = _as_bool(values["withheld"])
         values["timer_s"] = float(values["timer_s"])
         values["order"] = int(values["order"])
+        if "control_hz" in values:
+            values["control_hz"] = float(values["control_hz"])
         if values["matched_group"] in ("", None):
             values["matched_group"] = None
         return cls(**values)

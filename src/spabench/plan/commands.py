@@ -23,6 +23,15 @@ def suite_settings(node: Any) -> dict[str, Any]:
     return data
 
 
+def load_campaign_cards(campaign: CampaignConfig, policy_conf: str | os.PathLike) -> dict:
+    """card name -> PolicyCard from `policy_conf` (their timer and control rate go into the plan)."""
+    from spabench.policy.card import load_card
+
+    folder = Path(policy_conf)
+    return {e.card: load_card(folder / f"{e.card}.yaml") for e in campaign.policies
+            if (folder / f"{e.card}.yaml").is_file()}
+
+
 def check_policy_cards(campaign: CampaignConfig, policy_conf: str | os.PathLike) -> None:
     """Every policy's card must exist as conf/policy/<card>.yaml (skipped when that folder is absent)."""
     folder = Path(policy_conf)
@@ -75,7 +84,7 @@ def plan(cfg) -> int:
     if check is not None:
         check(suite)
 
-    the_plan = build_plan(campaign, suite)
+    the_plan = build_plan(campaign, suite, cards=load_campaign_cards(campaign, root / "conf" / "policy"))
     digest = config_hash(campaign, settings, tasks_root, hardware_root)
     paths = write_campaign(out_dir, the_plan, digest, settings, ledger_url=ledger_url,
                            ledger_grant=cfg.get("ledger_grant") or None)
@@ -84,8 +93,9 @@ def plan(cfg) -> int:
     console.print(summary_table(the_plan))
     n_policies = len(campaign.policies)
     console.print(
-        f"{len(the_plan.trials)} trials = {len(the_plan.evaluations)} evaluations x {n_policies} "
-        f"polic{'y' if n_policies == 1 else 'ies'}; order {campaign.order}, seed {campaign.seed}, "
+        f"{len(the_plan.trials)} trials over {len(the_plan.evaluations)} evaluations and {n_policies} "
+        f"polic{'y' if n_policies == 1 else 'ies'}; order {campaign.order} (Williams carryover design), "
+        f"seed {campaign.seed}, "
         f"config hash {digest[:12]}"
     )
     if campaign.blind_aliases:

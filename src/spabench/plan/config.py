@@ -31,11 +31,19 @@ def _fail(campaign: str, name: str, message: str, allowed=None) -> ConfigError:
 
 @dataclass
 class PolicyEntry:
-    """One policy of the campaign: its name (outcomes column), its card (conf/policy/<card>.yaml)."""
+    """One policy of the campaign: its name (outcomes column), its card (conf/policy/<card>.yaml).
+
+    timer_s / control_hz: None uses the card's (VLA-0's card: 90 s at 10 Hz); a number overrides it.
+    counts: None runs every evaluation of the campaign; a mapping {condition: trials per task} runs
+    only those conditions, on a spread subset of the same evaluations (ID-only baselines: GR00T F-FT
+    {id: 20} = 120 trials, VLA-0 {id: 12} = 72).
+    """
 
     name: str
     card: str
-    timer_s: float = 60.0
+    timer_s: float | None = None
+    control_hz: float | None = None
+    counts: dict[str, int] | None = None
 
 
 @dataclass
@@ -85,6 +93,13 @@ class CampaignConfig:
                     raise _fail(name, "counts", f"unknown condition {condition!r}", CONDITIONS)
                 if isinstance(n, bool) or not isinstance(n, int) or n < 0:
                     raise _fail(name, f"counts.{condition}", f"must be an integer >= 0, got {n!r}")
+        protocol = self.trial_counts()
+        for i, p in enumerate(self.policies):
+            for condition, n in (p.counts or {}).items():
+                most = max((per.get(condition, 0) for per in protocol.values()), default=0)
+                if n > most:
+                    raise _fail(name, f"policies[{i}].counts.{condition}", f"{n} trials per task, but the campaign "
+                                f"plans {most} {condition} evaluations per task (a policy runs a subset of them)")
         for task, per in self.trial_counts().items():
             ood, direct = per.get("ood", 0), per.get("direct", 0)
             para = max(per.get("paraphrase_ood", 0), per.get("paraphrase_direct", 0))
@@ -111,7 +126,9 @@ class CampaignConfig:
     def as_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
-            "policies": [{"name": p.name, "card": p.card, "timer_s": float(p.timer_s)} for p in self.policies],
+            "policies": [{"name": p.name, "card": p.card, "timer_s": p.timer_s, "control_hz": p.control_hz,
+                          "counts": None if p.counts is None else dict(sorted(p.counts.items()))}
+                         for p in self.policies],
             "seed": int(self.seed),
             "order": self.order,
             "tasks": list(self.tasks),
@@ -135,15 +152,29 @@ def _policy(campaign: str, index: int, value: Any) -> PolicyEntry:
                 raise _fail(campaign, f"{where}.{key}", "missing")
         entry = PolicyEntry(**dict(value))
     else:
-        raise _fail(campaign, where, f"must be a mapping with name, card, timer_s; got {value!r}")
+        raise _fail(campaign, where, f"must be a mapping with name, card, timer_s, control_hz, counts; "
+                                     f"got {value!r}")
     for key in ("name", "card"):
         text = getattr(entry, key)
         if not isinstance(text, str) or not text.strip() or any(c.isspace() for c in text):
             raise _fail(campaign, f"{where}.{key}", f"must be a non-empty name without spaces, got {text!r}")
-    timer = entry.timer_s
-    if isinstance(timer, bool) or not isinstance(timer, (int, float)) or not math.isfinite(timer) or timer <= 0:
-        raise _fail(campaign, f"{where}.timer_s", f"must be a finite number of seconds > 0, got {timer!r}")
-    return PolicyEntry(entry.name, entry.card, float(timer))
+    for key, unit in (("timer_s", "seconds"), ("control_hz", "Hz")):
+        value = getattr(entry, key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise _fail(campaign, f"{where}.{key}", f"must be a finite number of {unit} > 0 (or null: the "
+                        f"card's), got {value!r}")
+    counts = None
+    if entry.counts is not None:
+        counts = dict(plain_container(entry.counts))
+        for condition, n in counts.items():
+            if condition not in CONDITIONS:
+                raise _fail(campaign, f"{where}.counts", f"unknown condition {condition!r}", CONDITIONS)
+            if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+                raise _fail(campaign, f"{where}.counts.{condition}", f"must be an integer >= 0, got {n!r}")
+    return PolicyEntry(entry.name, entry.card, None if entry.timer_s is None else float(entry.timer_s),
+                       None if entry.control_hz is None else float(entry.control_hz), counts)
 
 
 def campaign_from_mapping(data: Any) -> CampaignConfig:

@@ -24,7 +24,7 @@ from spabench.errors import ConfigError, DataError
 from spabench.ledger import TRIAL_COLUMNS, Ledger, TrialRow
 from spabench.plan.aliases import assign_aliases
 from spabench.plan.config import CampaignConfig, campaign_from_mapping
-from spabench.plan.orders import run_order
+from spabench.plan.orders import design_record, run_order
 from spabench.suite.model import SceneSpec
 from spabench.suite.vocabulary import CONDITION_COUNTS, CONDITIONS, TASKS
 
@@ -180,8 +180,49 @@ def instruction_for(scene: SceneSpec, condition: str) -> tuple[str, str]:
     return str(text), variant
 
 
-def build_plan(campaign: CampaignConfig, suite) -> Plan:
-    """The campaign's evaluations and trials, in run order."""
+def policy_rates(campaign: CampaignConfig, cards: Mapping[str, Any] | None = None) -> dict[str, tuple[float, float]]:
+    """policy name -> (timer_s, control_hz): the campaign's value where it sets one, else the card's."""
+    from spabench.policy.card import load_card
+
+    out = {}
+    for entry in campaign.policies:
+        card = (cards or {}).get(entry.card)
+        if card is None and (entry.timer_s is None or entry.control_hz is None):
+            card = load_card(entry.card)
+        timer = entry.timer_s if entry.timer_s is not None else float(card.timer_s)
+        rate = entry.control_hz if entry.control_hz is not None else float(card.control_hz)
+        out[entry.name] = (float(timer), float(rate))
+    return out
+
+
+def policy_evaluations(campaign: CampaignConfig, evaluations: Sequence[Evaluation]) -> dict[str, set[str]]:
+    """policy name -> the evaluation ids it runs: all, or (entry.counts) a spread subset per task and
+    condition of the same evaluations (the same scene specifications as the full policies)."""
+    out: dict[str, set[str]] = {}
+    for entry in campaign.policies:
+        if entry.counts is None:
+            out[entry.name] = {e.evaluation_id for e in evaluations}
+            continue
+        chosen: set[str] = set()
+        for (task, condition), group in _by_task_condition(evaluations).items():
+            n = entry.counts.get(condition, 0)
+            if n:
+                picked = {s.scene_id for s in spread_pick([e.scene for e in group], n)}
+                chosen |= {e.evaluation_id for e in group if e.scene.scene_id in picked}
+        out[entry.name] = chosen
+    return out
+
+
+def _by_task_condition(evaluations: Sequence[Evaluation]) -> dict[tuple[str, str], list[Evaluation]]:
+    groups: dict[tuple[str, str], list[Evaluation]] = {}
+    for e in sorted(evaluations, key=lambda e: e.evaluation_id):
+        groups.setdefault((e.task, e.condition), []).append(e)
+    return groups
+
+
+def build_plan(campaign: CampaignConfig, suite, cards: Mapping[str, Any] | None = None) -> Plan:
+    """The campaign's evaluations and trials, in run order. `cards` (card name -> PolicyCard; loaded
+    from conf/policy when absent) give the timer and control rate a campaign entry leaves out."""
     for task in campaign.tasks:
         if task not in suite.tasks:
             raise DataError("tasks/suite.yaml", f"campaign '{campaign.name}' plans task {task!r}, "
@@ -197,9 +238,13 @@ def build_plan(campaign: CampaignConfig, suite) -> Plan:
                                               text, variant))
     names = [p.name for p in campaign.policies]
     entries = {p.name: p for p in campaign.policies}
+    rates = policy_rates(campaign, cards)
+    runs = policy_evaluations(campaign, evaluations)
+    evaluations = [e for e in evaluations if any(e.evaluation_id in runs[n] for n in names)]
     aliases = assign_aliases(names, campaign.seed, campaign.blind_aliases)
     pairs = run_order(evaluations, names, campaign.order, campaign.seed, campaign.tasks,
-                      key=lambda e: (e.task, e.condition, e.scene.scene_id))
+                      key=lambda e: (e.task, e.condition, e.scene.scene_id),
+                      policies_for=lambda e: [n for n in names if e.evaluation_id in runs[n]])
     trials = []
     for i, (ev, policy) in enumerate(pairs):
         scene = ev.scene
@@ -218,8 +263,9 @@ def build_plan(campaign: CampaignConfig, suite) -> Plan:
             withheld=bool(scene.withheld),
             instruction=ev.instruction,
             instruction_variant=ev.instruction_variant,
-            timer_s=float(entries[policy].timer_s),
+            timer_s=rates[policy][0],
             order=i + 1,
+            control_hz=rates[policy][1],
         ))
     return Plan(campaign, sorted(evaluations, key=lambda e: e.evaluation_id), trials, aliases)
 
@@ -333,7 +379,9 @@ def write_campaign(out_dir: str | os.PathLike, plan: Plan, digest: str,
         "bench": campaign.bench,
         "blind_aliases": campaign.blind_aliases,
         "aliases": plan.aliases,
-        "policies": [{"name": p.name, "card": p.card, "timer_s": p.timer_s} for p in campaign.policies],
+        "policies": [{"name": p.name, "card": p.card, "timer_s": p.timer_s, "control_hz": p.control_hz,
+                      "counts": p.counts} for p in campaign.policies],
+        "carryover": design_record([p.name for p in campaign.policies], campaign.seed, campaign.order),
         "n_evaluations": len(plan.evaluations),
         "spabench_version": __version__,
     }

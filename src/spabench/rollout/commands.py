@@ -369,6 +369,9 @@ class Session:
         from spabench.rollout.observers import MotionDetector
 
         card, broker = self.cards[trial.card], self.brokers[trial.card]
+        planned_hz = getattr(trial, "control_hz", None)
+        if planned_hz and float(planned_hz) != float(card.control_hz):  # the plan's rate (campaign override)
+            card = dataclasses.replace(card, control_hz=float(planned_hz))
         scene = _scene(self.suite, trial.scene_id)
         ref = reference_image(self.ledger, self.campaign_dir, trial.evaluation_id,
                               self.op_cfg.reference_camera, self.op_cfg.reference_fallback)
