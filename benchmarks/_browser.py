@@ -30,14 +30,16 @@ def main() -> None:
         if mode == "stream":
             time.sleep(amount)
         else:
+            pressed = -1
             for _ in range(int(amount)):
-                page.wait_for_function("() => document.querySelector('#phase').textContent === 'rollout'", timeout=120_000)
+                # a rollout this page has not stopped yet (the phase version moves on every new rollout)
+                page.wait_for_function(f"() => state.phase === 'rollout' && state.version !== {pressed}", timeout=120_000)
+                pressed = page.evaluate("() => state.version")
                 time.sleep(rng.uniform(0.4, 1.2))
                 page.keyboard.press(" ")
                 page.wait_for_function("() => window.__lastStop", timeout=10_000)
                 stop = page.evaluate("() => { const s = window.__lastStop; window.__lastStop = null; return s; }")
                 print(json.dumps({"t_ms": stop["t"]}), flush=True)
-                page.wait_for_function("() => document.querySelector('#phase').textContent !== 'rollout'", timeout=60_000)
         browser.close()
 
 

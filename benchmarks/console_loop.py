@@ -163,17 +163,27 @@ def main() -> None:
     try:
         from spabench.rollout.controls import StopControl
 
-        for run in range(runs):
-            without.append(period_stats(rig.rollout(seconds)[1]))
+        rig.rollout(3.0)  # warm-up (encoder processes, first chunk): not measured
+
+        def with_streaming():
             channel.set_phase("rollout", card=card)
             page = browser(url, "stream", seconds + 30)
             time.sleep(3.0)  # the page is up and streaming
             encoded0 = publisher.encoded
-            with_console.append(period_stats(rig.rollout(seconds, [publisher])[1]))
-            with_console[-1]["frames_streamed_per_s"] = (publisher.encoded - encoded0) / seconds
+            stats = period_stats(rig.rollout(seconds, [publisher])[1])
+            stats["frames_streamed_per_s"] = (publisher.encoded - encoded0) / seconds
             page.kill()
             page.wait()
             channel.set_phase("homing", card=card)
+            return stats
+
+        for run in range(runs):  # side by side, alternating which goes first
+            if run % 2:
+                with_console.append(with_streaming())
+                without.append(period_stats(rig.rollout(seconds)[1]))
+            else:
+                without.append(period_stats(rig.rollout(seconds)[1]))
+                with_console.append(with_streaming())
             print(f"run {run + 1}/{runs}: p99 period error without {without[-1]['period_err_p99_ms']:.2f} ms, "
                   f"with console {with_console[-1]['period_err_p99_ms']:.2f} ms", flush=True)
         # e-stop latency: the browser presses Space during rollouts
