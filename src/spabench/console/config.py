@@ -40,7 +40,7 @@ class ConsoleConfig:
     token: str = ""
     stream_hz: float = 8.0
     jpeg_quality: int = 70
-    stream_width: int = 480
+    stream_width: int = 320
     alignment_threshold: float = 0.85
     workspace_roi: list[float] = field(default_factory=lambda: [0.1, 0.1, 0.9, 0.9])
     camera_check_s: float = 1.0

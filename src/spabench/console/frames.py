@@ -1,13 +1,14 @@
 """Live frames for the browser, published off the control loop.
 
 The loop's only cost is `on_step`: it keeps a reference to the tick's images (no copy, no lock, no
-encoding). A background thread wakes at `stream_hz`, and only while a browser has asked for a frame
-in the last two seconds, encodes the latest images to JPEG (downscaled to `stream_width`) and
-scores the reference alignment. Older frames are simply overwritten: latest only, never a queue.
+encoding). A background thread (niced below the control loop) wakes at `stream_hz`, and only while a
+browser has asked for a frame in the last two seconds, encodes the latest images to JPEG
+(downscaled to `stream_width`) and scores the reference alignment. Older frames are simply overwritten: latest only, never a queue.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -20,6 +21,15 @@ from spabench.console.config import ConsoleConfig
 from spabench.rollout.types import ObserverBase
 
 WATCH_S = 2.0
+BACKGROUND_NICE = 10  # the console's threads yield the CPU to the control loop when it is scarce
+
+
+def lower_thread_priority(nice: int = BACKGROUND_NICE) -> None:
+    """Linux schedules threads individually: make the calling thread nicer than the control loop."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), min(19, os.getpriority(os.PRIO_PROCESS, 0) + nice))
+    except (AttributeError, OSError):  # not Linux, or not permitted: run at normal priority
+        pass
 
 
 def encode_jpeg(rgb: np.ndarray, quality: int = 70, max_width: int | None = None) -> bytes:
@@ -92,6 +102,7 @@ class FramePublisher(ObserverBase):
 
     # ---- the encoder thread -----------------------------------------------------------------
     def _run(self) -> None:
+        lower_thread_priority()
         period = 1.0 / self.cfg.stream_hz
         while not self._stop.is_set():
             started = time.monotonic()

@@ -40,6 +40,7 @@ class ConsoleServer:
         return url + (f"?token={self.token}" if self.token else "")
 
     def start(self, timeout: float = 10.0) -> "ConsoleServer":
+        # Normal priority on purpose: this thread carries the e-stop requests to the control loop.
         self._thread = threading.Thread(target=self._server.run, name="spabench-console", daemon=True)
         self._thread.start()
         deadline = time.monotonic() + timeout
