@@ -118,7 +118,7 @@ def start_console(workdir: Path):
     row = {"trial_id": "E0000-P1", "evaluation_id": "E0000", "policy": "bench", "card": "bench", "alias": "P1",
            "task": "counting", "condition": "id", "scene_id": "counting-id-000", "scene_condition": "id",
            "matched_group": None, "cell": "two|cube", "withheld": False, "instruction": "Put two cubes in the bowl.",
-           "instruction_variant": "original", "order": 0, "timer_s": 10.0}
+           "instruction_variant": "original", "order": 0, "timer_s": 10.0, "control_hz": 30.0}
     Ledger.create(workdir / "campaign" / Ledger.FILENAME, [row], "bench", {"campaign": "console_bench"}).close()
     cfg = ConsoleConfig(port=0)
     channel, publisher = BenchChannel(), FramePublisher(cfg)

@@ -19,7 +19,7 @@ def campaign(tmp_path):
     rows = [{"trial_id": "E0000-P1", "evaluation_id": "E0000", "policy": "secret_policy", "card": "secret_card",
              "alias": "P1", "task": "counting", "condition": "id", "scene_id": "counting-id-000",
              "scene_condition": "id", "matched_group": None, "cell": "two|cube", "withheld": False,
-             "instruction": "Put two cubes in the bowl.", "instruction_variant": "original", "order": 0, "timer_s": 5.0}]
+             "instruction": "Put two cubes in the bowl.", "instruction_variant": "original", "order": 0, "timer_s": 5.0, "control_hz": 30.0}]
     Ledger.create(tmp_path / Ledger.FILENAME, rows, "h", {"campaign": "sec"}).close()
     return tmp_path
 
