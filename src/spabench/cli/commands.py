@@ -51,7 +51,7 @@ COMMANDS: dict[str, Command] = {
                 positionals=("src", "dst")),
         Command("ledger collect", "spabench.ledger.commands:ledger_collect", (),
                 "gather the episodes from the benches that recorded them: campaign=DIR out=DIR "
-                "bench_dirs.<bench>=PATH|host:PATH", ("campaign_dir", "out")),
+                "+bench_dirs.<bench>=PATH|host:PATH", ("campaign_dir", "out")),
         Command("ledger status", "spabench.ledger.commands:ledger_status", (),
                 "where a campaign's ledger lives, its progress and each bench's claim: campaign=DIR",
                 ("campaign_dir",)),
