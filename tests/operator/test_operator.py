@@ -277,3 +277,49 @@ def test_status_line_shows_the_key_legend_literally():
     text = buf.decode(errors="replace")
     assert "[s]top [a]bort [space/e] e-stop" in text, text
     assert "\x1b[9m" not in text  # no strike-through
+
+
+def test_score_corrections_rescore_and_invalidate_then_report(tmp_path):
+    """Measured on main: a score could not be corrected, nor a complete attempt declared invalid,
+    from any command. Now `spabench score attempt=... reason=...` (and invalidate=true) do both, the
+    history keeps every score with rater, time and reason, and the report counts the corrections."""
+    from spabench.analysis.commands import load_campaign_outcomes
+    from spabench.analysis.report import score_audit
+
+    ledger = Ledger.create(tmp_path / "ledger.sqlite", _trial_rows(2), "h")
+    ids = []
+    for trial_id in ("E0000-P1", "E0001-P1"):
+        a = ledger.begin_attempt(trial_id)
+        _record(tmp_path, a)
+        ledger.finish_attempt(a, "complete", "timer", episode_path=f"episodes/{a}")
+        ledger.record_score(a, "operator", True)
+        ids.append(a)
+    ledger.close()
+    base = {"campaign_dir": str(tmp_path), "operator": {"type": "terminal"}}
+    out = io.StringIO()
+    # a correction without a reason is refused, nothing changes
+    assert score_command(OmegaConf.create({**base, "attempt": ids[0]}), stdin=io.StringIO("n\n1\n\n"),
+                         stdout=out) == 2
+    assert "a correction needs reason=" in out.getvalue()
+    out = io.StringIO()
+    code = score_command(OmegaConf.create({**base, "attempt": ids[0], "reason": "gripper slipped on replay"}),
+                         stdin=io.StringIO("n\n1\nre-watched\n"), stdout=out)
+    assert code == 0, out.getvalue()
+    assert "current: success by operator" in out.getvalue() and "(alias P1" in out.getvalue()
+    out = io.StringIO()
+    assert score_command(OmegaConf.create({**base, "attempt": ids[1], "invalidate": True,
+                                           "reason": "cup was upright, scene wrong"}), stdout=out) == 0
+    assert "is now invalid: operator_invalidated: cup was upright, scene wrong" in out.getvalue()
+    ledger = Ledger.open(tmp_path / "ledger.sqlite")
+    history = ledger.score_history(ids[0])
+    assert [(s.success, s.reason, s.superseded_at is not None) for s in history] == [
+        (True, None, True), (False, "gripper slipped on replay", False)]
+    assert all(s.rater == "operator" and s.scored_at for s in history)
+    assert ledger.attempt(ids[1]).status == "invalid" and ledger.pending_trials()[0].trial_id == "E0001-P1"
+    assert ledger.score_history(ids[1])[0].success is True  # kept in the history
+    ledger.close()
+    outcomes = load_campaign_outcomes(tmp_path)
+    first = outcomes[outcomes["attempt_id"] == ids[0]].iloc[0]
+    assert int(first["success"]) == 0  # the latest score is the outcome
+    assert score_audit(outcomes).startswith("Score corrections: 1 on 1 attempt(s)")
+    assert "1 complete attempt(s) declared invalid afterwards" in score_audit(outcomes)

@@ -122,6 +122,20 @@ def _task_label(task: str) -> str:
 
 # ---------------------------------------------------------------- markdown
 
+def score_audit(outcomes: pd.DataFrame) -> str:
+    """One line on score corrections and operator-invalidated attempts (empty when there were none)."""
+    corrected = (pd.to_numeric(outcomes["corrections"], errors="coerce").fillna(0).astype(int)
+                 if "corrections" in outcomes.columns else None)
+    reasons = outcomes["invalid_reason"].fillna("").astype(str) if "invalid_reason" in outcomes.columns else None
+    n_corr = int(corrected.sum()) if corrected is not None else 0
+    n_void = int(reasons.str.startswith("operator_invalidated").sum()) if reasons is not None else 0
+    if not n_corr and not n_void:
+        return ""
+    return (f"Score corrections: {n_corr} on {int((corrected > 0).sum()) if corrected is not None else 0} "
+            f"attempt(s) (each outcome is its primary rater's latest score; the history is in the ledger); "
+            f"{n_void} complete attempt(s) declared invalid afterwards by an operator.")
+
+
 def render_markdown(analysis: Analysis, drawn: dict[str, list[Path]] | None = None) -> str:
     """The human-readable report: headline table, per-policy tables, contrasts, failures, notes."""
     summary, outcomes = analysis.summary, analysis.outcomes
@@ -133,6 +147,9 @@ def render_markdown(analysis: Analysis, drawn: dict[str, list[Path]] | None = No
         f"Policies: {', '.join(f'{markdown_text(analysis.name(p))} ({markdown_text(p)})' for p in analysis.policies) or 'none'}.", "",
         "Rates are successes/trials with two-sided Wilson 95% intervals: `rate [low, high] (k/n)`.", "",
     ]
+    audit = score_audit(outcomes)
+    if audit:
+        lines += [audit, ""]
     if not outcomes.attrs.get("has_matched_group", True) and \
             outcomes["condition"].isin(["direct", "paraphrase_ood", "paraphrase_direct"]).any():
         lines += ["**Note:** the outcomes have no `matched_group` column, so matched subsets "

@@ -31,7 +31,8 @@ COMMANDS: dict[str, Command] = {
         Command("run", "spabench.rollout.commands:run", ("bench", "operator", "suite"),
                 "run (or resume) a planned campaign at the bench: campaign=DIR", ("campaign_dir",)),
         Command("score", "spabench.operator.commands:score", ("operator", "suite"),
-                "score recorded, unscored attempts: campaign=DIR", ("campaign_dir",)),
+                "score recorded, unscored attempts: campaign=DIR; correct one: attempt=ID reason=... "
+                "[invalidate=true]", ("campaign_dir",)),
         Command("console", "spabench.console.commands:console", ("operator", "suite"),
                 "the browser console (bench page, review and scoring): campaign=DIR", ("campaign_dir",),
                 presets=("operator=web",)),

@@ -1,5 +1,9 @@
 """`spabench score campaign_dir=DIR`: score recorded, unscored attempts after the session.
 
+Corrections (operator/corrections.py): `attempt=ID reason="..."` scores one attempt again (the
+earlier score stays in the history); `attempt=ID invalidate=true reason="..."` declares a complete
+attempt invalid, so that `run` re-runs its trial.
+
 For each complete attempt without a score (plan order) it shows the trial, the episode folder and
 its videos, the motion pre-fill for no-intervention / no-movement trials (recomputed from the
 recorded joints when the session logged none), then the terminal score prompt. Enter 'l' to leave
@@ -35,6 +39,30 @@ def _prefill(ledger: Any, campaign_dir: Path, attempt: Any, trial: Any, rater: s
     return motion_prefill(trial.condition, onset is not None, rater)
 
 
+def _get(cfg: Any, key: str) -> Any:
+    return cfg.get(key) if hasattr(cfg, "get") else getattr(cfg, key, None)
+
+
+def _correct(ledger: Any, attempt_id: str, reason: Any, invalid: bool, op: TerminalOperator, out) -> int:
+    """`attempt=ID [reason=...]` rescores one attempt; `invalidate=true attempt=ID reason=...` voids it."""
+    from spabench.ledger import LedgerError
+    from spabench.operator.corrections import invalidate, rescore
+
+    if not attempt_id:
+        print("error: score: reason=/invalidate= need attempt=<attempt id> (e.g. attempt=E0001-P2-a1)", file=out)
+        return 2
+    reason = None if reason is None else str(reason)
+    try:
+        if invalid:
+            invalidate(ledger, attempt_id, reason, op.rater, out)
+        else:
+            rescore(ledger, attempt_id, reason, op, out)
+    except (ConfigError, LedgerError) as exc:
+        print(f"error: {exc}", file=out)
+        return 2
+    return 0
+
+
 def score(cfg: Any, stdin=None, stdout=None) -> int:
     """Entry point of `spabench score`. Returns the exit code (0; 2 on a bad campaign folder)."""
     campaign_dir = cfg.get("campaign_dir") if hasattr(cfg, "get") else getattr(cfg, "campaign_dir", None)
@@ -54,6 +82,12 @@ def score(cfg: Any, stdin=None, stdout=None) -> int:
     rater = op_cfg.rater if op_cfg.type == "terminal" else "operator"
     op = TerminalOperator(op_cfg, stdin=stdin, stdout=out)
     op.rater = rater
+    attempt_id, reason, invalid = _get(cfg, "attempt"), _get(cfg, "reason"), _get(cfg, "invalidate")
+    if attempt_id or invalid or reason:
+        try:
+            return _correct(ledger, str(attempt_id or ""), reason, bool(invalid), op, out)
+        finally:
+            ledger.close()
     scored = skipped = 0
     try:
         attempts = ledger.unscored_attempts()
