@@ -93,13 +93,10 @@ def test_run_waits_for_a_restarted_server_and_goes_on(tmp_path):
     campaign = make_campaign(tmp_path, n=2)
     with EmulatedBus() as bus, WaveServer() as server:
         revived = OpenPiServer(server.infer, server.server.metadata, port=server.port)
-
-        def crash_then_restart():
-            server.server.stop()
-            after(4.0, revived.start)  # later than the first health check
-
-        when(lambda: server.calls >= 4, crash_then_restart)
         out = io.StringIO()
+        when(lambda: server.calls >= 4, server.server.stop)
+        # the server comes back only once run has found it down and said that it waits
+        when(lambda: "waiting up to" in out.getvalue(), after, 0.5, revived.start)
         try:
             code = run(make_cfg(campaign, bus.port, server.port, timer_s=1.5,
                                 operator={"server_wait_s": 30}), out=out)
