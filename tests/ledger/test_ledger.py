@@ -215,7 +215,7 @@ def test_mark_interrupted_after_a_hard_crash(ledger):
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert result.returncode == 9, result.stderr
     crashed = result.stdout.strip()
-    with Ledger.open(path, expect_hash=HASH) as led:
+    with Ledger.open(path, expect_hash=HASH, lock=True) as led:   # mark_interrupted needs the lock
         assert led.attempt(crashed).status == "running"
         assert led.mark_interrupted() == [crashed]
         row = led.attempt(crashed)

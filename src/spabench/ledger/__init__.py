@@ -1,7 +1,9 @@
 """The campaign ledger: plan, attempts, scores, claims and events behind one storage interface (SQLite
 for one bench, PostgreSQL for several); no LeRobot, no torch."""
 
+from spabench.ledger.integrity import LedgerDamaged, LedgerStorageError
 from spabench.ledger.ledger import BenchSessionActive, Ledger, LedgerError, validate_plan
+from spabench.ledger.lock import CampaignLock, LedgerLocked
 from spabench.ledger.schema import (
     OUTCOME_COLUMNS,
     STOP_REASONS,
@@ -12,6 +14,7 @@ from spabench.ledger.schema import (
 )
 
 __all__ = [
-    "Ledger", "LedgerError", "BenchSessionActive", "validate_plan", "TrialRow", "AttemptRow", "ScoreRow",
+    "Ledger", "LedgerError", "BenchSessionActive", "LedgerLocked", "LedgerDamaged", "LedgerStorageError",
+    "CampaignLock", "validate_plan", "TrialRow", "AttemptRow", "ScoreRow",
     "TRIAL_COLUMNS", "OUTCOME_COLUMNS", "STOP_REASONS",
 ]

@@ -13,7 +13,8 @@ import os
 import sqlite3
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from contextlib import contextmanager
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from spabench.errors import ConfigError, DataError, SpabenchError
 from spabench.ledger.schema import (
@@ -28,6 +29,8 @@ from spabench.ledger.schema import (
     ScoreRow,
     TrialRow,
 )
+from spabench.ledger.integrity import check_sqlite, storage_errors
+from spabench.ledger.lock import CampaignLock, LedgerLocked
 from spabench.ledger.storage import Row, SQLiteStorage, Storage, Tx
 from spabench.suite.vocabulary import (
     CONDITIONS,
@@ -144,6 +147,8 @@ class Ledger:
         self.path = path                 # the SQLite file or the pointer file (for messages)
         self.storage = storage
         self._readonly = storage.readonly
+        self._session_lock: CampaignLock | None = None   # lock.py: one session per campaign / bench
+        self._bench_locked: str | None = None
 
     @property
     def location(self) -> str:
@@ -275,15 +280,37 @@ class Ledger:
 
     @classmethod
     def open(cls, path: str | os.PathLike, expect_hash: str | None = None, readonly: bool = False, *,
-             url: str | None = None) -> Ledger:
+             url: str | None = None, lock: bool = False, bench_id: str | None = None) -> Ledger:
         """Open an existing ledger (a campaign folder, its ledger.sqlite or its pointer).
 
         With `expect_hash`, refuse one planned from a different config. `url` replaces the pointer's
         connection URL (e.g. each bench connects as its own role); the schema stays the pointer's.
+        `lock=True` (a writer session): take the campaign lock before anything else (`lock_session`);
+        a second process gets LedgerLocked. Every SQLite open runs `PRAGMA quick_check` first.
         """
         path = Path(path)
         folder, explicit = _campaign_folder(path)
         pointer = folder / cls.POINTER
+        file_lock = None
+        if lock and not readonly and not pointer.is_file() and Path(folder).is_dir():
+            file_lock = CampaignLock(folder).acquire()   # before the ledger is even opened
+        try:
+            ledger = cls._open_unlocked(path, folder, explicit, pointer, expect_hash, readonly, url)
+        except BaseException:
+            if file_lock is not None:
+                file_lock.release()
+            raise
+        ledger._session_lock = file_lock
+        if lock and file_lock is None and not readonly and bench_id is not None:  # PostgreSQL: per bench
+            try:
+                ledger.lock_session(bench_id)
+            except BaseException:
+                ledger.close()
+                raise
+        return ledger
+
+    @classmethod
+    def _open_unlocked(cls, path, folder, explicit, pointer, expect_hash, readonly, url) -> Ledger:
         if explicit is None and pointer.is_file():
             from spabench.ledger.postgres import open_pointer
 
@@ -298,6 +325,11 @@ class Ledger:
                 storage = SQLiteStorage(where, readonly=readonly)
             except sqlite3.DatabaseError as exc:
                 raise DataError(where, f"not a spabench ledger ({exc})") from None
+            try:
+                check_sqlite(storage.conn, where)
+            except BaseException:
+                storage.close()
+                raise
         try:
             rows = storage.query("SELECT key, value FROM meta")
         except Exception as exc:
@@ -324,7 +356,26 @@ class Ledger:
         return cls(where, storage)
 
     def close(self) -> None:
-        self.storage.close()
+        try:
+            self.storage.close()
+        finally:
+            if self._session_lock is not None:
+                self._session_lock.release()
+                self._session_lock = None
+
+    def lock_session(self, bench_id: str | None = None) -> None:
+        """Hold this campaign (SQLite: the folder's OS lock; PostgreSQL: the bench id) until close."""
+        if self._session_lock is not None or self._bench_locked is not None:
+            return
+        if self.storage.kind == "sqlite":
+            self._session_lock = CampaignLock(Path(self.path).parent).acquire()
+            return
+        self.lock_bench(bench_id or "default")
+
+    @property
+    def locked(self) -> bool:
+        """This process holds the session lock (required for mark_interrupted)."""
+        return self._session_lock is not None or self._bench_locked is not None
 
     def __enter__(self) -> Ledger:
         return self
@@ -333,14 +384,19 @@ class Ledger:
         self.close()
 
     # ------------------------------------------------------------------ plumbing
-    def _write(self):
-        """One write transaction (SQLite: BEGIN IMMEDIATE; PostgreSQL: row locks)."""
+    @contextmanager
+    def _write(self) -> Iterator[Tx]:
+        """One write transaction (SQLite: BEGIN IMMEDIATE; PostgreSQL: row locks); a storage failure
+        (disk full, I/O error) is a LedgerStorageError, a damaged file LedgerDamaged (integrity.py)."""
         if self._readonly:
             raise LedgerError(f"{self.path}: opened read-only")
-        return self.storage.write()
+        with storage_errors(self.path):
+            with self.storage.write() as tx:
+                yield tx
 
     def _query(self, sql: str, params: tuple = ()) -> list[Row]:
-        return self.storage.query(sql, params)
+        with storage_errors(self.path):
+            return self.storage.query(sql, params)
 
     @staticmethod
     def _insert_event(tx: Tx, attempt_id: str | None, kind: str, payload: Mapping[str, Any]) -> int:
@@ -480,10 +536,15 @@ class Ledger:
         """On resume: every attempt still 'running' becomes invalid ('interrupted'); returns their ids.
 
         With `bench_id` only that bench's (several benches share a PostgreSQL ledger; each resumes its
-        own, and a bench that takes over a lapsed claim interrupts the dead holder's attempts)."""
+        own, and a bench that takes over a lapsed claim interrupts the dead holder's attempts).
+        Only under the session lock (campaign lock / bench lock): otherwise a second process would
+        kill a live attempt."""
         if bench_id is None and self.storage.multi_bench:
             raise LedgerError(f"{self.location}: a shared ledger has other benches' attempts running; "
                               "mark_interrupted(bench_id=...) names the bench whose attempts were interrupted")
+        if not self.locked:
+            raise LedgerError(f"{self.path}: mark_interrupted runs only under the campaign lock "
+                              "(open the ledger with lock=True, or lock_bench(bench_id) on a shared ledger)")
         with self._write() as tx:
             return self._interrupt(tx, "status = 'running'" + (" AND bench_id = ?" if bench_id else ""),
                                    (bench_id,) if bench_id else (), {})
@@ -690,6 +751,7 @@ class Ledger:
                 f"{self.location}: bench {bench_id!r} already has a live session (host {who.get('host', '?')}, "
                 f"pid {who.get('pid', '?')}, since {since}); give this bench another bench_id=NAME, or stop "
                 "the other process first")
+        self._bench_locked = bench_id
         with self._write() as tx:
             self._insert_event(tx, None, "bench_session_started",
                                {"bench_id": bench_id, "host": socket.gethostname(), "pid": os.getpid()})

@@ -330,10 +330,12 @@ def hash_for_campaign_dir(campaign_dir: str | os.PathLike, root: str | os.PathLi
 
 
 def open_campaign(campaign_dir: str | os.PathLike, *, readonly: bool = False, check_hash: bool = True,
-                  root: str | os.PathLike | None = None) -> Ledger:
-    """DIR's ledger, refusing it (ConfigError) when the campaign config or suite files changed since planning."""
+                  root: str | os.PathLike | None = None, lock: bool = False, **open_kw) -> Ledger:
+    """DIR's ledger, refusing it (ConfigError) when the campaign config or suite files changed since planning.
+
+    `lock=True` for a writer session (Ledger.open: one session per campaign)."""
     expect = hash_for_campaign_dir(campaign_dir, root) if check_hash else None
-    return Ledger.open(Path(campaign_dir), expect_hash=expect, readonly=readonly)
+    return Ledger.open(Path(campaign_dir), expect_hash=expect, readonly=readonly, lock=lock, **open_kw)
 
 
 # ---------------------------------------------------------------------------- writing

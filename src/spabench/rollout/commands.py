@@ -130,8 +130,9 @@ def _open_ledger(campaign_dir: Path, url: str | None = None):
 
     if not (campaign_dir / CONFIG_YAML).is_file() and Ledger.exists(campaign_dir):
         log.warning("%s has no %s: the config hash cannot be checked", campaign_dir, CONFIG_YAML)
-        return Ledger.open(campaign_dir, url=url)
-    return Ledger.open(campaign_dir, expect_hash=hash_for_campaign_dir(campaign_dir), url=url)
+        return Ledger.open(campaign_dir, url=url, lock=True)
+    return Ledger.open(campaign_dir, expect_hash=hash_for_campaign_dir(campaign_dir), url=url,
+                       lock=True)  # one session per campaign, before anything is touched
 
 
 class LeaseKeeper:

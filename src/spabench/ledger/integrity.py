@@ -1,0 +1,77 @@
+"""A ledger that cannot be trusted or written is one clear error, never a traceback.
+
+`check_sqlite` runs `PRAGMA quick_check` when a ledger is opened (milliseconds for a campaign's
+ledger): a damaged file is refused before anything connects. `storage_errors` turns a failed write
+(disk full, I/O error, file system gone) into `LedgerStorageError`, which the run loop treats as
+"stop the session, the arm holds".
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+from spabench.errors import SpabenchError
+
+
+class LedgerDamaged(SpabenchError):
+    """The ledger file fails its integrity check: nothing reads from or writes to it."""
+
+    def __init__(self, path, problem: str):
+        super().__init__(
+            f"{path}: the ledger is damaged ({problem}); nothing was read from it or written to it. "
+            "Restore it from a backup (or the copy made by `spabench ledger copy`), or check it with "
+            f"`sqlite3 {path} 'PRAGMA integrity_check'`")
+        self.path = path
+
+
+class LedgerStorageError(SpabenchError):
+    """A ledger write failed (disk full, I/O error): the change was not recorded."""
+
+    def __init__(self, path, problem: str):
+        super().__init__(f"{path}: cannot write the ledger ({problem}); the change was not recorded. "
+                         "Free space or fix the disk, then resume with the same command")
+        self.path = path
+
+
+_DAMAGE_WORDS = ("malformed", "not a database", "corrupt", "encrypted")
+
+
+def check_sqlite(conn: sqlite3.Connection, path: Path | str) -> None:
+    """Raise LedgerDamaged unless `PRAGMA quick_check` says ok."""
+    try:
+        rows = conn.execute("PRAGMA quick_check").fetchall()
+    except sqlite3.DatabaseError as exc:
+        raise LedgerDamaged(path, str(exc).splitlines()[0]) from None
+    problems = [str(r[0]) for r in rows if str(r[0]).lower() != "ok"]
+    if problems:
+        more = f" and {len(problems) - 1} more problem(s)" if len(problems) > 1 else ""
+        raise LedgerDamaged(path, f"quick_check: {problems[0][:160]}{more}")
+
+
+def _is_storage_failure(exc: BaseException) -> bool:
+    if isinstance(exc, OSError):
+        return True
+    if isinstance(exc, sqlite3.Error):
+        return not isinstance(exc, (sqlite3.IntegrityError, sqlite3.ProgrammingError, sqlite3.InterfaceError))
+    module = type(exc).__module__ or ""
+    return module.startswith("psycopg") and type(exc).__name__ in (
+        "OperationalError", "DiskFull", "InternalError", "AdminShutdown", "ConnectionFailure")
+
+
+@contextmanager
+def storage_errors(path: Path | str) -> Iterator[None]:
+    """Translate a storage failure inside the block into LedgerStorageError / LedgerDamaged."""
+    try:
+        yield
+    except SpabenchError:
+        raise
+    except BaseException as exc:
+        if not _is_storage_failure(exc):
+            raise
+        problem = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
+        if isinstance(exc, sqlite3.DatabaseError) and any(w in problem.lower() for w in _DAMAGE_WORDS):
+            raise LedgerDamaged(path, problem) from None
+        raise LedgerStorageError(path, problem) from None
