@@ -10,6 +10,8 @@ dataset and the end-of-episode attributes.
 from __future__ import annotations
 
 import json
+import logging
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,9 @@ import numpy as np
 
 from spabench.suite.vocabulary import JOINTS
 
+log = logging.getLogger(__name__)
 SCHEMA_VERSION = 1
+RESERVE_BYTES = 2 * 1024 * 1024
 N_JOINTS = len(JOINTS)
 
 # dataset name -> (per-step shape, dtype, fill value for "absent")
@@ -58,6 +62,12 @@ class EpisodeArrays:
         self._events: list[dict] = []
         self._all_events: list[dict] = []
         self._lock = threading.Lock()
+        # A reserve file, given back when a write fails, so that HDF5 can still flush and close
+        # (it crashes closing a file on a full disk) and the rows written so far stay readable.
+        self._reserve = self.path.with_name(".reserve")
+        with open(self._reserve, "wb") as fh:
+            fh.truncate(0)
+            fh.write(b"\0" * RESERVE_BYTES)
         self._file = h5py.File(self.path, "w", libver="latest")
         f = self._file
         f.attrs["schema_version"] = SCHEMA_VERSION
@@ -96,6 +106,11 @@ class EpisodeArrays:
         with self._lock:
             self._events.append(event)
             self._all_events.append(event)
+
+    @property
+    def error(self) -> BaseException | None:
+        """The background writer's failure (e.g. disk full), if any: the episode cannot be saved."""
+        return self._error
 
     # ---- background -----------------------------------------------------------------------
     def _flusher(self) -> None:
@@ -142,11 +157,22 @@ class EpisodeArrays:
 
     # ---- end of episode -----------------------------------------------------------------------
     def close(self, final_attrs: dict[str, Any]) -> None:
-        """Write what is left, leave SWMR, add `events` and the final attributes. Durable on return."""
+        """Write what is left, leave SWMR, add `events` and the final attributes. Durable on return.
+
+        A write failure (disk full) raises OSError after the reserve file is given back, so HDF5 can
+        flush what it holds and close cleanly: the rows written so far stay readable."""
         self._stop.set()
         self._thread.join()
-        self._write_pending()
+        try:
+            if self._error is not None:
+                raise self._error
+            self._write_pending()
+        except Exception as exc:
+            problem = (str(exc).splitlines() or [""])[0][:200]
+            self._close_after_failure()
+            raise OSError(getattr(exc, "errno", None) or 28, f"{self.path}: {problem}") from None
         self._file.close()
+        self._give_back_reserve()
         with h5py.File(self.path, "a", libver="latest") as f:
             text = [json.dumps(e, default=str, sort_keys=True) for e in self._all_events]
             f.create_dataset("events", data=np.array(text, dtype=h5py.string_dtype()),
@@ -156,8 +182,6 @@ class EpisodeArrays:
             f.attrs["n_steps"] = self.n_steps
             f.attrs["complete"] = True
             f.flush()
-        if self._error is not None:
-            raise self._error
 
     def abandon(self) -> None:
         """Close without the final step (used when the harness itself is failing)."""
@@ -165,6 +189,26 @@ class EpisodeArrays:
         self._thread.join()
         try:
             self._write_pending()
-        finally:
-            self._file.close()
+        except Exception:
+            self._close_after_failure()
+            return
+        self._file.close()
+        self._give_back_reserve()
 
+    def _give_back_reserve(self) -> None:
+        try:
+            os.unlink(self._reserve)
+        except FileNotFoundError:
+            pass
+
+    def _close_after_failure(self) -> None:
+        """HDF5 crashes closing a file whose flush failed on a full disk: free the reserve first."""
+        self._give_back_reserve()
+        try:
+            self._file.flush()
+        except Exception as exc:
+            log.warning("%s: could not flush after a write failure: %s", self.path, exc)
+        try:
+            self._file.close()
+        except Exception as exc:
+            log.warning("%s: could not close after a write failure: %s", self.path, exc)

@@ -45,6 +45,25 @@ class RecorderConfig:
     video: bool = True
 
 
+def write_json_durably(path: Path, data) -> None:
+    """JSON written via a temporary file and fsync, so a full disk never leaves a 0-byte file."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps(data, indent=1, sort_keys=True))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def describe_error(exc: BaseException) -> str:
+    text = (str(exc).splitlines() or [""])[0]
+    return f"{type(exc).__name__}: {text}"[:300]
+
+
 def video_name(camera: str) -> str:
     return f"cam_{camera}.mp4"
 
@@ -82,7 +101,13 @@ def software_versions() -> dict[str, str]:
 
 class Recorder:
     """Rollout observer that records one attempt per episode. One instance serves a whole campaign
-    (its encoder processes are reused); call `close()` at the end to wait for the last videos."""
+    (its encoder processes are reused); call `close()` at the end to wait for the last videos.
+
+    `records = True` tells the rollout that a failure here (disk full, I/O error) makes the attempt
+    invalid (storage_error); `episode_error(attempt_id)` reports a failure found after the rollout
+    (a video that could not be finished), once `wait_finished` returned."""
+
+    records = True
 
     def __init__(self, campaign_dir: str | os.PathLike, config: RecorderConfig | None = None):
         self.campaign_dir = Path(campaign_dir)
@@ -99,6 +124,7 @@ class Recorder:
         self._lock = threading.Lock()
         self._done = threading.Condition(self._lock)
         self._closing: set[str] = set()
+        self._errors: dict[str, str] = {}   # attempt id -> what could not be written
         self.last_episode: Path | None = None
 
     # ---- helpers --------------------------------------------------------------------------
@@ -147,6 +173,8 @@ class Recorder:
         arrays = self._arrays
         if arrays is None:
             return
+        if arrays.error is not None:  # the rollout stops at once: storage_error
+            raise RecordError(f"{arrays.path}: cannot write ({describe_error(arrays.error)})")
         frame_index: dict[str, int] = {}
         if self.config.video:
             for cam in self._cameras:
@@ -201,19 +229,44 @@ class Recorder:
 
     # ---- background -----------------------------------------------------------------------
     def _finalize(self, folder: Path, drops: dict[str, int], results: dict[str, StreamDone]) -> None:
+        """Runs on the encoder's thread: never raises (a full disk is reported, not lost in a thread)."""
+        attempt_id = folder.name[: -len(PARTIAL_SUFFIX)]
         videos = {
             cam: {"file": video_name(cam), "frames": r.frames, "dropped": drops.get(cam, 0), "error": r.error}
             for cam, r in results.items()
         }
-        (folder / VIDEOS_JSON).write_text(json.dumps(videos, indent=1, sort_keys=True))
-        final = folder.with_name(folder.name[: -len(PARTIAL_SUFFIX)])
+        problems = [f"{cam}: {v['error']}" for cam, v in videos.items() if v["error"]]
         try:
-            os.replace(folder, final)
+            write_json_durably(folder / VIDEOS_JSON, videos)
+            if not problems:
+                os.replace(folder, folder.with_name(attempt_id))
+        except OSError as exc:
+            problems.append(f"{folder.name}: {exc.strerror or exc}")
         finally:
             with self._lock:
-                self._finalized[final.name] = videos
-                self._closing.discard(final.name)
+                if problems:   # the folder stays .partial: what was written is kept for inspection
+                    self._errors[attempt_id] = "; ".join(problems)[:500]
+                self._finalized[attempt_id] = videos
+                self._closing.discard(attempt_id)
                 self._done.notify_all()
+
+    def episode_error(self, attempt_id: str) -> str | None:
+        """What could not be written for a finished episode (None: everything is on disk)."""
+        with self._lock:
+            return self._errors.get(str(attempt_id))
+
+    def wait_finished(self, attempt_id: str, timeout: float | None = None) -> bool:
+        """Wait until one episode's videos are written (or failed) and its folder is final."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._done:
+            while str(attempt_id) in self._closing:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                if self._pool is not None and not self._pool.alive():
+                    return False
+                self._done.wait(0.2 if remaining is None else min(remaining, 0.2))
+        return True
 
     def finished(self, attempt_id: str) -> bool:
         with self._lock:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import socket
 import sys
 import threading
@@ -32,9 +33,12 @@ from spabench.rollout.types import EpisodeMeta
 
 log = logging.getLogger(__name__)
 
-EXIT_OK, EXIT_CONFIG, EXIT_BENCH, EXIT_INVALID_STREAK, EXIT_SERVER_DOWN, EXIT_SIGINT = 0, 2, 3, 4, 6, 130
-# Faults after which the session stops: the bench can no longer be trusted, or a person said stop.
-STOP_SESSION_REASONS = frozenset({"estop", "bus_error", "camera_lost", "safety_error", "harness_error"})
+EXIT_OK, EXIT_CONFIG, EXIT_BENCH, EXIT_INVALID_STREAK, EXIT_STORAGE, EXIT_SERVER_DOWN, EXIT_SIGINT = \
+    0, 2, 3, 4, 5, 6, 130
+# Faults after which the session stops: the bench can no longer be trusted, or a person said stop,
+# or nothing more can be recorded.
+STOP_SESSION_REASONS = frozenset({"estop", "bus_error", "camera_lost", "safety_error", "harness_error",
+                                  "storage_error"})
 # Faults after which the policy server's health is checked before the next attempt.
 SERVER_FAULT_REASONS = frozenset({"server_lost"})
 SERVER_POLL_S = 2.0
@@ -200,6 +204,7 @@ class Session:
         self.running_attempt: str | None = None
         self.blinder: Blinder | None = None
         self._blind_logging = blind_logging(None)
+        self.running_reason = "operator_abort"   # how close() ends an attempt left running
 
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
@@ -280,10 +285,12 @@ class Session:
                 log.warning("hold at shutdown failed: %s", exc)
         if self.running_attempt is not None and self.ledger is not None:
             try:
-                self.ledger.finish_attempt(self.running_attempt, "invalid", "abort",
-                                           invalid_reason="operator_abort")
+                stop = "fault" if self.running_reason == "storage_error" else "abort"
+                self.ledger.finish_attempt(self.running_attempt, "invalid", stop,
+                                           invalid_reason=self.running_reason)
             except Exception as exc:
-                log.warning("could not close attempt %s: %s", self.running_attempt, exc)
+                self.say(f"attempt {self.running_attempt} could not be closed in the ledger ({exc}); "
+                         "the next run marks it invalid (interrupted)")
             self.running_attempt = None
         if self.recorder is not None:
             if not self.recorder.wait_idle(self.op_cfg.wait_videos_s):
@@ -393,6 +400,7 @@ class Session:
         if staged_by is None and self.operator.confirms_scene:
             staged_by = "operator"
         self.bench.go_home()
+        self.check_space(trial, card)
         n_before = len(self.ledger.attempts_for(trial.trial_id))
         expected = f"{trial.trial_id}-a{n_before + 1}"  # the ledger's id scheme, so the path is known up front
         attempt_id = self.ledger.begin_attempt(trial.trial_id, episode_path=f"episodes/{expected}",
@@ -428,6 +436,10 @@ class Session:
                           self.controls, go_home_after=self.op_cfg.go_home_after, **timing)
         with self.operator.during_rollout(self.controls):
             result = rollout.run(meta, trial.instruction)
+        if result.valid:
+            self.confirm_recorded(attempt_id, result)
+        if result.invalid_reason == "storage_error":
+            self.running_reason = "storage_error"
         try:
             if result.valid:
                 self.ledger.finish_attempt(attempt_id, "complete", result.stop_reason, episode_path=rel_path)
@@ -491,6 +503,31 @@ class Session:
                 waiting = True
             time.sleep(min(self.lease_s / 3.0, 2.0))
 
+    def check_space(self, trial: Any, card: Any) -> None:
+        """Refuse to start an attempt whose recording would not fit on the campaign's disk."""
+        from spabench.rollout.space import check_free_space, expected_episode_bytes
+
+        cams = getattr(getattr(self.bench, "cfg", None), "cameras", {}) or {}
+        shapes = {name: (int(getattr(c, "height", 480)), int(getattr(c, "width", 640)), 3)
+                  for name, c in cams.items()}
+        timer_s = self.op_cfg.timer_s or trial.timer_s
+        expected = expected_episode_bytes(timer_s, float(card.control_hz), shapes,
+                                          self.campaign_dir / "episodes", video=self.recorder.config.video)
+        what = f"the next attempt ({trial.trial_id}, {timer_s:g} s)"
+        check_free_space(self.campaign_dir / "episodes", expected, what)
+        if os.stat(self.campaign_dir).st_dev != os.stat(self.campaign_dir / "episodes").st_dev:
+            check_free_space(self.campaign_dir, 0, f"the ledger of {what}")
+
+    def confirm_recorded(self, attempt_id: str, result: Any) -> None:
+        """A valid rollout counts only once its whole episode (HDF5 and videos) is on disk."""
+        if not self.recorder.wait_finished(attempt_id, self.op_cfg.wait_videos_s):
+            problem = f"its videos were not finished within {self.op_cfg.wait_videos_s:g} s"
+        else:
+            problem = self.recorder.episode_error(attempt_id)
+        if problem:
+            result.valid, result.invalid_reason, result.stop_reason = False, "storage_error", "fault"
+            result.detail = f"recording failed: {problem}"
+
     def loop(self) -> int:
         done = 0
         invalid_streak = 0
@@ -516,6 +553,11 @@ class Session:
             if self.controls.sigint_count:
                 self.say("Ctrl-C: attempt aborted, the arm holds; resume with the same command")
                 return EXIT_SIGINT
+            if not result.valid and result.invalid_reason == "storage_error":
+                self.say(f"session stopped: {attempt_id} could not be recorded ({result.detail}); it is "
+                         "invalid (storage_error) and will be re-run. The arm holds. Free space or fix the "
+                         "disk, then resume with the same command")
+                return EXIT_STORAGE
             if not result.valid and result.invalid_reason in SERVER_FAULT_REASONS:
                 suspect = trial  # its server is checked before the next attempt starts
             if not result.valid and result.invalid_reason in STOP_SESSION_REASONS:
@@ -532,6 +574,9 @@ class Session:
 
 def run(cfg: Any, out=None, stdin=None) -> int:
     """Entry point of `spabench run`. Returns the exit code."""
+    from spabench.ledger import LedgerStorageError
+    from spabench.rollout.space import NoSpaceForAttempt
+
     session = Session(cfg, out=out, stdin=stdin)
     code = EXIT_OK
     try:
@@ -542,6 +587,10 @@ def run(cfg: Any, out=None, stdin=None) -> int:
             session.say(f"error: {exc}")
             return EXIT_BENCH if type(exc).__name__ == "BenchFault" else EXIT_CONFIG
         code = session.loop()
+    except (LedgerStorageError, NoSpaceForAttempt) as exc:  # nothing more can be recorded: stop here
+        session.running_reason = "storage_error"
+        session.say(f"session stopped, the arm holds: {exc}")
+        code = EXIT_STORAGE
     except SpabenchError as exc:
         session.say(f"error: {exc}")
         code = EXIT_BENCH

@@ -67,6 +67,7 @@ class Rollout:
         self.clock = clock
         self.period = 1.0 / float(card.control_hz)
         self._t0: float | None = None
+        self._record_fault: BaseException | None = None   # first failure of a recording observer
 
     # ---- notifications ------------------------------------------------------------------
     def _notify(self, hook: str, arg) -> None:
@@ -76,7 +77,14 @@ class Rollout:
                 continue
             try:
                 fn(arg)
-            except Exception:  # an observer bug must not leave the arm moving
+            except Exception as exc:  # an observer bug must not leave the arm moving
+                if getattr(obs, "records", False):
+                    # the recording (or the storage under it) failed: the attempt cannot be valid;
+                    # the loop stops at the next tick and the arm holds (storage_error)
+                    if self._record_fault is None:
+                        self._record_fault = exc
+                        log.warning("recording failed in %s: %s", hook, describe(exc))
+                    continue
                 log.exception("observer %r failed in %s", obs, hook)
                 if hook == "on_episode_start":
                     raise
@@ -94,6 +102,7 @@ class Rollout:
         meta.instruction = instruction
         meta.timer_s, meta.control_hz = self.timer_s, float(self.card.control_hz)
         self._t0 = None
+        self._record_fault = None
         with self.controls.sigint_aborts():
             return self._run(meta, instruction)
 
@@ -113,6 +122,8 @@ class Rollout:
             meta.start_time = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         self._notify("on_episode_start", meta)
         started = True
+        if self._record_fault is not None:  # nothing can be recorded: do not move at all
+            return self._finish("fault", "storage_error", describe(self._record_fault), 0, started)
         try:
             pending = self.controls.pending()
             if pending is None:
@@ -163,6 +174,8 @@ class Rollout:
                 return kind, _STOP_INVALID.get(kind), f"{kind} by {source}", k
             if elapsed >= self.timer_s:
                 return "timer", None, "", k
+            if self._record_fault is not None:
+                return self._fault("recorder", self._record_fault, k)
             try:
                 obs = bench.observe()
             except Exception as exc:
@@ -235,7 +248,7 @@ class Rollout:
         return broker.next_action()
 
     def _fault(self, where: str, exc: BaseException, k: int) -> tuple[str, str, str, int]:
-        reason = classify(exc, where)
+        reason = "storage_error" if where == "recorder" else classify(exc, where)
         if where == "policy" and "protocol error" in str(exc).lower():
             reason = "protocol_error"
         self.emit("fault", {"where": where, "invalid_reason": reason, "error": describe(exc)})
@@ -278,6 +291,12 @@ class Rollout:
                                duration_s=duration, detail=detail)
         if started:
             self._notify("on_episode_end", result)
+            if self._record_fault is not None and result.invalid_reason != "storage_error":
+                # the episode could not be saved (e.g. the disk filled while closing it)
+                result.valid, result.invalid_reason = False, "storage_error"
+                result.detail = describe(self._record_fault)
+                if result.stop_reason in ("timer", "operator_stop"):
+                    result.stop_reason = "fault"
         return result
 
 

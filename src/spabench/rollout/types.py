@@ -27,6 +27,7 @@ INVALID_REASONS: tuple[str, ...] = (
     "safety_error",
     "interrupted",
     "harness_error",
+    "storage_error",   # the episode or the ledger could not be written (disk full, I/O error)
 )
 
 

@@ -1,0 +1,137 @@
+"""A full disk never produces a complete attempt (issue 10, part 3): small tmpfs mounts made here."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from omegaconf import OmegaConf
+
+from spabench.ledger import Ledger
+from spabench.rollout.commands import EXIT_STORAGE
+from tests.reliability.conftest import REPO, cli
+
+pytestmark = [pytest.mark.sim,
+              pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")]
+
+
+@contextmanager
+def tmpfs(where: Path, size: str):
+    where.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(where)], check=True)
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _plan(folder: Path) -> None:
+    from spabench.plan.commands import plan
+
+    suite = OmegaConf.load(REPO / "conf/suite/spabench.yaml")
+    assert plan(OmegaConf.create({"campaign": OmegaConf.load(REPO / "conf/campaign/smoke.yaml"), "suite": suite,
+                                  "out": str(folder)})) == 0
+
+
+def _run(folder: Path, timer_s: float = 4.0) -> tuple[int, str, float]:
+    """`spabench run` in its own process (a crash shows as a negative return code)."""
+    from spabench.sim.serve import build_server
+
+    suite = OmegaConf.load(REPO / "conf/suite/spabench.yaml")
+    card = OmegaConf.load(REPO / "conf/policy/scripted_compositional.yaml")
+    port = _free_port()
+    _, server = build_server(OmegaConf.create({"policy": card, "mode": "compositional", "port": port,
+                                               "host": "127.0.0.1", "seed": 0, "suite": suite}))
+    with server:
+        started = time.monotonic()
+        proc = cli("run", f"campaign={folder}", "bench=sim_demo", "operator=auto", f"operator.timer_s={timer_s}",
+                   f"+cards.scripted_compositional.port={port}", timeout=240)
+        return proc.returncode, proc.stdout + proc.stderr, time.monotonic() - started
+
+
+def _fill_when_running(folder: Path, target: Path, stop: threading.Event) -> threading.Thread:
+    """Fill `target`'s file system once the running attempt has recorded its first second."""
+    def fill():
+        while not stop.is_set():
+            files = list((folder / "episodes").glob("*.partial/episode.h5"))
+            if files and files[0].stat().st_size > 0:
+                break
+            time.sleep(0.05)
+        time.sleep(1.5)  # let the rollout record (and flush) a little first
+        chunk = b"\0" * (1 << 20)
+        with open(target / "filler.bin", "wb") as fh:
+            try:
+                while True:
+                    fh.write(chunk)
+                    fh.flush()
+            except OSError:
+                pass
+    thread = threading.Thread(target=fill, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_too_little_space_refuses_to_start_an_attempt(tmp_path):
+    folder = tmp_path / "c"
+    _plan(folder)
+    with tmpfs(folder / "episodes", "8m"):
+        code, text, _ = _run(folder)
+    assert code == EXIT_STORAGE, text
+    assert "MiB free" in text and "the attempt was not started" in text and "Traceback" not in text
+    with Ledger.open(folder, readonly=True) as reader:
+        assert reader.attempts() == []
+
+
+def test_disk_fills_during_the_rollout_the_attempt_is_invalid_storage_error(tmp_path):
+    folder = tmp_path / "c"
+    _plan(folder)
+    stop = threading.Event()
+    with tmpfs(folder / "episodes", "48m") as episodes:
+        filler = _fill_when_running(folder, episodes, stop)
+        code, text, elapsed = _run(folder)
+        stop.set()
+        filler.join(30)
+        partial = [p for p in episodes.iterdir() if p.is_dir()]
+        assert len(partial) == 1 and partial[0].name.endswith(".partial"), partial
+        from spabench.record.reader import open_h5
+
+        with open_h5(partial[0] / "episode.h5") as f:   # what was flushed before the disk filled
+            assert f["timestamp"].shape[0] > 0
+    assert code == EXIT_STORAGE, text
+    assert "storage_error" in text and "Traceback" not in text
+    assert elapsed < 60, elapsed   # no 300 s wait for videos that will never be written
+    with Ledger.open(folder, readonly=True) as reader:
+        (attempt,) = reader.attempts()
+        assert (attempt.status, attempt.invalid_reason) == ("invalid", "storage_error")
+        assert reader.outcomes()["valid"].tolist() == [False]
+
+
+def test_ledger_on_the_full_disk_stops_cleanly(tmp_path):
+    stop = threading.Event()
+    with tmpfs(tmp_path / "disk", "64m") as disk:
+        folder = disk / "c"
+        _plan(folder)
+        filler = _fill_when_running(folder, disk, stop)
+        code, text, elapsed = _run(folder)
+        stop.set()
+        filler.join(30)
+        assert code == EXIT_STORAGE, text
+        assert "Traceback" not in text and ("cannot write the ledger" in text or "storage_error" in text), text
+        assert elapsed < 60, (elapsed, text)
+        print(f"elapsed {elapsed:.1f}\n{text}")
+        (disk / "filler.bin").unlink()
+        with Ledger.open(folder, lock=True) as led:   # after freeing space: nothing counted as complete
+            led.mark_interrupted()
+            assert all(a.status == "invalid" for a in led.attempts()) and led.attempts()
