@@ -45,7 +45,7 @@ def _plan(folder: Path) -> None:
                                   "out": str(folder)})) == 0
 
 
-def _run(folder: Path, timer_s: float = 4.0) -> tuple[int, str, float]:
+def _run(folder: Path, timer_s: float = 8.0) -> tuple[int, str, float]:
     """`spabench run` in its own process (a crash shows as a negative return code)."""
     from spabench.sim.serve import build_server
 
@@ -69,7 +69,7 @@ def _fill_when_running(folder: Path, target: Path, stop: threading.Event) -> thr
             if files and files[0].stat().st_size > 0:
                 break
             time.sleep(0.05)
-        time.sleep(1.5)  # let the rollout record (and flush) a little first
+        time.sleep(1.0)  # let the rollout record (and flush) a little first
         chunk = b"\0" * (1 << 20)
         with open(target / "filler.bin", "wb") as fh:
             try:
