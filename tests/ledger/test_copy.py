@@ -39,7 +39,7 @@ def _play(ledger: Ledger) -> None:
 def campaign(tmp_path):
     out = tmp_path / "a"
     multibench.plan(out, None, multibench.campaign_overrides(id_=2, ood=2, direct=1))
-    with Ledger.open(out) as ledger:
+    with Ledger.open(out, lock=True) as ledger:   # mark_interrupted needs the campaign lock
         _play(ledger)
     return out
 

@@ -234,6 +234,9 @@ def test_a_shared_ledger_interrupts_one_bench_at_a_time(pg_ledger):
     b = pg_ledger.begin_attempt("E0002-P2", bench_id="b")
     with pytest.raises(LedgerError, match="names the bench"):
         pg_ledger.mark_interrupted()
+    with pytest.raises(LedgerError, match="only under that bench's lock"):   # i10: the lock comes first
+        pg_ledger.mark_interrupted(bench_id="a")
+    pg_ledger.lock_bench("a")
     assert pg_ledger.mark_interrupted(bench_id="a") == [a]
     assert pg_ledger.attempt(b).status == "running"
 

@@ -542,9 +542,12 @@ class Ledger:
         if bench_id is None and self.storage.multi_bench:
             raise LedgerError(f"{self.location}: a shared ledger has other benches' attempts running; "
                               "mark_interrupted(bench_id=...) names the bench whose attempts were interrupted")
+        if self.storage.multi_bench and self._bench_locked != bench_id:
+            raise LedgerError(f"{self.location}: mark_interrupted(bench_id={bench_id!r}) runs only under that "
+                              "bench's lock (lock_bench first)")
         if not self.locked:
             raise LedgerError(f"{self.path}: mark_interrupted runs only under the campaign lock "
-                              "(open the ledger with lock=True, or lock_bench(bench_id) on a shared ledger)")
+                              "(open the ledger with lock=True)")
         with self._write() as tx:
             return self._interrupt(tx, "status = 'running'" + (" AND bench_id = ?" if bench_id else ""),
                                    (bench_id,) if bench_id else (), {})
