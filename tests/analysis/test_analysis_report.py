@@ -24,7 +24,7 @@ FIGURES = ("fig5_id_per_task", "fig6_ood_direct_per_task", "fig7_paraphrase", "f
 def run_report(tmp_path: Path, csv_path: Path, **extra) -> Path:
     out = tmp_path / "report"
     cfg = OmegaConf.create({"outcomes": str(csv_path), "campaign_dir": None, "out": str(out),
-                            "seed": 0, "bootstrap": 500, **extra})
+                            "bootstrap_seed": 0, "bootstrap": 500, **extra})
     assert report(cfg) == 0
     return out
 
@@ -95,7 +95,8 @@ def test_protocol_sizes_of_aggregates(published_size):
 def test_contrasts_match_generator_pairs(published_size, synthetic):
     contrasts = pd.read_csv(published_size / "contrasts.csv")
     assert list(contrasts.columns) == ["policy", "contrast", "task", "estimate", "ci_low", "ci_high",
-                                       "n_pairs", "p_value"]
+                                       "n_pairs", "p_value", "ci_method", "ci_low_mc_se", "ci_high_mc_se",
+                                       "degenerate", "n_resamples", "bootstrap_seed"]
     table = contrasts.set_index(["policy", "contrast", "task"])
     for policy in FULL_POLICIES:
         per_task = []
@@ -190,10 +191,11 @@ def test_example_csv(tmp_path):
 
 def test_seed_reproducible_and_rerun_replaces_report(tmp_path, synthetic):
     csv_path = write_csv(tmp_path / "o.csv", synthetic.rows[:900])
-    first = pd.read_csv(run_report(tmp_path, csv_path, seed=5) / "contrasts.csv")
-    again = pd.read_csv(run_report(tmp_path, csv_path, seed=5) / "contrasts.csv")
+    first = pd.read_csv(run_report(tmp_path, csv_path, bootstrap_seed=5) / "contrasts.csv")
+    again = pd.read_csv(run_report(tmp_path, csv_path, bootstrap_seed=5) / "contrasts.csv")
     pd.testing.assert_frame_equal(first, again)
-    other = pd.read_csv(run_report(tmp_path, csv_path, seed=6) / "contrasts.csv")
+    assert set(first["bootstrap_seed"]) == {5}
+    other = pd.read_csv(run_report(tmp_path, csv_path, bootstrap_seed=6) / "contrasts.csv")
     assert not np.allclose(first["ci_low"], other["ci_low"])
     np.testing.assert_allclose(first["estimate"], other["estimate"])
 
@@ -213,7 +215,7 @@ def test_refuses_to_overwrite_foreign_directory(tmp_path, synthetic):
     {"outcomes": "a.csv", "campaign_dir": "b", "out": "x"},
     {"outcomes": "a.csv", "campaign_dir": None, "out": None},
     {"outcomes": "a.csv", "campaign_dir": None, "out": "x", "bootstrap": 0},
-    {"outcomes": "a.csv", "campaign_dir": None, "out": "x", "seed": -1},
+    {"outcomes": "a.csv", "campaign_dir": None, "out": "x", "bootstrap_seed": -1},
 ])
 def test_config_errors(cfg):
     with pytest.raises(ConfigError):

@@ -115,3 +115,54 @@ def test_report_shows_published_labels(tmp_path):
     md = (tmp_path / "out" / "report.md").read_text()
     assert "| Wrong target |" in md and "| Grasp failure |" in md
     assert "Object State" in md and "OOD spatial" in md
+
+
+def test_an_authors_csv_reproduces_published_rates_gaps_and_failure_counts(tmp_path):
+    """A CSV in the authors' words: 88/120 ID -> 73.3% [64.8, 80.4]; 0/50 OOD -> 0.0% [0.0, 7.1]
+    (the protocol's published examples); the matched gap is direct minus OOD on the same scenes; the
+    failure-mode counts come back under the published labels."""
+    tasks = ["State Recognition", "Size Recognition", "Relational Placement", "Referential Disambiguation",
+             "Ordinal Reference Ordering", "Counting"]
+    rows = []
+    for t, task in enumerate(tasks):
+        for i in range(20):   # 88 of 120 ID successes: 15,15,15,15,14,14
+            ok = i < (15 if t < 4 else 14)
+            rows.append(["MolmoAct2", task, "In-distribution concept baseline", f"id{t}-{i}", "", int(ok),
+                         "" if ok else "Grasp failure", ""])
+    for i in range(50):       # Object State OOD: 0/50; 48 wrong-instance, 2 release failures
+        rows.append(["MolmoAct2", "Physical States", "Concept/compositional transfer", f"ood{i}", f"m{i}", 0,
+                     "Wrong instance" if i < 48 else "Release/retention failure", ""])
+    for i in range(20):       # direct on 20 of those scenes: 16 successes
+        rows.append(["MolmoAct2", "Physical States", "Matched manipulation control", f"dir{i}", f"m{i}",
+                     int(i < 16), "" if i < 16 else "Incorrect spatial outcome", ""])
+    for i in range(10):       # paraphrases on 10 of them
+        rows.append(["MolmoAct2", "Physical States", "Language robustness", f"pood{i}", f"m{i}", 0, "No action",
+                     "Concept/compositional transfer"])
+        rows.append(["MolmoAct2", "Physical States", "Language robustness (direct prompt)", f"pdir{i}", f"m{i}",
+                     1, "", ""])
+    path = _write(tmp_path / "authors.csv", rows)
+    analysis = analyse(load_outcomes(path), n_resamples=20_000, seed=20260906)
+    write_report(analysis, tmp_path / "out")
+    summary = pd.read_csv(tmp_path / "out" / "summary.csv")
+
+    def rate(task, condition):
+        r = summary[(summary["policy"] == "molmoact2") & (summary["task"] == task) & (summary["condition"] == condition)]
+        (row,) = r.itertuples()
+        return row.successes, row.trials, round(100 * row.wilson_low, 1), round(100 * row.wilson_high, 1)
+
+    assert rate("all", "id") == (88, 120, 64.8, 80.4)
+    assert rate("object_state", "ood") == (0, 50, 0.0, 7.1)
+    contrasts = pd.read_csv(tmp_path / "out" / "contrasts.csv")
+    gap = contrasts[(contrasts["contrast"] == "direct_minus_ood") & (contrasts["task"] == "object_state")].iloc[0]
+    assert gap["estimate"] == pytest.approx(0.8) and gap["n_pairs"] == 20
+    assert gap["ci_low"] < 0.8 < gap["ci_high"] and gap["bootstrap_seed"] == 20260906
+    assert 0 < gap["ci_low_mc_se"] < 0.02 and not gap["degenerate"]
+    para = contrasts[(contrasts["contrast"] == "paraphrase_minus_original_direct")
+                     & (contrasts["task"] == "object_state")].iloc[0]
+    assert para["degenerate"]           # all 10 pairs differ alike (0): flagged, not a zero-width interval
+    failures = pd.read_csv(tmp_path / "out" / "failure_modes.csv")
+    ood = failures[(failures["task"] == "object_state") & (failures["condition"] == "ood")]
+    assert dict(zip(ood["label"], ood["count"])) == {"Wrong target (wrong instance)": 48,
+                                                     "Release/retention failure": 2}
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert "degenerate bootstrap" in md and "MC error" in md and "seed 20260906" in md

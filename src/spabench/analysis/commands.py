@@ -10,8 +10,10 @@ from spabench.analysis.outcomes import load_outcomes, outcomes_from_frame
 from spabench.analysis.report import analyse, write_report
 from spabench.errors import ConfigError, DataError
 
-DEFAULT_SEED = 0
-DEFAULT_BOOTSTRAP = 2000
+from spabench.analysis.contrasts import DEFAULT_RESAMPLES, PUBLISHED_SEED
+
+DEFAULT_SEED = PUBLISHED_SEED          # the published analysis's seed (20260906)
+DEFAULT_BOOTSTRAP = DEFAULT_RESAMPLES  # the published analysis's 100,000 resamples
 
 
 def _get(cfg: DictConfig, key: str, default=None):
@@ -54,7 +56,7 @@ def load_campaign_outcomes(campaign_dir: Path):
 
 def report(cfg: DictConfig) -> int:
     """Validate the outcomes completely, then write summary/contrasts/failure/invalid CSVs, figures
-    and report.md into `out` in one step. Keys: outcomes | campaign_dir, out, seed, bootstrap."""
+    and report.md into `out` in one step. Keys: outcomes | campaign_dir, out, bootstrap_seed, bootstrap."""
     outcomes_path = _get(cfg, "outcomes")
     campaign_dir = _get(cfg, "campaign_dir")
     out = _get(cfg, "out")
@@ -63,7 +65,7 @@ def report(cfg: DictConfig) -> int:
                           f"(got outcomes={outcomes_path!r}, campaign_dir={campaign_dir!r})")
     if out is None or not str(out).strip():
         raise ConfigError("report needs out=DIR (the report directory to write)")
-    seed = _integer(cfg, "seed", DEFAULT_SEED, 0)
+    seed = _integer(cfg, "bootstrap_seed", DEFAULT_SEED, 0)
     n_resamples = _integer(cfg, "bootstrap", DEFAULT_BOOTSTRAP, 1)
 
     if outcomes_path is not None:

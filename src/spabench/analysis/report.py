@@ -6,6 +6,8 @@ written, so a failure never leaves a half-written report behind.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,7 +16,7 @@ import pandas as pd
 from spabench.analysis import figures
 from spabench.analysis.html import markdown_to_html
 from spabench.analysis.labels import display_names
-from spabench.analysis.contrasts import PAIRED_CONTRASTS, contrast_table
+from spabench.analysis.contrasts import DEFAULT_RESAMPLES, PAIRED_CONTRASTS, PUBLISHED_SEED, contrast_table
 from spabench.analysis.failures import FAILURE_MODE_ORDER, failure_mode_label, failure_mode_table
 from spabench.analysis.outcomes import invalid_rollouts, policies_in_order
 from spabench.analysis.rates import (ALL_TASKS, NON_RELATIONAL, NON_RELATIONAL_TASKS, TASK_ORDER, rate_of,
@@ -58,7 +60,7 @@ class Analysis:
         return self.names.get(policy, policy)
 
 
-def analyse(outcomes: pd.DataFrame, n_resamples: int = 2000, seed: int = 0,
+def analyse(outcomes: pd.DataFrame, n_resamples: int = DEFAULT_RESAMPLES, seed: int = PUBLISHED_SEED,
             names: dict[str, str] | None = None) -> Analysis:
     """Compute every table of the protocol from a validated outcomes frame."""
     valid = outcomes[outcomes["valid"]]
@@ -89,6 +91,19 @@ def format_rate(rate: float, low: float, high: float) -> str:
 def format_difference(estimate: float, low: float, high: float) -> str:
     """'+25.0 pp [5.0, 45.0]': a difference of rates in percentage points."""
     return f"{100 * estimate:+.1f} pp [{100 * low:.1f}, {100 * high:.1f}]"
+
+
+def format_contrast(r) -> str:
+    """A contrast's difference and interval; a degenerate bootstrap is flagged, never printed as a
+    zero-width interval; bootstrap bounds carry their Monte Carlo error."""
+    if getattr(r, "degenerate", False):
+        return (f"{100 * r.estimate:+.1f} pp (degenerate bootstrap: all {int(r.n_pairs)} pairs differ "
+                f"alike, no interval)")
+    text = format_difference(r.estimate, r.ci_low, r.ci_high)
+    low_se, high_se = getattr(r, "ci_low_mc_se", math.nan), getattr(r, "ci_high_mc_se", math.nan)
+    if getattr(r, "ci_method", "") == "bootstrap_percentile" and not (math.isnan(low_se) or math.isnan(high_se)):
+        text += f" (MC error ±{100 * low_se:.2f}/±{100 * high_se:.2f})"
+    return text
 
 
 def format_p(p: float) -> str:
@@ -194,7 +209,7 @@ def render_markdown(analysis: Analysis, drawn: dict[str, list[Path]] | None = No
             lines += ["### Contrasts", ""]
             lines += _table(
                 ["contrast", "task", "difference [95% CI]", "n", "p"],
-                [[r.contrast, _task_label(r.task), format_difference(r.estimate, r.ci_low, r.ci_high),
+                [[r.contrast, _task_label(r.task), format_contrast(r),
                   str(int(r.n_pairs)), format_p(r.p_value)] for r in mine_contrasts.itertuples()])
         mine_failures = analysis.failures[(analysis.failures["policy"] == policy)
                                           & (analysis.failures["task"] == ALL_TASKS)]
@@ -251,7 +266,11 @@ def method_notes(analysis: Analysis) -> list[str]:
         f"- Paired contrasts {paired} pair the two rollouts of one matched group (same policy, task "
         "and scene). Estimate: mean paired difference; p: exact McNemar test (statsmodels, "
         "`exact=True`); interval: percentile paired bootstrap resampling matched groups within each "
-        f"task ({analysis.n_resamples} resamples, seed {analysis.seed}).",
+        f"task ({analysis.n_resamples:,} resamples, seed {analysis.seed}; the published analysis: "
+        "100,000 resamples, seed 20260906). Each bootstrap bound is followed by its Monte Carlo "
+        "standard error (batch method, 20 batches); a per-task interval whose bootstrap "
+        "distribution is a single value (every pair differs the same way, common at n = 10-20) is "
+        "flagged `degenerate` instead of printed as a zero-width interval.",
         "- `id_minus_ood` is unpaired (different scenes): per task, Newcombe's hybrid score interval "
         "(statsmodels `confint_proportions_2indep(method='newcomb')`) and a two-sided Fisher exact "
         "p-value.",
