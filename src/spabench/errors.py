@@ -3,6 +3,21 @@
 from __future__ import annotations
 
 
+def shown(value, limit: int = 80) -> str:
+    """A bounded repr for error messages: a hostile value (a YAML alias tree, a 5,000-digit number,
+    a megabyte string) is shown as its first `limit` characters, never expanded in full."""
+    import reprlib
+
+    r = reprlib.Repr()
+    r.maxlevel, r.maxdict, r.maxlist, r.maxtuple, r.maxset = 3, 4, 4, 4, 4
+    r.maxstring, r.maxother, r.maxlong = limit, limit, limit
+    try:
+        text = r.repr(value)
+    except Exception:  # a repr that raises (e.g. int too large to convert) is still one line
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit + 3 else text[:limit] + "..."
+
+
 class SpabenchError(Exception):
     """Base class: an error whose message is fit to show the operator as is."""
 

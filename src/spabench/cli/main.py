@@ -72,6 +72,8 @@ def normalise_overrides(command: Command, overrides: list[str], conf: Path) -> l
             key, bare = "campaign_dir", "campaign_dir"
         if bare in command.path_keys and value not in ("", "null"):
             value = str(Path(value).expanduser().resolve())
+            if any(c in value for c in "=,[]{}()'\" \t:*?$"):  # Hydra's grammar: quote it (i10)
+                value = "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
         out.append(f"{key}={value}")
     return out
 
@@ -87,6 +89,10 @@ def compose(command: Command, overrides: list[str]):
     from spabench.paths import conf_dir
 
     conf = conf_dir()
+    from spabench.suite.yamlio import refuse_aliases
+
+    for path in sorted(conf.rglob("*.yaml")):  # no YAML alias bombs in config files (i10)
+        refuse_aliases(path.read_bytes(), path)
     given = {o.partition("=")[0].lstrip("+~") for o in overrides}
     presets = [p for p in command.presets if p.partition("=")[0] not in given]
     overrides = normalise_overrides(command, [*presets, *overrides], conf)

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Mapping
 
 from spabench.configtools import plain_container
-from spabench.errors import ConfigError
+from spabench.errors import ConfigError, shown
+from spabench.names import name_problem
 from spabench.suite.vocabulary import CONDITION_COUNTS, CONDITIONS, TASKS
 
 ORDERS: tuple[str, ...] = ("blocked", "interleaved")
@@ -63,6 +64,8 @@ class CampaignConfig:
         name = self.name if isinstance(self.name, str) else ""
         if not name or not name.strip():
             raise _fail("", "name", "must be a non-empty string")
+        if name_problem(name):
+            raise _fail("", "name", name_problem(name))
         if self.order not in ORDERS:
             raise _fail(name, "order", f"unknown order {self.order!r}", ORDERS)
         if self.bench not in BENCHES:
@@ -153,11 +156,12 @@ def _policy(campaign: str, index: int, value: Any) -> PolicyEntry:
         entry = PolicyEntry(**dict(value))
     else:
         raise _fail(campaign, where, f"must be a mapping with name, card, timer_s, control_hz, counts; "
-                                     f"got {value!r}")
+                                     f"got {shown(value)}")
     for key in ("name", "card"):
         text = getattr(entry, key)
-        if not isinstance(text, str) or not text.strip() or any(c.isspace() for c in text):
-            raise _fail(campaign, f"{where}.{key}", f"must be a non-empty name without spaces, got {text!r}")
+        problem = name_problem(text)  # it becomes the alias, trial ids and episode folders (i10)
+        if problem:
+            raise _fail(campaign, f"{where}.{key}", problem)
     for key, unit in (("timer_s", "seconds"), ("control_hz", "Hz")):
         value = getattr(entry, key)
         if value is None:

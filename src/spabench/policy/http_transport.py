@@ -45,7 +45,13 @@ class HttpReply:
 def base_url(host: str, port: int) -> str:
     """http://host:port, or the card's host as is when it already carries a scheme."""
     if host.startswith(("http://", "https://")):
-        return host.rstrip("/")
+        from urllib.parse import urlsplit
+
+        url = host.rstrip("/")
+        parts = urlsplit(url)
+        if parts.port is None and port:  # https://gpu.lab keeps the card's port (i10)
+            url = url.replace(parts.netloc, f"{parts.netloc}:{port}", 1)
+        return url
     if ":" in host and not host.startswith("["):  # bare IPv6 literal
         host = f"[{host}]"
     return f"http://{host}:{port}"
@@ -144,6 +150,9 @@ class HttpPolicyClient(PolicyClient):
         self.server = server_label(card)
         key = card.api_key() if hasattr(card, "api_key") else None
         headers = {"Authorization": f"Api-Key {key}"} if key else {}
+        from spabench.serve.security import warn_plain_key
+
+        warn_plain_key(base_url(card.host, card.port), key, getattr(card, "name", "?"))
         self.url = base_url(card.host, card.port)
         self.http = HttpTransport(self.url, card.timeout_s, headers)
         self._chunk_id = 0

@@ -122,6 +122,9 @@ class OpenPiClient(PolicyClient):
         from websockets.sync.client import connect
 
         headers = {"Authorization": f"Api-Key {self._api_key}"} if self._api_key else None
+        from spabench.serve.security import warn_plain_key
+
+        warn_plain_key(self.uri, self._api_key, self.card.name)
         try:
             ws = connect(self.uri, compression=None, max_size=None, additional_headers=headers,
                          open_timeout=self.card.timeout_s, close_timeout=1.0,

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from spabench.configtools import plain_container
-from spabench.errors import ConfigError, SpabenchError
+from spabench.errors import ConfigError, SpabenchError, shown
 from spabench.ledger import LedgerError
 from spabench.operator.base import motion_prefill, stage_twin_scene
 from spabench.operator.blinding import Blinder, BlindStream, blind_logging
@@ -183,6 +183,10 @@ class Session:
         self.campaign_dir = Path(str(campaign_dir)).expanduser().resolve()
         self.op_cfg = OperatorConfig.from_mapping(_get(cfg, "operator", {}))
         self.max_trials = _get(cfg, "max_trials")
+        if self.max_trials is not None and (isinstance(self.max_trials, bool) or not isinstance(self.max_trials, int)
+                                            or self.max_trials < 1):
+            raise ConfigError(f"run: max_trials={shown(self.max_trials)} (allowed: null for every pending trial, "
+                              "or an integer >= 1)")
         self.bench_id = str(_get(cfg, "bench_id") or socket.gethostname())
         self.lease_s = float(_get(cfg, "lease_s", 60.0))
         if not self.lease_s > 0:

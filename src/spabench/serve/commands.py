@@ -6,6 +6,7 @@ import logging
 from typing import Any
 
 from spabench.errors import ConfigError
+from spabench.serve.security import check_bind, check_port, is_loopback
 
 log = logging.getLogger(__name__)
 
@@ -32,17 +33,19 @@ def make_lerobot_server(cfg: Any):
                           "e.g. outputs/train/<run>/checkpoints/last/pretrained_model)")
     host = str(_get(cfg, "host", "127.0.0.1"))
     port = _get(cfg, "port", DEFAULT_PORT)
-    if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
-        raise ConfigError(f"serve lerobot: port is {port!r} (allowed: an integer 0..65535)")
+    check_port(port, "serve lerobot")
     api_key = _get(cfg, "api_key") or None
+    check_bind(host, api_key, _get(cfg, "allow_insecure", False), "serve lerobot")
     device = str(_get(cfg, "device", "cpu"))
     key_map = _get(cfg, "key_map") or None
     if key_map is not None and hasattr(key_map, "items"):
         key_map = {str(k): str(v) for k, v in key_map.items()}
     policy = LeRobotPolicy(checkpoint, device=device, key_map=key_map)
-    if host not in _LOOPBACK and api_key is None:
-        log.warning("serving on %s without api_key: anyone on the network can drive this policy", host)
+    if not is_loopback(host) and api_key is None:
+        log.warning("serving on %s without api_key (allow_insecure=true): anyone on the network can drive "
+                    "this policy", host)
     return OpenPiServer(policy, metadata=policy.metadata, host=host, port=port, api_key=api_key,
+                        max_frame_bytes=_get(cfg, "max_frame_bytes"),
                         supports_reset=True, reset_fn=policy.reset)
 
 

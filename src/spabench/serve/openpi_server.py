@@ -29,19 +29,25 @@ from spabench.policy.codec_openpi import Packer, unpackb
 
 log = logging.getLogger(__name__)
 
-__all__ = ["OpenPiServer"]
+__all__ = ["OpenPiServer", "DEFAULT_MAX_FRAME_BYTES"]
+
+# Two native 640x480 RGB frames (2 x 921,600 bytes, msgpack-numpy raw) plus state and prompt, with room.
+DEFAULT_MAX_FRAME_BYTES = 4 * 1024 * 1024
 
 
 class OpenPiServer:
     def __init__(self, infer_fn: Callable[[dict], dict], metadata: dict | None = None,
                  host: str = "127.0.0.1", port: int = 8000, api_key: str | None = None,
-                 supports_reset: bool = True, reset_fn: Callable[[], Any] | None = None) -> None:
+                 supports_reset: bool = True, reset_fn: Callable[[], Any] | None = None,
+                 max_frame_bytes: int | None = None) -> None:
         self.infer_fn = infer_fn
         self.reset_fn = reset_fn
         self.host = host
         self.port = int(port)
         self.api_key = api_key or None
         self.supports_reset = supports_reset
+        # a request frame larger than this closes the connection (1009) before it is buffered
+        self.max_frame_bytes = int(max_frame_bytes or DEFAULT_MAX_FRAME_BYTES)
         self.metadata = dict(metadata or {})
         if supports_reset:
             self.metadata.setdefault("endpoints", ["infer", "reset"])
@@ -57,8 +63,8 @@ class OpenPiServer:
         if self._server is None:
             from websockets.sync.server import serve
 
-            self._server = serve(self._handle, self.host, self.port, compression=None, max_size=None,
-                                 process_request=self._process_request, close_timeout=1.0)
+            self._server = serve(self._handle, self.host, self.port, compression=None,
+                                 max_size=self.max_frame_bytes, process_request=self._process_request, close_timeout=1.0)
             self.port = self._server.socket.getsockname()[1]
         return self
 
@@ -121,9 +127,11 @@ class OpenPiServer:
                 frame = connection.recv()
                 try:
                     reply = self._answer(frame)
-                except Exception:
+                except Exception as exc:
                     text = traceback.format_exc()
                     log.error("policy request failed:\n%s", text)
+                    if self.api_key is None:  # an unauthenticated client gets one line, not our internals
+                        text = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"
                     connection.send(text)
                     connection.close(code=1011, reason="Internal server error. "
                                      "Traceback included in previous frame.")

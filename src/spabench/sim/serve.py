@@ -44,13 +44,17 @@ def build_server(cfg: Any):
         raise ConfigError(f"serve scripted: fields 'seed' / 'grasp_noise_cm' must be numbers ({exc})") from exc
     if noise < 0:
         raise ConfigError(f"serve scripted: field 'grasp_noise_cm': {noise} (allowed: >= 0)")
-    port = _get(cfg, "port") or _get(cfg, "policy.port") or DEFAULT_PORT
+    from spabench.serve.security import check_bind, check_port
+
+    port = check_port(_get(cfg, "port") or _get(cfg, "policy.port") or DEFAULT_PORT, "serve scripted")
     host = str(_get(cfg, "host", "127.0.0.1"))
+    check_bind(host, _get(cfg, "api_key"), _get(cfg, "allow_insecure", False), "serve scripted")
     horizon = int(_get(cfg, "policy.horizon", 30))
     policy = ScriptedPolicy(mode=mode, seed=seed, grasp_noise_cm=noise, horizon=horizon,
                             tasks_root=str(_get(cfg, "suite.root", "tasks")),
                             hardware_root=str(_get(cfg, "suite.hardware", "hardware")))
     server = OpenPiServer(policy.infer, policy.metadata, host=host, port=int(port),
+                          max_frame_bytes=_get(cfg, "max_frame_bytes"),
                           api_key=_get(cfg, "api_key"), reset_fn=policy.reset)
     return policy, server
 

@@ -6,7 +6,7 @@ import math
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from spabench.errors import DataError
+from spabench.errors import DataError, shown
 
 
 def mapping(value: Any, path: Path, field: str | None) -> dict:
@@ -19,10 +19,10 @@ def keys(data: dict, path: Path, field: str | None, required: Sequence[str], opt
     allowed = list(required) + list(optional)
     for key in data:
         if key not in allowed:
-            raise DataError(path, f"unknown key {key!r}", field=_join(field, str(key)), allowed=allowed)
+            raise DataError(path, f"unknown key {shown(key)}", field=_join(field, str(key)), allowed=allowed)
     for key in required:
         if key not in data:
-            raise DataError(path, f"missing key {key!r}", field=_join(field, key), allowed=allowed)
+            raise DataError(path, f"missing key {shown(key)}", field=_join(field, key), allowed=allowed)
 
 
 def _join(field: str | None, key: str) -> str:
@@ -31,37 +31,41 @@ def _join(field: str | None, key: str) -> str:
 
 def text(value: Any, path: Path, field: str, *, allow_empty: bool = False) -> str:
     if not isinstance(value, str) or (not allow_empty and not value.strip()):
-        raise DataError(path, f"expected a non-empty string, got {value!r}", field=field)
+        raise DataError(path, f"expected a non-empty string, got {shown(value)}", field=field)
     return value
 
 
 def number(value: Any, path: Path, field: str, *, positive: bool = False, minimum: float | None = None) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise DataError(path, f"expected a finite number, got {value!r}", field=field)
+    try:
+        finite = not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+    except OverflowError:  # an integer too large for a float
+        finite = False
+    if not finite:
+        raise DataError(path, f"expected a finite number, got {shown(value)}", field=field)
     if positive and value <= 0:
-        raise DataError(path, f"expected a number > 0, got {value!r}", field=field)
+        raise DataError(path, f"expected a number > 0, got {shown(value)}", field=field)
     if minimum is not None and value < minimum:
-        raise DataError(path, f"expected a number >= {minimum}, got {value!r}", field=field)
+        raise DataError(path, f"expected a number >= {minimum}, got {shown(value)}", field=field)
     return float(value)
 
 
 def integer(value: Any, path: Path, field: str, *, minimum: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise DataError(path, f"expected an integer, got {value!r}", field=field)
+        raise DataError(path, f"expected an integer, got {shown(value)}", field=field)
     if minimum is not None and value < minimum:
-        raise DataError(path, f"expected an integer >= {minimum}, got {value!r}", field=field)
+        raise DataError(path, f"expected an integer >= {minimum}, got {shown(value)}", field=field)
     return value
 
 
 def boolean(value: Any, path: Path, field: str) -> bool:
     if not isinstance(value, bool):
-        raise DataError(path, f"expected true or false, got {value!r}", field=field, allowed=("true", "false"))
+        raise DataError(path, f"expected true or false, got {shown(value)}", field=field, allowed=("true", "false"))
     return value
 
 
 def numbers(value: Any, path: Path, field: str, n: int, *, positive: bool = False) -> tuple[float, ...]:
     if not isinstance(value, (list, tuple)) or len(value) != n:
-        raise DataError(path, f"expected a list of {n} numbers, got {value!r}", field=field)
+        raise DataError(path, f"expected a list of {n} numbers, got {shown(value)}", field=field)
     return tuple(number(v, path, f"{field}[{i}]", positive=positive) for i, v in enumerate(value))
 
 
@@ -69,14 +73,14 @@ def string_list(value: Any, path: Path, field: str) -> tuple[str, ...]:
     if value is None:
         return ()
     if not isinstance(value, (list, tuple)):
-        raise DataError(path, f"expected a list, got {value!r}", field=field)
+        raise DataError(path, f"expected a list, got {shown(value)}", field=field)
     return tuple(text(v, path, f"{field}[{i}]") for i, v in enumerate(value))
 
 
 def choice(value: Any, allowed: Iterable[str], path: Path, field: str, what: str) -> str:
     allowed = list(allowed)
     if value not in allowed:
-        raise DataError(path, f"unknown {what} {value!r}", field=field, allowed=allowed)
+        raise DataError(path, f"unknown {what} {shown(value)}", field=field, allowed=allowed)
     return value
 
 

@@ -23,7 +23,7 @@ import re
 from pathlib import Path
 from typing import Any, Mapping
 
-from spabench.errors import DataError
+from spabench.errors import DataError, shown
 from spabench.suite import checks
 from spabench.suite.model import Cell, Goal, Instructions, ObjectSpec, ObjectState, PlacedObject, SceneSpec
 from spabench.suite.spec import TaskSpec
@@ -142,7 +142,7 @@ def scene_from_mapping(value: Any, *, path: Path, index: int, task: TaskSpec, co
     checks.keys(data, path, label, SCENE_KEYS_REQUIRED, SCENE_KEYS_OPTIONAL)
     scene_id = checks.text(raw_id, path, f"{label}.scene_id")
     if not _SCENE_ID.match(scene_id):
-        raise DataError(path, f"scene id {scene_id!r} may hold letters, digits, '_', '-', '.' only",
+        raise DataError(path, f"scene id {shown(scene_id)} may hold letters, digits, '_', '-', '.' only",
                         field=f"{label}.scene_id")
     if data.get("task", task.name) != task.name:
         raise DataError(path, f"scene sits in tasks/{task.name}/ but says task {data['task']!r}",

@@ -37,6 +37,7 @@ def read_yaml(path: Path) -> Any:
     key = hashlib.sha256(raw).hexdigest()
     if key in _CACHE:
         return _CACHE[key]
+    refuse_aliases(raw, path)
     try:
         data = yaml.load(raw, Loader=_Loader)
     except yaml.YAMLError as exc:
@@ -44,10 +45,28 @@ def read_yaml(path: Path) -> Any:
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise DataError(path, f"not valid YAML{where}: {problem}") from None
+    except (ValueError, OverflowError, RecursionError) as exc:  # e.g. a 5,000-digit integer
+        raise DataError(path, f"a value cannot be read: {(str(exc).splitlines() or [''])[0][:160]}") from None
     if len(_CACHE) >= _CACHE_LIMIT:
         _CACHE.clear()
     _CACHE[key] = data
     return data
+
+
+def refuse_aliases(raw: bytes, path) -> None:
+    """YAML anchors and aliases are refused: a few hundred bytes of nested aliases expand to 1e8
+    leaves (the 'billion laughs'); suite and config files never need them."""
+    if b"*" not in raw and b"&" not in raw:  # cheap: most files have neither
+        return
+    try:
+        for event in yaml.parse(raw, Loader=_Loader):
+            anchor = getattr(event, "anchor", None)
+            if isinstance(event, yaml.AliasEvent) or anchor:
+                line = event.start_mark.line + 1 if event.start_mark is not None else "?"
+                raise DataError(path, f"YAML anchors and aliases (&{anchor} / *{anchor}) are not allowed "
+                                f"(line {line}); write the value out")
+    except yaml.YAMLError:
+        return  # read_yaml reports the syntax error with its line
 
 
 class Flow(dict):
