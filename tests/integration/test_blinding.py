@@ -13,6 +13,7 @@ import shutil
 import time
 
 from spabench.ledger import Ledger
+from spabench.operator.blinding import Blinder
 from spabench.rollout.commands import EXIT_SERVER_DOWN, run
 from tests.integration.harness import ROBOT_ID, WaveServer, make_cfg, trial_rows, when
 from tests.support.feetech_bus import DEFAULT_CALIBRATION_FILE, EmulatedBus
@@ -49,7 +50,10 @@ def test_nothing_the_operator_sees_names_the_policy(tmp_path, caplog):
     assert "(alias P2, order 0)" in printed and "Success? [y/n" in printed
     assert "INVALID (server_lost" in printed and "policy server of P2" in printed
     assert "policy 'P2'" in printed  # the client's fault text, redacted where it named the card
+    assert Blinder({CARD: "P2"}, ["openpi", "act"]).redact(
+        "openpi server of act_local; exact act") == "policy server of P2; exact policy"
     assert CARD not in printed
+    assert "openpi" not in out.getvalue()  # the wire protocol tells the family: "policy server" instead
     ledger = Ledger.open(campaign / "ledger.sqlite")
     assert {t.policy for t in ledger.trials()} == {CARD}  # the analyst's records keep the name
     ledger.close()

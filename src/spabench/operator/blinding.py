@@ -15,11 +15,18 @@ from collections.abc import Iterable
 from typing import Any, TextIO
 
 
-class Blinder:
-    """Replaces each name (policy, card) by its alias, as a whole word."""
+NEUTRAL = "policy"
 
-    def __init__(self, names_to_alias: dict[str, str]):
+
+class Blinder:
+    """Replaces each name (policy, card) by its alias, and each word that tells a policy family
+    (the card's family, its wire protocol: "openpi server ...") by "policy", as whole words."""
+
+    def __init__(self, names_to_alias: dict[str, str], family_words: Iterable[str] = ()):
         self.names_to_alias = {n: a for n, a in names_to_alias.items() if n and n != a}
+        for word in family_words:
+            if word and word not in self.names_to_alias and word != NEUTRAL:
+                self.names_to_alias[word] = NEUTRAL
         names = sorted(self.names_to_alias, key=len, reverse=True)  # longest first: pi05_fast before pi05
         self._pattern = (re.compile(r"(?<![A-Za-z0-9_])(" + "|".join(map(re.escape, names)) + r")(?![A-Za-z0-9_])")
                          if names else None)
@@ -28,6 +35,7 @@ class Blinder:
     def for_trials(cls, trials: Iterable[Any], cards: dict[str, Any] | None = None) -> Blinder | None:
         """The campaign's blinder, or None when its aliases are the policy names (not blind)."""
         mapping: dict[str, str] = {}
+        family_words: set[str] = set()
         blind = False
         for t in trials:
             blind = blind or t.alias != t.policy
@@ -36,7 +44,9 @@ class Blinder:
             card = (cards or {}).get(t.card)
             if card is not None and getattr(card, "name", ""):
                 mapping.setdefault(card.name, t.alias)
-        return cls(mapping) if blind else None
+            if card is not None:
+                family_words |= {str(getattr(card, "family", "") or ""), str(getattr(card, "protocol", "") or "")}
+        return cls(mapping, sorted(family_words)) if blind else None
 
     def redact(self, text: str) -> str:
         if self._pattern is None or not isinstance(text, str):
