@@ -11,6 +11,7 @@ import glob
 import os
 import pwd
 import secrets
+import shlex
 import shutil
 import socket
 import subprocess
@@ -78,6 +79,17 @@ class PgCluster:
                        "max_connections = 60\nshared_buffers = 16MB\n")
         self.run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-l", str(self.root / "server.log"),
                  "-w", "-t", "60", "start")
+        self._watchdog()
+
+    def _watchdog(self) -> None:
+        """Stop the server and remove its folder when this process dies, even by SIGKILL (a killed test
+        run must not leave a server behind): a detached shell polls this process's pid."""
+        stop = " ".join(shlex.quote(a) for a in self._as_owner(str(self.bindir / "pg_ctl"), "-D", str(self.data),
+                                                                "-m", "immediate", "-w", "stop"))
+        script = (f"while kill -0 {os.getpid()} 2>/dev/null && [ -d {shlex.quote(str(self.data))} ]; do sleep 1; done; "
+                  f"{stop} >/dev/null 2>&1; rm -rf {shlex.quote(str(self.root))}")
+        subprocess.Popen(["sh", "-c", script], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL, start_new_session=True)
 
     def _chown(self, path: Path) -> None:
         if self.user:
