@@ -12,6 +12,7 @@ never a policy failure); refusals of the envelope as `SafetyError`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import time
@@ -43,12 +44,17 @@ DRIVER_ERRORS: tuple[type[BaseException], ...] = (ConnectionError, TimeoutError,
 
 @dataclass
 class Observation:
-    """What the robot measured at time t (monotonic): joints in vocabulary.JOINTS order, images by camera."""
+    """What the robot measured at time t (monotonic): joints in vocabulary.JOINTS order, images by camera.
+
+    image_times: per camera, the perf_counter time (CLOCK_MONOTONIC on Linux, the rollout's clock) at
+    which the camera's read thread captured the frame, where the camera reports it (LeRobot's
+    `latest_timestamp`); cameras without one (the twin renders on observe) are absent."""
 
     t: float
     state: np.ndarray
     images: dict[str, np.ndarray]
     extras: dict[str, Any] = field(default_factory=dict)
+    image_times: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -106,6 +112,11 @@ class Bench:
     @property
     def camera_names(self) -> tuple[str, ...]:
         return tuple(self.cfg.cameras)
+
+    @property
+    def camera_fps(self) -> dict[str, float]:
+        """Nominal frame rate per camera (the recorder's yardstick for skipped frames)."""
+        return {name: float(getattr(spec, "fps", None) or self.fps) for name, spec in self.cfg.cameras.items()}
 
     # ------------------------------------------------------------------ hooks for subclasses
     def _make_robot(self):
@@ -242,7 +253,33 @@ class Bench:
         state = np.array([raw[f"{j}.pos"] for j in self.joints], dtype=np.float64)
         images = {name: raw[name] for name in self.camera_names if name in raw}
         self._observed_state = state
-        return Observation(t=t, state=state, images=images, extras=self._extras(raw))
+        return Observation(t=t, state=state, images=images, extras=self._extras(raw),
+                           image_times=self._capture_times(images))
+
+    def _capture_times(self, images: dict[str, np.ndarray]) -> dict[str, float]:
+        """When each returned frame was captured, from the camera's own read-thread stamp.
+
+        read_latest() returns the camera's `latest_frame` array itself. The same array as last time is
+        the same (stale) frame with the same stamp. If a newer frame replaced it between read_latest()
+        and this look-up, the returned frame is the one before, stamped one camera period earlier."""
+        cams = getattr(self._robot, "cameras", None) or {}
+        seen = self.__dict__.setdefault("_last_frames", {})
+        out: dict[str, float] = {}
+        for name, image in images.items():
+            cam = cams.get(name)
+            if getattr(cam, "latest_timestamp", None) is None:
+                continue
+            lock = getattr(cam, "frame_lock", None) or contextlib.nullcontext()
+            with lock:  # frame and stamp as one pair (LeRobot's cameras update both under it)
+                stamp, latest = cam.latest_timestamp, getattr(cam, "latest_frame", image)
+            previous = seen.get(name)
+            if previous is not None and previous[0] is image:
+                stamp = previous[1]
+            elif latest is not image:
+                stamp -= 1.0 / float(getattr(cam, "fps", None) or self.fps)
+            seen[name] = (image, float(stamp))
+            out[name] = float(stamp)
+        return out
 
     def measure(self) -> np.ndarray:
         """Fresh joint positions (no cameras)."""

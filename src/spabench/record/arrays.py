@@ -22,7 +22,7 @@ import numpy as np
 from spabench.suite.vocabulary import JOINTS
 
 log = logging.getLogger(__name__)
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: timing/slot, camera/<name>/capture_t, MP4 pts = tick times
 RESERVE_BYTES = 2 * 1024 * 1024
 N_JOINTS = len(JOINTS)
 
@@ -37,7 +37,11 @@ STEP_DATASETS: dict[str, tuple[tuple[int, ...], str]] = {
     "policy/server_ms": ((), "f8"),
     "timing/period_s": ((), "f8"),
     "timing/work_s": ((), "f8"),
+    "timing/slot": ((), "i8"),
 }
+# per camera, per tick: the frame's position in cam_<name>.mp4 (-1: none / dropped by the encoder)
+# and its capture time (seconds since the timer started; NaN: no frame)
+CAMERA_DATASETS: dict[str, str] = {"frame_index": "i8", "capture_t": "f8"}
 CHUNK_ROWS = 256
 
 
@@ -81,9 +85,10 @@ class EpisodeArrays:
             self._ds[name] = f.create_dataset(name, shape=(0, *shape), maxshape=(None, *shape),
                                               chunks=(CHUNK_ROWS, *shape), dtype=dtype)
         for cam in self.cameras:
-            name = f"camera/{cam}/frame_index"
-            self._ds[name] = f.create_dataset(name, shape=(0,), maxshape=(None,), chunks=(CHUNK_ROWS,),
-                                              dtype="i8")
+            for column, dtype in CAMERA_DATASETS.items():
+                name = f"camera/{cam}/{column}"
+                self._ds[name] = f.create_dataset(name, shape=(0,), maxshape=(None,), chunks=(CHUNK_ROWS,),
+                                                  dtype=dtype)
         self._events_log = f.create_dataset("events_log", shape=(0,), maxshape=(None,), chunks=(4096,),
                                             dtype="u1")
         f.swmr_mode = True
@@ -96,9 +101,12 @@ class EpisodeArrays:
 
     # ---- called from the control loop -----------------------------------------------------
     def append_step(self, t: float, state, raw, executed, chunk_id: int, latency_s: float, server_ms: float,
-                    period_s: float, work_s: float, frame_index: dict[str, int]) -> None:
+                    period_s: float, work_s: float, frame_index: dict[str, int], slot: int = -1,
+                    capture_t: dict[str, float] | None = None) -> None:
+        capture_t = capture_t or {}
         row = (t, state, raw, executed, chunk_id, latency_s, server_ms, period_s, work_s,
-               tuple(frame_index.get(cam, -1) for cam in self.cameras))
+               tuple(frame_index.get(cam, -1) for cam in self.cameras), slot,
+               tuple(capture_t.get(cam, float("nan")) for cam in self.cameras))
         with self._lock:
             self._rows.append(row)
 
@@ -138,10 +146,13 @@ class EpisodeArrays:
                 "policy/server_ms": np.asarray(columns[6], dtype="f8"),
                 "timing/period_s": np.asarray(columns[7], dtype="f8"),
                 "timing/work_s": np.asarray(columns[8], dtype="f8"),
+                "timing/slot": np.asarray(columns[10], dtype="i8"),
             }
             frames = np.asarray(columns[9], dtype="i8").reshape(n, len(self.cameras))
+            captured = np.asarray(columns[11], dtype="f8").reshape(n, len(self.cameras))
             for i, cam in enumerate(self.cameras):
                 values[f"camera/{cam}/frame_index"] = frames[:, i]
+                values[f"camera/{cam}/capture_t"] = captured[:, i]
             for name, data in values.items():
                 ds = self._ds[name]
                 ds.resize(n0 + n, axis=0)

@@ -16,7 +16,8 @@ import numpy as np
 
 from spabench.record.recorder import H5_NAME, PARTIAL_SUFFIX, VIDEOS_JSON, RecordError, resolve_episode_dir, video_name
 
-_JSON_ATTRS = ("server_metadata", "software_versions", "camera_shapes", "dropped_frames", "joints", "cameras")
+_JSON_ATTRS = ("server_metadata", "software_versions", "camera_shapes", "camera_fps", "dropped_frames", "joints",
+               "cameras", "camera_frames", "timing")
 
 
 def open_h5(path: str | os.PathLike) -> h5py.File:
@@ -98,6 +99,11 @@ class EpisodeReader:
     def frame_index(self, camera: str) -> np.ndarray:
         return self.array(f"camera/{camera}/frame_index")
 
+    def capture_times(self, camera: str) -> np.ndarray:
+        """Per tick: when the camera captured the frame that tick used (s since the timer started;
+        NaN where the tick had no frame). Episodes recorded before schema 2 give the tick times."""
+        name = f"camera/{camera}/capture_t"
+        return self.array(name) if name in self._file else self.timestamps
     def events(self) -> list[dict]:
         """Events as dicts: the final `events` dataset, or the crash-safe `events_log` bytes."""
         if "events" in self._file:
@@ -121,6 +127,12 @@ class EpisodeReader:
 
     def iter_frames(self, camera: str) -> Iterator[np.ndarray]:
         """Decoded RGB frames (HxWx3 uint8) of one camera, in order."""
+        for _, frame in self.iter_timed_frames(camera):
+            yield frame
+
+    def iter_timed_frames(self, camera: str) -> Iterator[tuple[float, np.ndarray]]:
+        """(presentation time in s since the timer started, RGB frame) in order. The time is the
+        control tick the frame was paired with; see `capture_times` for when it was captured."""
         import av  # noqa: PLC0415
 
         path = self.video_path(camera)
@@ -128,7 +140,41 @@ class EpisodeReader:
             raise RecordError(f"{path}: no video for camera '{camera}'")
         with av.open(str(path)) as container:
             for frame in container.decode(video=0):
-                yield frame.to_ndarray(format="rgb24")
+                yield float(frame.time if frame.time is not None else float("nan")), frame.to_ndarray(format="rgb24")
+
+    def frame_times(self, camera: str) -> np.ndarray:
+        """Presentation times of every frame in the camera's MP4 (from the container, no decoding)."""
+        import av  # noqa: PLC0415
+
+        path = self.video_path(camera)
+        if not path.exists():
+            raise RecordError(f"{path}: no video for camera '{camera}'")
+        with av.open(str(path)) as container:
+            stream = container.streams.video[0]
+            pts = sorted(p.pts for p in container.demux(stream) if p.pts is not None)
+            return np.asarray(pts, dtype=float) * float(stream.time_base)
+
+    def video_duration(self, camera: str) -> float:
+        """The MP4's duration in seconds, as a player reports it."""
+        import av  # noqa: PLC0415
+
+        with av.open(str(self.video_path(camera))) as container:
+            stream = container.streams.video[0]
+            if stream.duration is not None:
+                return float(stream.duration * stream.time_base)
+            return float(container.duration or 0) / 1e6
+
+    def frame_at(self, camera: str, t: float) -> np.ndarray:
+        """The frame on screen at time t (s since the timer started): the last one presented at or
+        before t (the first frame for t before it)."""
+        chosen = None
+        for when, frame in self.iter_timed_frames(camera):
+            if chosen is not None and when > t + 1e-4:  # pts are rounded to 1/60000 s
+                break
+            chosen = frame
+        if chosen is None:
+            raise RecordError(f"{self.video_path(camera)}: the video holds no frame")
+        return chosen
 
     def first_frame(self, camera: str) -> np.ndarray:
         for frame in self.iter_frames(camera):

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from spabench.errors import SpabenchError
 from spabench.record.arrays import EpisodeArrays
+from spabench.record.frametimes import FrameCounter
 from spabench.record.video import EncoderPool, EncoderSettings, StreamDone
 
 PARTIAL_SUFFIX = ".partial"
@@ -120,6 +121,8 @@ class Recorder:
         self._meta = None
         self._cameras: tuple[str, ...] = ()
         self._drops: dict[str, int] = {}
+        self._counters: dict[str, FrameCounter] = {}
+        self._last_t = 0.0
         self._finalized: dict[str, dict] = {}
         self._lock = threading.Lock()
         self._done = threading.Condition(self._lock)
@@ -162,6 +165,9 @@ class Recorder:
         self._arrays = EpisodeArrays(folder / H5_NAME, cameras, attrs, flush_s=self.config.flush_s)
         self._folder, self._meta, self._cameras = folder, meta, cameras
         self._drops = {cam: 0 for cam in cameras}
+        fps = dict(getattr(meta, "camera_fps", None) or {})
+        self._counters = {cam: FrameCounter(1.0 / float(fps.get(cam) or meta.control_hz)) for cam in cameras}
+        self._last_t = 0.0
         if self.config.video and cameras:
             paths = {cam: str(folder / video_name(cam)) for cam in cameras}
             self.pool.open_episode(str(meta.attempt_id), paths, meta.control_hz)
@@ -176,13 +182,23 @@ class Recorder:
         if arrays.error is not None:  # the rollout stops at once: storage_error
             raise RecordError(f"{arrays.path}: cannot write ({describe_error(arrays.error)})")
         frame_index: dict[str, int] = {}
+        capture_t: dict[str, float] = dict(getattr(step, "image_t", None) or {})
+        self._last_t = float(step.t)
+        for cam in self._cameras:
+            if step.images.get(cam) is None:
+                continue
+            counter = self._counters[cam]
+            gap = counter.add(capture_t.setdefault(cam, float(step.t)))
+            if counter.is_event(gap):
+                arrays.append_event({"kind": "camera_gap", "t": round(float(step.t), 6), "camera": cam,
+                                     "gap_s": round(gap, 4), "skipped": int(round(gap / counter.period_s)) - 1})
         if self.config.video:
             for cam in self._cameras:
                 image = step.images.get(cam)
                 if image is None:
                     frame_index[cam] = -1
                     continue
-                index = self.pool.submit(cam, image)
+                index = self.pool.submit(cam, image, float(step.t))
                 frame_index[cam] = index
                 if index < 0:
                     self._drops[cam] += 1
@@ -192,7 +208,8 @@ class Recorder:
                                              "camera": cam, "dropped_so_far": n})
         step.frame_index.update(frame_index)
         arrays.append_step(step.t, step.state, step.raw_action, step.executed_action, step.chunk_id,
-                           step.request_latency_s, step.server_ms, step.period_s, step.work_s, frame_index)
+                           step.request_latency_s, step.server_ms, step.period_s, step.work_s, frame_index,
+                           int(getattr(step, "slot", -1)), capture_t)
 
     def on_event(self, event) -> None:
         if self._arrays is not None:
@@ -212,27 +229,40 @@ class Recorder:
             "duration_s": float(result.duration_s),
             "end_time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "dropped_frames": dict(self._drops),
+            "camera_frames": self.camera_frames(),
+            "timing": dict(getattr(result, "timing", None) or {}),
         }
+        if hasattr(result, "camera_frames"):
+            result.camera_frames = self.camera_frames()
         if getattr(result, "motion_onset", None) is not None:
             final_attrs["motion_onset"] = int(result.motion_onset)
         try:
             arrays.close(final_attrs)
         finally:
             self.last_episode = self.episodes_dir / str(meta.attempt_id)
-            drops = dict(self._drops)
+            drops, frames, duration = dict(self._drops), self.camera_frames(), float(result.duration_s)
             with self._lock:
                 self._closing.add(folder.name[: -len(PARTIAL_SUFFIX)])
             if self.config.video and self._cameras:
-                self.pool.close_episode(lambda results: self._finalize(folder, drops, results))
+                self.pool.close_episode(lambda results: self._finalize(folder, drops, results, frames, duration))
             else:
-                self._finalize(folder, drops, {})
+                self._finalize(folder, drops, {}, frames, duration)
+
+    def camera_frames(self) -> dict[str, dict]:
+        """Per camera: distinct frames, repeated (stale) ticks, skipped camera frames, longest gap."""
+        return {cam: c.as_dict() for cam, c in self._counters.items()}
 
     # ---- background -----------------------------------------------------------------------
-    def _finalize(self, folder: Path, drops: dict[str, int], results: dict[str, StreamDone]) -> None:
+    def _finalize(self, folder: Path, drops: dict[str, int], results: dict[str, StreamDone],
+                  frames: dict[str, dict] | None = None, duration_s: float | None = None) -> None:
         """Runs on the encoder's thread: never raises (a full disk is reported, not lost in a thread)."""
         attempt_id = folder.name[: -len(PARTIAL_SUFFIX)]
+        frames = frames or {}
         videos = {
-            cam: {"file": video_name(cam), "frames": r.frames, "dropped": drops.get(cam, 0), "error": r.error}
+            cam: {"file": video_name(cam), "frames": r.frames, "dropped": drops.get(cam, 0), "error": r.error,
+                  "timestamps": "pts = tick time (s since timer start), time base 1/60000",
+                  **({"rollout_duration_s": round(duration_s, 4)} if duration_s is not None else {}),
+                  **{("distinct_frames" if k == "frames" else k): v for k, v in frames.get(cam, {}).items()}}
             for cam, r in results.items()
         }
         problems = [f"{cam}: {v['error']}" for cam, v in videos.items() if v["error"]]

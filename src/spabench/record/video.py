@@ -8,17 +8,26 @@ small message on a queue; when no slot is free the frame is dropped and counted,
 Each worker owns one camera's stream at a time; `open` / `frame` / `close` commands are processed in
 order, so the next episode's stream can be opened while the previous one is still being flushed.
 A worker whose parent dies (kill -9) closes its container cleanly and exits, so even an interrupted
-episode keeps a playable partial video.
+episode keeps a playable partial video. Workers ignore SIGINT (a Ctrl-C reaches the whole process
+group): the parent decides when a stream ends, and the worker always finishes the frames it holds.
+
+Presentation times are real: each frame carries the time of the control tick it was paired with
+(seconds since the rollout timer started) in a 1/60000 s time base, so a stalled loop shows as a
+held frame and the file lasts as long as the rollout did. (60000 is the finest base MPEG-4 Part 2
+accepts; LeRobot decodes by timestamp with a 1e-4 s tolerance.)
 """
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import queue
+import signal
 import threading
 import time
 from dataclasses import dataclass, field
+from fractions import Fraction
 from multiprocessing import shared_memory
 from typing import Callable
 
@@ -26,6 +35,7 @@ import numpy as np
 
 DEFAULT_CODEC = "libx264"
 DEFAULT_PRESET = "ultrafast"
+TIME_BASE = Fraction(1, 60000)  # seconds per pts unit of every recorded stream
 
 
 @dataclass(frozen=True)
@@ -56,6 +66,7 @@ class StreamDone:
 def _encoder_main(camera: str, shm_name: str, shape: tuple[int, int, int], slots: int,
                   commands: mp.Queue, free: mp.Queue, done: mp.Queue, parent_pid: int) -> None:
     """Worker loop (runs in a spawned process). Imports PyAV only here."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's business
     import av  # noqa: PLC0415  (heavy import kept out of the parent)
 
     shm = shared_memory.SharedMemory(name=shm_name)
@@ -107,6 +118,7 @@ def _encoder_main(camera: str, shm_name: str, shape: tuple[int, int, int], slots
             free.put(slot)  # the frame holds its own copy now
             try:
                 frame.pts = pts
+                frame.time_base = TIME_BASE
                 for packet in stream.encode(frame):
                     container.mux(packet)
                 frames += 1
@@ -118,6 +130,7 @@ def _encoder_main(camera: str, shm_name: str, shape: tuple[int, int, int], slots
             try:
                 container = av.open(path, mode="w")
                 stream = container.add_stream(settings.codec, rate=int(round(fps)))
+                stream.codec_context.time_base = TIME_BASE
                 stream.width, stream.height = shape[1], shape[0]
                 stream.pix_fmt = "yuv420p"
                 options = {"threads": str(settings.threads)}
@@ -160,9 +173,11 @@ class _CameraWorker:
             name=f"spabench-encoder-{camera}",
             daemon=True,
         )
-        self.process.start()
+        with _sigint_ignored():  # the child starts with SIGINT ignored, even while it boots
+            self.process.start()
         self.open_token: str | None = None
-        self.pts = 0
+        self.index = 0     # next frame's position in the open stream
+        self.last_pts = -1
 
     def take_slot(self) -> int | None:
         if self._free_local:
@@ -194,6 +209,20 @@ class _CameraWorker:
         for q in (self.commands, self.free):
             q.close()
             q.cancel_join_thread()
+
+
+@contextlib.contextmanager
+def _sigint_ignored():
+    """SIG_IGN survives exec, and Python keeps an ignored SIGINT ignored: a worker spawned inside
+    this block can never print a KeyboardInterrupt traceback. Main thread only (else a no-op)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 @dataclass
@@ -250,14 +279,15 @@ class EncoderPool:
     def _open(self, worker: "_CameraWorker") -> None:
         if worker.open_token != self._token:
             worker.commands.put(("open", self._token, self._paths[worker.camera], self._fps, self.settings))
-            worker.open_token, worker.pts = self._token, 0
+            worker.open_token, worker.index, worker.last_pts = self._token, 0, -1
             with self._lock:
                 pending = self._pending[self._token]
                 pending.cameras.add(worker.camera)
                 pending.workers[worker.camera] = worker
 
-    def submit(self, camera: str, image: np.ndarray) -> int:
-        """Queue one frame for encoding; -1 if dropped. Never blocks on the encoder."""
+    def submit(self, camera: str, image: np.ndarray, t_s: float | None = None) -> int:
+        """Queue one frame for encoding, presented at `t_s` seconds (default: one nominal period after
+        the previous frame); returns its index in the video, -1 if dropped. Never blocks."""
         if self._token is None or camera not in self._paths:
             return -1
         worker = self._workers.get(camera)
@@ -272,9 +302,15 @@ class EncoderPool:
             self.dropped[camera] = self.dropped.get(camera, 0) + 1
             return -1
         np.copyto(worker.ring[slot], image)
-        index = worker.pts
-        worker.commands.put(("frame", slot, index))
-        worker.pts += 1
+        if t_s is None:
+            step = max(1, int(round(1 / (self._fps * TIME_BASE))))
+            pts = 0 if worker.last_pts < 0 else worker.last_pts + step
+        else:
+            pts = max(int(round(max(0.0, float(t_s)) / TIME_BASE)), worker.last_pts + 1)
+        worker.commands.put(("frame", slot, pts))
+        worker.last_pts = pts
+        index = worker.index
+        worker.index += 1
         return index
 
     def close_episode(self, on_done: Callable[[dict[str, StreamDone]], None] | None = None) -> str | None:

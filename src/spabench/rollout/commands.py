@@ -463,7 +463,8 @@ class Session:
         self.running_attempt = None
         self.ledger.log_event(attempt_id, "rollout_summary", {
             "steps": result.n_steps, "duration_s": round(result.duration_s, 3), "detail": result.detail,
-            "motion_onset": motion.onset, "timer_s": timer_s})
+            "motion_onset": motion.onset, "timer_s": timer_s, "timing": result.timing,
+            "camera_frames": result.camera_frames})
         if result.valid:
             prefill = None
             if self.op_cfg.prefill_from_motion:

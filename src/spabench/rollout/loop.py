@@ -28,7 +28,7 @@ from spabench.suite.vocabulary import CAMERAS
 log = logging.getLogger(__name__)
 
 SPIN_S = 0.0015          # last part of each period is spun, not slept (sleep overshoots ~0.1-1 ms)
-OVERRUN_EVENT_EVERY = 30
+STALL_PERIODS = 2.0      # a gap between tick starts longer than this many periods is a 'stall' event
 _NAN6 = np.full(6, np.nan)
 
 _STOP_INVALID = {"abort": "operator_abort", "estop": "estop"}
@@ -36,6 +36,37 @@ _STOP_INVALID = {"abort": "operator_abort", "estop": "estop"}
 
 def _nan_to_none(x: float | None) -> float:
     return float("nan") if x is None else float(x)
+
+
+class TickTiming:
+    """Overrun bookkeeping of one rollout: how often a tick finished after its deadline, the worst
+    lateness, and the time slots skipped (each one period of control time lost)."""
+
+    def __init__(self, period: float):
+        self.period = period
+        self.overruns = 0
+        self.worst_s = 0.0
+        self.slots_skipped = 0
+        self.stalls = 0
+        self.longest_gap_s = 0.0
+
+    def late(self, late_s: float, skipped: int) -> None:
+        self.overruns += 1
+        self.worst_s = max(self.worst_s, late_s)
+        self.slots_skipped += skipped
+
+    def gap(self, gap_s: float) -> bool:
+        """A gap between two tick starts; True when it is a stall (longer than STALL_PERIODS)."""
+        self.longest_gap_s = max(self.longest_gap_s, gap_s)
+        if gap_s > STALL_PERIODS * self.period:
+            self.stalls += 1
+            return True
+        return False
+
+    def summary(self, executed: int) -> dict:
+        return {"executed_ticks": executed, "overruns": self.overruns, "worst_overrun_s": round(self.worst_s, 4),
+                "slots_skipped": self.slots_skipped, "time_lost_s": round(self.slots_skipped * self.period, 4),
+                "stalls": self.stalls, "longest_tick_gap_s": round(self.longest_gap_s, 4)}
 
 
 class Rollout:
@@ -109,6 +140,7 @@ class Rollout:
     def _run(self, meta: EpisodeMeta, instruction: str) -> EpisodeResult:
         steps, stop, reason, detail = 0, "fault", None, ""
         started = False
+        self.timing = TickTiming(self.period)
         try:
             first = self.bench.observe()
         except Exception as exc:  # no episode without a first observation
@@ -118,6 +150,10 @@ class Rollout:
             meta.cameras = tuple(c for c in CAMERAS if c in images) + tuple(c for c in images if c not in CAMERAS)
         if not meta.camera_shapes:
             meta.camera_shapes = {c: tuple(np.asarray(images[c]).shape) for c in meta.cameras if c in images}
+        if not meta.camera_fps:
+            fps = getattr(self.bench, "camera_fps", None)
+            fps = fps if isinstance(fps, dict) else {}
+            meta.camera_fps = {c: float(fps.get(c) or self.card.control_hz) for c in meta.cameras}
         if not meta.start_time:
             meta.start_time = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         self._notify("on_episode_start", meta)
@@ -160,34 +196,38 @@ class Rollout:
             begin()
         self._t0 = t0 = clock()
         self.emit("timer_started", {"timer_s": self.timer_s, "control_hz": float(self.card.control_hz)})
-        k = 0
-        overruns = 0
+        k = 0          # time slot: tick k is due at t0 + k * period
+        executed = 0   # ticks actually run (slots skipped after an overrun are not steps)
+        timing = self.timing
         last_start = t0
         chunks = getattr(broker, "chunks", {})
         while True:
             tick_start = clock()
             elapsed = tick_start - t0
+            if executed and timing.gap(tick_start - last_start):
+                self.emit("stall", {"gap_s": round(tick_start - last_start, 4),
+                                    "slots_lost": max(0, int(round((tick_start - last_start) / period)) - 1)})
             pending = self.controls.pending()
             if pending is not None:
                 kind, source = pending
                 self.emit("stop_requested", {"kind": kind, "source": source})
-                return kind, _STOP_INVALID.get(kind), f"{kind} by {source}", k
+                return kind, _STOP_INVALID.get(kind), f"{kind} by {source}", executed
             if elapsed >= self.timer_s:
-                return "timer", None, "", k
+                return "timer", None, "", executed
             if self._record_fault is not None:
-                return self._fault("recorder", self._record_fault, k)
+                return self._fault("recorder", self._record_fault, executed)
             try:
                 obs = bench.observe()
             except Exception as exc:
-                return self._fault("bench", exc, k)
+                return self._fault("bench", exc, executed)
             try:
                 broker.submit_observation(obs)
                 na = broker.next_action()
                 if na is None and self.lockstep:
                     na = self._await_chunk()
             except Exception as exc:
-                return self._fault("policy", exc, k)
-            raw, executed, chunk_id = _NAN6, _NAN6, -1
+                return self._fault("policy", exc, executed)
+            raw, sent, chunk_id = _NAN6, _NAN6, -1
             latency = server_ms = float("nan")
             if na is not None:
                 raw, chunk_id = np.asarray(na[0], dtype=float)[:6], int(na[1])
@@ -199,9 +239,9 @@ class Rollout:
                         self.emit("safety_error", {"error": describe(exc)})
                         result = None
                     else:
-                        return self._fault("bench", exc, k)
+                        return self._fault("bench", exc, executed)
                 if result is not None:
-                    executed = np.asarray(getattr(result, "sent", filtered), dtype=float)
+                    sent = np.asarray(getattr(result, "sent", filtered), dtype=float)
                     for clamp in getattr(result, "clamps", ()) or ():
                         self.emit("clamp", _clamp_dict(clamp))
                 chunk = chunks.get(chunk_id) if isinstance(chunks, dict) else None
@@ -211,24 +251,28 @@ class Rollout:
                 if chunk is not None:
                     latency, server_ms = float(chunk.rtt_s), _nan_to_none(chunk.server_ms)
             now = clock()
-            step = StepRecord(index=k, t=tick_start - t0, state=np.asarray(obs.state, dtype=float),
-                              images=obs.images, raw_action=raw, executed_action=executed,
+            t_tick = tick_start - t0
+            image_t = ({c: float(v) - t0 for c, v in (getattr(obs, "image_times", None) or {}).items()}
+                       if not self.lockstep else {})
+            step = StepRecord(index=executed, t=t_tick, state=np.asarray(obs.state, dtype=float),
+                              images=obs.images, raw_action=raw, executed_action=sent,
                               chunk_id=chunk_id, request_latency_s=latency, server_ms=server_ms,
-                              frame_index={}, period_s=(tick_start - last_start) if k else float("nan"),
-                              work_s=now - tick_start)
+                              frame_index={}, period_s=(tick_start - last_start) if executed else float("nan"),
+                              work_s=now - tick_start, slot=k,
+                              image_t={c: image_t.get(c, t_tick) for c in obs.images})
             notify("on_step", step)
             last_start = tick_start
             k += 1
+            executed += 1
             if self.lockstep:
                 continue
             # pacing: absolute deadlines; after an overrun skip ahead instead of bursting
             deadline = t0 + k * period
             now = clock()
-            if now > deadline + period:
-                overruns += 1
-                if overruns == 1 or overruns % OVERRUN_EVENT_EVERY == 0:
-                    self.emit("overrun", {"late_s": round(now - deadline, 4), "overruns": overruns})
-                k = int((now - t0) / period) + 1
+            if now > deadline:
+                skip_to = int((now - t0) / period) + 1 if now > deadline + period else k
+                timing.late(now - deadline, skip_to - k)
+                k = skip_to
                 deadline = t0 + k * period
             remaining = deadline - clock()
             if remaining > SPIN_S:
@@ -287,8 +331,11 @@ class Rollout:
             reason = _STOP_INVALID.get(stop, "harness_error")
         self.emit("episode_end", {"stop_reason": stop, "valid": valid, "invalid_reason": reason,
                                   "steps": steps, "detail": detail})
+        timing = self.timing.summary(steps) if getattr(self, "timing", None) is not None else {}
+        if timing:
+            self.emit("timing", timing)
         result = EpisodeResult(stop_reason=stop, valid=valid, invalid_reason=reason, n_steps=steps,
-                               duration_s=duration, detail=detail)
+                               duration_s=duration, detail=detail, timing=timing)
         if started:
             self._notify("on_episode_end", result)
             if self._record_fault is not None and result.invalid_reason != "storage_error":

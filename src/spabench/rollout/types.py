@@ -54,6 +54,7 @@ class EpisodeMeta:
     bench_type: str = ""
     cameras: tuple[str, ...] = ()
     camera_shapes: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    camera_fps: dict[str, float] = field(default_factory=dict)  # nominal frame rate per camera
     start_time: str = ""            # ISO 8601, wall clock
     extra: dict = field(default_factory=dict)
 
@@ -74,6 +75,8 @@ class StepRecord:
     frame_index: dict[str, int] = field(default_factory=dict)
     period_s: float = float("nan")  # time since the previous tick started
     work_s: float = float("nan")    # harness time from the tick's start to the command sent (observe..act)
+    slot: int = -1                  # the time slot (t0 + slot / control_hz) this tick ran in
+    image_t: dict[str, float] = field(default_factory=dict)  # capture time per camera, s since timer start
 
 
 @dataclass
@@ -93,10 +96,12 @@ class EpisodeResult:
     stop_reason: str                # one of STOP_REASONS
     valid: bool
     invalid_reason: str | None
-    n_steps: int
+    n_steps: int                    # executed ticks (a skipped time slot is not a step)
     duration_s: float
     detail: str = ""                # human-readable cause of a fault
     motion_onset: int | None = None
+    timing: dict[str, Any] = field(default_factory=dict)         # overrun summary (rollout loop)
+    camera_frames: dict[str, dict] = field(default_factory=dict)  # per camera repeated/skipped/gap (recorder)
 
 
 @runtime_checkable

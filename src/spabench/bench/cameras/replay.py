@@ -5,13 +5,20 @@ thread falls behind (CPU starved), it skips to the frame that is due now, so the
 exactly like a hardware camera whose driver missed frames. read_latest()/async_read()/read() behave
 like LeRobot's OpenCVCamera, including its errors, and two fault hooks emulate a camera going away:
 stop() (the read thread dies: read_latest raises RuntimeError) and freeze() (frames stop arriving:
-read_latest raises TimeoutError once the last frame is older than max_age_ms).
+read_latest raises TimeoutError once the last frame is older than max_age_ms). stall(seconds) (or
+the config's periodic stall_every_s/stall_s) injects a bounded stall: no new frame for that long,
+then the clock skips the missed frames; with stall_blocks, read_latest() also blocks meanwhile.
+Like LeRobot's own cameras it exposes `latest_frame` / `latest_timestamp` (perf_counter). The stamp
+is the frame's exposure time on the camera's own clock (t0 + index / fps), as a hardware camera with a
+sensor clock reports it, not when a starved thread got round to publishing it; `published` keeps
+(index, stamp) of every frame for tests to check against.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections import deque
 import time
 from pathlib import Path
 from typing import Any
@@ -102,13 +109,18 @@ class SpabenchReplayCamera(Camera):
         self._stop_event = threading.Event()
         self._frozen = threading.Event()
         self._lock = threading.Lock()
+        self.frame_lock = self._lock  # LeRobot's cameras guard latest_frame/latest_timestamp with this name
         self._new_frame = threading.Event()
         self._latest: np.ndarray | None = None
-        self._latest_t: float | None = None
+        self._latest_t: float | None = None   # when the frame was published (read_latest's age check)
+        self._capture_t: float | None = None  # when it was exposed, on the camera clock
         self._source: _FileFrames | None = None
         self._base: np.ndarray | None = None
         self.frame_index: int = -1      # camera frame index of the latest frame
         self.frames_published: int = 0  # frames actually published (index jumps = drops)
+        self.published: deque[tuple[int, float]] = deque(maxlen=500_000)  # (frame index, capture time)
+        self.stalls: list[tuple[float, float]] = []    # (start, end) perf_counter of injected stalls
+        self._stall_until = 0.0
 
     def __str__(self) -> str:
         label = f"{self.config.label}:" if self.config.label else ""
@@ -154,7 +166,7 @@ class SpabenchReplayCamera(Camera):
             self._source = None
         with self._lock:
             self._latest = None
-            self._latest_t = None
+            self._latest_t = self._capture_t = None
         self._connected = False
 
     def _stop_thread(self) -> None:
@@ -175,6 +187,33 @@ class SpabenchReplayCamera(Camera):
     def unfreeze(self) -> None:
         self._frozen.clear()
 
+    def stall(self, seconds: float) -> None:
+        """Inject one stall now: no new frame for `seconds` (then the missed frames are skipped)."""
+        now = time.perf_counter()
+        with self._lock:
+            self._stall_until = now + float(seconds)
+            self.stalls.append((now, self._stall_until))
+
+    def _stalled(self, now: float, t0: float) -> bool:
+        every, length = float(self.config.stall_every_s), float(self.config.stall_s)
+        if every > 0 and length > 0:
+            n = int((now - t0) / every)
+            start = t0 + n * every
+            if n >= 1 and now < start + length:
+                with self._lock:
+                    if not self.stalls or self.stalls[-1][0] != start:
+                        self.stalls.append((start, start + length))
+                    self._stall_until = max(self._stall_until, start + length)
+        return now < self._stall_until
+
+    @property
+    def latest_frame(self) -> np.ndarray | None:
+        return self._latest
+
+    @property
+    def latest_timestamp(self) -> float | None:
+        return self._capture_t
+
     # ------------------------------------------------------------------ frames
     def _frame(self, index: int, skip: int) -> np.ndarray | None:
         if self._source is None:
@@ -190,8 +229,8 @@ class SpabenchReplayCamera(Camera):
         index = 0  # the camera clock: frame k belongs to the slot [t0 + k/fps, t0 + (k+1)/fps)
         stop = self._stop_event
         while not stop.is_set():
-            if self._frozen.is_set():
-                stop.wait(period)  # hung: no frames; on unfreeze the clock below skips the missed slots
+            if self._frozen.is_set() or self._stalled(time.perf_counter(), t0):
+                stop.wait(min(period, 0.005))  # no frames; afterwards the clock below skips the missed slots
                 continue
             due = int((time.perf_counter() - t0) / period)
             skip = max(0, due - index)  # behind schedule (starved or frozen): frames are lost
@@ -207,8 +246,10 @@ class SpabenchReplayCamera(Camera):
             with self._lock:
                 self._latest = frame
                 self._latest_t = time.perf_counter()
+                self._capture_t = stamp = t0 + index * period
                 self.frame_index = index
                 self.frames_published += 1
+                self.published.append((index, stamp))
             self._new_frame.set()
             index += 1
             delay = t0 + index * period - time.perf_counter()
@@ -240,6 +281,15 @@ class SpabenchReplayCamera(Camera):
 
     def read_latest(self, max_age_ms: int = 500) -> np.ndarray:
         self._check_thread()
+        if self.config.stall_blocks:
+            while (wait := self._stall_until - time.perf_counter()) > 0:
+                time.sleep(min(wait, 0.01))
+            if self._stall_until:  # the stall is over: wait for its first fresh frame
+                with self._lock:
+                    fresh = self._latest_t is not None and self._latest_t >= self._stall_until
+                if not fresh:
+                    self._new_frame.clear()
+                    self._new_frame.wait(timeout=2.0 / self.fps)
         with self._lock:
             frame, stamp = self._latest, self._latest_t
         if frame is None or stamp is None:
