@@ -160,13 +160,15 @@ sys.exit(run(OmegaConf.load(sys.argv[1])))
 """
 
 
-def _start_runner(tmp_path, cfg):
+def _start_runner(tmp_path, cfg, new_group: bool = False):
     path = tmp_path / "cfg.yaml"
     path.write_text(OmegaConf.to_yaml(cfg))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     log = open(tmp_path / "runner.log", "wb")  # a file, not a pipe: a full pipe would block the harness
+    # new_group: the runner leads its own process group, so a test can send Ctrl-C the way a
+    # terminal does, to every process of the group (encoder workers included)
     proc = subprocess.Popen([sys.executable, "-c", _RUNNER, str(path)], stdout=log, stderr=subprocess.STDOUT,
-                            env=env, cwd=os.getcwd())
+                            env=env, cwd=os.getcwd(), start_new_session=new_group)
     proc.log_path = tmp_path / "runner.log"
     return proc
 
@@ -198,6 +200,12 @@ def _wait_for_steps(folder, n, proc, timeout=60):
 
 
 def test_sigkill_mid_episode_then_resume(tmp_path):
+    """Issue 9 (measured on main): after kill -9 the ledger named episodes/X while the folder was
+    X.partial, plain h5py could not open episode.h5, it had no events, 70 rows against 92 video
+    frames, and ended_at was the resume time. Resume now finishes the folder."""
+    import h5py
+    from datetime import datetime
+
     campaign = make_campaign(tmp_path)
     with EmulatedBus() as bus, WaveServer() as server:
         proc = _start_runner(tmp_path, make_cfg(campaign, bus.port, server.port, timer_s=30.0))
@@ -205,22 +213,41 @@ def test_sigkill_mid_episode_then_resume(tmp_path):
         try:
             _wait_for_steps(partial, 40, proc)
         finally:
+            killed_at = time.time()
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait(10)
-        # resume in this process: the killed attempt becomes invalid, the trial is re-run
+        time.sleep(1.5)  # the orphaned encoders notice and close their files
+        # resume in this process: the killed attempt becomes invalid, its folder is finished
         out = io.StringIO()
+        resumed_at = time.time()
         assert run(make_cfg(campaign, bus.port, server.port, timer_s=1.0), out=out) == EXIT_OK
         assert "E0000-P1-a1 was interrupted" in out.getvalue()
+        assert "recording finished from E0000-P1-a1.partial" in out.getvalue()
         _arm_at_rest(bus)
     ledger = Ledger.open(campaign / "ledger.sqlite")
     a1, a2 = ledger.attempts_for("E0000-P1")
+    recovered = ledger.events(a1.attempt_id, kind="episode_recovered")
     ledger.close()
     assert (a1.status, a1.invalid_reason, a1.episode_path) == ("invalid", "interrupted", "episodes/E0000-P1-a1")
     assert a2.status == "complete" and a2.stop_reason == "timer"
-    assert partial.is_dir()  # the interrupted recording is kept, readable
-    with EpisodeReader(campaign / a1.episode_path) as ep:
-        assert ep.partial and not ep.complete and len(ep) >= 40
+    final = campaign / a1.episode_path
+    assert final.is_dir() and not partial.exists() and recovered
+    ended = datetime.fromisoformat(a1.ended_at).timestamp()
+    assert killed_at - 2.5 <= ended <= killed_at + 0.1 < resumed_at  # the last recorded row, not the resume
+    with h5py.File(final / "episode.h5", "r") as f:  # plain h5py, no SWMR flags
+        n = f["timestamp"].shape[0]
+        assert n >= 40 and f.attrs["complete"] and f.attrs["recovered"] and "events" in f
+    with EpisodeReader(final) as ep:
+        assert not ep.partial and ep.complete and len(ep) == n
         assert np.all(np.isfinite(ep.states))
+        kinds = [e["kind"] for e in ep.events()]
+        assert "timer_started" in kinds and "ema_reset" in kinds
+        assert ep.attrs["invalid_reason"] == "interrupted"
+        for cam in ep.cameras:  # rows and frames reconciled
+            kept = int((ep.frame_index(cam) >= 0).sum())
+            assert ep.count_frames(cam) == kept == ep.video_info()[cam]["frames"]
+            assert kept > 0  # (frames still in the dead parent's queue buffer are lost)
+            np.testing.assert_allclose(ep.frame_times(cam), ep.timestamps[ep.frame_index(cam) >= 0], atol=1e-4)
     with EpisodeReader(campaign / a2.episode_path) as ep:
         assert ep.complete and ep.attrs["valid"]
 
@@ -228,11 +255,13 @@ def test_sigkill_mid_episode_then_resume(tmp_path):
 def test_ctrl_c_aborts_the_attempt_and_the_session(tmp_path):
     campaign = make_campaign(tmp_path, n=2)
     with EmulatedBus() as bus, WaveServer() as server:
-        proc = _start_runner(tmp_path, make_cfg(campaign, bus.port, server.port, timer_s=30.0))
+        proc = _start_runner(tmp_path, make_cfg(campaign, bus.port, server.port, timer_s=30.0), new_group=True)
         _wait_for_steps(campaign / "episodes" / "E0000-P1-a1.partial", 20, proc)
-        os.kill(proc.pid, signal.SIGINT)
+        os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole process group
         proc.wait(60)
         assert proc.returncode == EXIT_SIGINT, _output(proc)
+        # Issue 9 (measured on main): five encoder tracebacks, the videos lost ("encoder process died")
+        assert "Traceback" not in _output(proc) and "KeyboardInterrupt" not in _output(proc), _output(proc)
         _arm_at_rest(bus)
     attempt = _invalid_attempt(campaign, "operator_abort")
     assert attempt.stop_reason == "abort"
@@ -242,3 +271,9 @@ def test_ctrl_c_aborts_the_attempt_and_the_session(tmp_path):
     ledger.close()
     with EpisodeReader(campaign / attempt.episode_path) as ep:
         assert ep.complete and ep.attrs["invalid_reason"] == "operator_abort"
+        assert not ep.partial
+        videos = ep.video_info()
+        assert sorted(videos) == sorted(ep.cameras) and len(videos) == 5
+        for cam, info in videos.items():  # the aborted attempt keeps all five videos, every frame
+            assert info["error"] is None and info["frames"] > 0, (cam, info)
+            assert ep.count_frames(cam) == info["frames"] == int((ep.frame_index(cam) >= 0).sum())

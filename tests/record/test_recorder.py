@@ -148,6 +148,18 @@ def test_kill_9_leaves_readable_partial_data(tmp_path):
         time.sleep(0.3)
     with EpisodeReader(folder) as ep:
         assert ep.count_frames("middle") >= 30
+    # resume's finalisation: a plain, final folder, rows and frames reconciled
+    from spabench.record.recovery import finalize_partial
+
+    done = finalize_partial(folder)
+    assert done.folder == tmp_path / "episodes" / "k1" and not folder.exists() and done.writer_died
+    with h5py.File(done.folder / "episode.h5", "r") as f:
+        assert f["timestamp"].shape[0] == done.rows >= n and "events" in f
+    with EpisodeReader(done.folder) as ep:
+        assert not ep.partial and ep.complete and ep.attrs["stop_reason"] == "interrupted"
+        for cam in ep.cameras:
+            kept = int((ep.frame_index(cam) >= 0).sum())
+            assert ep.count_frames(cam) == kept == ep.video_info()[cam]["frames"]
 
 
 def test_a_dead_encoder_closes_its_stream_with_an_error(tmp_path):

@@ -562,6 +562,20 @@ class Ledger:
             self._insert_event(tx, attempt_id, "attempt_interrupted", payload)
         return ids
 
+    def episode_recovered(self, attempt_id: str, episode_path: str, ended_at: str | None = None,
+                          detail: Mapping[str, Any] | None = None) -> None:
+        """A finished attempt's recording was completed after a crash (spabench.record.recovery):
+        the attempt points at the folder that exists, and, when the recorder died with the process,
+        ends when its last recorded row did rather than when the crash was noticed. (i9, issue 9)"""
+        with self._write() as tx:
+            row = self._attempt_row(tx, attempt_id)
+            if row["status"] == "running":
+                raise LedgerError(f"{self.path}: attempt {attempt_id} is still running")
+            tx.execute("UPDATE attempts SET episode_path = ?, ended_at = COALESCE(?, ended_at) WHERE attempt_id = ?",
+                       (str(episode_path), ended_at, attempt_id))
+            self._insert_event(tx, attempt_id, "episode_recovered",
+                               {"episode_path": str(episode_path), "ended_at": ended_at, **dict(detail or {})})
+
     def invalidate_attempt(self, attempt_id: str, reason: str, rater: str) -> None:
         """A complete attempt becomes invalid after the fact (e.g. the scene was wrong): its trial is
         re-run, its scores stay in the history, and the decision is logged with who made it."""

@@ -233,6 +233,9 @@ class Session:
         for attempt_id in interrupted:
             self.say(f"attempt {attempt_id} was interrupted (kill or crash): marked invalid, "
                      "its partial recording is kept; the trial will be re-run")
+        from spabench.record.recovery import recover_campaign
+
+        recover_campaign(self.ledger, self.campaign_dir, say=self.say)  # .partial folders -> final
         pending = self.ledger.pending_trials()
         if not pending:
             self.say(f"campaign {self.campaign_dir}: every trial has a complete attempt")
@@ -298,7 +301,8 @@ class Session:
             self.running_attempt = None
         if self.recorder is not None:
             if not self.recorder.wait_idle(self.op_cfg.wait_videos_s):
-                self.say("warning: some videos were still being written at exit; their folders stay .partial")
+                self.say("warning: some videos were still being written at exit; their folders stay .partial "
+                         "until the next `spabench run` of this campaign finishes them")
             self.recorder.close()
         for broker in self.brokers.values():
             broker.stop()

@@ -195,7 +195,9 @@ class Rollout:
         if callable(begin):
             begin()
         self._t0 = t0 = clock()
-        self.emit("timer_started", {"timer_s": self.timer_s, "control_hz": float(self.card.control_hz)})
+        # wall time of t = 0: a crash recovery dates the episode's end from its last recorded row
+        self.emit("timer_started", {"timer_s": self.timer_s, "control_hz": float(self.card.control_hz),
+                                    "wall_time": time.time()})
         k = 0          # time slot: tick k is due at t0 + k * period
         executed = 0   # ticks actually run (slots skipped after an overrun are not steps)
         timing = self.timing
