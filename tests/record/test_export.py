@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 
 import numpy as np
+import pytest
 from omegaconf import OmegaConf
 
 from spabench.ledger import Ledger, TrialRow
@@ -68,3 +69,106 @@ def test_export_two_episodes(tmp_path):
     assert export_lerobot(OmegaConf.create({"campaign_dir": str(campaign), "out": str(out)}), msg) == 2
     assert "my_notes.txt" in msg.getvalue() and (out / "my_notes.txt").read_text() == "mine"
     assert (out / "meta" / "info.json").is_file()
+
+
+def _two_policy_campaign(tmp_path, drop_frame_in=None):
+    """Two policies, two evaluations each; the pattern's frame counter stamped in every frame; the
+    second half of every episode runs after a 0.2 s stall (real tick times, not index / fps)."""
+    from spabench.bench.cameras import pattern
+
+    rows = [TrialRow(trial_id=f"E{i}-{alias}", evaluation_id=f"E{i}", policy=policy, card=policy, alias=alias,
+                     task="counting", condition=("id", "ood")[i % 2], scene_id=f"s{i}", scene_condition="id",
+                     matched_group=None, cell="c|a", withheld=False, instruction=f"Leave exactly {i} objects.",
+                     instruction_variant="original", timer_s=60.0, order=2 * i + k)
+            for i in range(2) for k, (policy, alias) in enumerate((("pi05", "P1"), ("smolvla", "P2")))]
+    campaign = tmp_path / "c2"
+    campaign.mkdir()
+    ledger = Ledger.create(campaign / "ledger.sqlite", rows, "h")
+    shape = (48, 96, 3)
+    times = {}
+    with Recorder(campaign) as rec:
+        for row in rows:
+            a = ledger.begin_attempt(row.trial_id)
+            rec.on_episode_start(EpisodeMeta(attempt_id=a, cameras=CAMS, camera_shapes={c: shape for c in CAMS}))
+            ticks = [t / 30 + (0.2 if t >= 6 else 0.0) for t in range(12)]
+            for t, when in enumerate(ticks):
+                state = np.full(6, float(t))
+                images = {c: pattern.render(96, 48, 100 * len(times) + t) for c in CAMS}
+                if drop_frame_in == row.trial_id and t == 4:
+                    images["left"] = None  # the encoder never got this one
+                rec.on_step(StepRecord(t, when, state, {c: i for c, i in images.items() if i is not None},
+                                       state, state))
+            rec.on_episode_end(EpisodeResult("timer", True, None, 12, ticks[-1] + 1 / 30))
+            assert rec.wait_idle(60)  # (a scene reset between trials; an unpaced loop would fill the ring)
+            ledger.finish_attempt(a, "complete", "timer", episode_path=f"episodes/{a}")
+            if row.alias == "P1":
+                ledger.record_score(a, "operator", row.evaluation_id == "E0",
+                                    None if row.evaluation_id == "E0" else "grasp_failure")
+            times[a] = np.asarray(ticks)
+        assert rec.wait_idle(60)
+    ledger.close()
+    return campaign, times
+
+
+def test_export_copies_streams_real_timestamps_split_by_policy(tmp_path, capfd):
+    """Issue 9 (measured on main): export decoded and re-encoded (3 s of CPU per recorded second),
+    timestamps were index / fps (frame 150 read 5.00 s where the h5 said 6.77 s), there was no
+    policy, alias or attempt id, empty images/ folders were left and encoders flooded the terminal."""
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    from spabench.bench.cameras import pattern
+    from spabench.record.export import export_lerobot_dataset
+
+    campaign, times = _two_policy_campaign(tmp_path)
+    capfd.readouterr()
+    report = export_lerobot_dataset(campaign, tmp_path / "ds2", progress=False)
+    captured = capfd.readouterr()
+    assert captured.out == "" and captured.err == "", captured  # nothing from LeRobot, datasets or FFmpeg
+    assert (report.episodes, report.copied, report.reencoded) == (4, 4 * len(CAMS), 0)
+    assert not (tmp_path / "ds2" / "images").exists()
+
+    ds = LeRobotDataset("spabench/c2", root=tmp_path / "ds2")
+    assert ds.meta.total_episodes == 4 and ds.meta.total_frames == 48
+    columns = ds.hf_dataset.select_columns(["episode_index", "policy", "alias", "attempt_id", "evaluation_id",
+                                            "condition", "success", "failure_mode", "timestamp"]).to_pandas()
+    per_episode = columns.groupby("episode_index").first()
+    assert list(per_episode["policy"]) == ["pi05", "smolvla", "pi05", "smolvla"]
+    assert list(per_episode["alias"]) == ["P1", "P2", "P1", "P2"]
+    assert list(per_episode["condition"]) == ["id", "id", "ood", "ood"]
+    assert list(per_episode["success"]) == [1, -1, 0, -1]  # P2 was never scored
+    assert list(per_episode["failure_mode"]) == ["", "", "grasp_failure", ""]
+    assert list(per_episode["attempt_id"]) == list(times)
+    # real timestamps, as in episode.h5
+    for (ep_index, attempt_id) in enumerate(times):
+        got = columns[columns.episode_index == ep_index]["timestamp"].to_numpy()
+        np.testing.assert_allclose(got, times[attempt_id], atol=1e-6)
+    # split by policy: LeRobot loads just one policy's episodes, frames decoded by their real time
+    pi05 = sorted(per_episode.index[per_episode["policy"] == "pi05"])
+    sub = LeRobotDataset("spabench/c2", root=tmp_path / "ds2", episodes=pi05)
+    assert sub.num_episodes == 2 and set(sub.hf_dataset.unique("policy")) == {"pi05"}
+    for i in (0, 7, 20):  # before and after the stall, second episode
+        item = sub[i]
+        ep, t = int(item["episode_index"]), int(item["frame_index"])
+        frame = (item["observation.images.wrist"].permute(1, 2, 0).numpy() * 255).round().astype(np.uint8)
+        assert pattern.decode_index(frame) == 100 * ep + t  # the frame recorded at that tick
+        assert float(item["timestamp"]) == pytest.approx(times[list(times)[ep]][t], abs=1e-6)
+
+
+def test_export_reencodes_only_a_camera_with_a_missing_frame_or_when_asked(tmp_path):
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    from spabench.bench.cameras import pattern
+    from spabench.record.export import export_lerobot_dataset
+
+    campaign, times = _two_policy_campaign(tmp_path, drop_frame_in="E0-P1")
+    report = export_lerobot_dataset(campaign, tmp_path / "ds3", progress=False)
+    assert (report.copied, report.reencoded) == (4 * len(CAMS) - 1, 1)
+    ds = LeRobotDataset("spabench/c2", root=tmp_path / "ds3")
+    held = (ds[4]["observation.images.left"].permute(1, 2, 0).numpy() * 255).round().astype(np.uint8)
+    assert pattern.decode_index(held) == 3  # the frame before the missing one is held
+    report = export_lerobot_dataset(campaign, tmp_path / "ds4", progress=False, reencode=True)
+    assert (report.copied, report.reencoded) == (0, 4 * len(CAMS))
+    ds = LeRobotDataset("spabench/c2", root=tmp_path / "ds4")
+    item = ds[30]
+    frame = (item["observation.images.middle"].permute(1, 2, 0).numpy() * 255).round().astype(np.uint8)
+    assert pattern.decode_index(frame) == 200 + 6 and float(item["timestamp"]) == pytest.approx(0.4, abs=1e-6)

@@ -1,20 +1,36 @@
-"""Export recorded episodes to a LeRobotDataset v3 (for training or for LeRobot's own tools).
+"""Export recorded episodes to a LeRobotDataset v3 (the analyst's copy, for training or LeRobot's tools).
 
-One dataset episode per complete attempt (plan order), task = the instruction the policy got.
-Features: `observation.state` and `action` (the EXECUTED action, after the EMA filter and the safety
-envelope: what the arm was told to do), both 6-D in vocabulary.JOINTS order, plus one video
-feature `observation.images.<camera>` per recorded camera, decoded from our MP4s. The export streams:
-each camera is decoded frame by frame alongside the HDF5 rows, so memory stays flat for 60 s
-episodes. Ticks where no action was sent (waiting for the first chunk) get the measured state as
-action (the arm held its position); ticks whose frame was dropped repeat the camera's previous frame.
+One dataset episode per recorded attempt (plan order; complete ones, invalid ones on request), task =
+the instruction the policy got. Features: `observation.state` and `action` (the EXECUTED action, after
+the EMA filter and the safety envelope: what the arm was told to do), both 6-D in vocabulary.JOINTS
+order; one video feature `observation.images.<camera>` per recorded camera; and per-episode columns
+repeated on every row so a dataset can be split with a plain filter: `policy`, `alias`, `attempt_id`,
+`evaluation_id`, `condition`, `failure_mode` (strings), `success` (int8: 1, 0, -1 unscored or
+invalid). `timestamp` is the real tick time (s since the rollout timer started), not index / fps.
+
+Videos are not re-encoded. Each recorded MP4 already presents frame i at its tick's time, which is
+what LeRobot's decoder looks up (row timestamp + the episode's from_timestamp, 1e-4 s tolerance), so
+the file is copied into the v3 layout, one file per episode and camera. An episode whose camera
+lost frames to the encoder (a tick without a frame), recorded before schema 2 (frames at index /
+fps), or in a codec LeRobot cannot decode, is re-encoded for that camera (the previous frame held
+where one is missing); `reencode=True` re-encodes everything (e.g. another codec or crf).
+
+The episodes go through LeRobot 0.6.1's own writer (parquet data, episode metadata, stats, info.json)
+minus its image-to-video step: the writer's `_save_episode_data` / `_save_episode_video(temp_path=)`
+are exactly what `save_episode` calls once it has a video file. Video statistics come from the
+key frames (decoded without the rest), per channel, as LeRobot computes them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
@@ -25,14 +41,44 @@ from spabench.suite.vocabulary import JOINTS
 log = logging.getLogger(__name__)
 
 ROBOT_TYPE = "so101_follower"
+SCHEMA_WITH_REAL_PTS = 2
+DECODABLE_CODECS = frozenset({"h264", "hevc", "av1", "vp9", "mpeg4"})  # what LeRobot's decoders read
+EPISODE_STRING_COLUMNS: tuple[str, ...] = ("policy", "alias", "attempt_id", "evaluation_id", "condition",
+                                           "failure_mode")
+UNSCORED = -1
 
 
-def episode_folders(campaign_dir: Path, include_invalid: bool = False) -> list[tuple[str, Path, str]]:
-    """(attempt_id, folder, instruction) of the campaign's recorded attempts in plan order."""
+@dataclass
+class ExportEpisode:
+    attempt_id: str
+    folder: Path
+    instruction: str
+    columns: dict[str, str]
+    success: int
+
+
+@dataclass
+class ExportReport:
+    root: Path
+    episodes: int
+    frames: int
+    copied: int        # camera streams copied as recorded
+    reencoded: int     # camera streams re-encoded
+    skipped: list[str]
+
+
+def episode_folders(campaign_dir: Path, include_invalid: bool = False) -> list[ExportEpisode]:
+    """The campaign's recorded attempts in plan order, with their per-episode columns."""
     from spabench.ledger import Ledger
 
     ledger = Ledger.open(campaign_dir, readonly=True)
     try:
+        scored = {}
+        try:
+            for row in ledger.outcomes().to_dict("records"):
+                scored[row["attempt_id"]] = row
+        except Exception:  # noqa: BLE001 - a ledger without scores still exports (success = -1)
+            scored = {}
         out = []
         for trial in ledger.trials():
             for attempt in ledger.attempts_for(trial.trial_id):
@@ -40,7 +86,15 @@ def episode_folders(campaign_dir: Path, include_invalid: bool = False) -> list[t
                     continue
                 if not attempt.episode_path:
                     continue
-                out.append((attempt.attempt_id, campaign_dir / attempt.episode_path, trial.instruction))
+                outcome = scored.get(attempt.attempt_id)
+                success = UNSCORED
+                if outcome is not None and attempt.status == "complete":
+                    success = int(bool(outcome["success"]))
+                columns = {"policy": trial.policy, "alias": trial.alias, "attempt_id": attempt.attempt_id,
+                           "evaluation_id": trial.evaluation_id, "condition": trial.condition,
+                           "failure_mode": str((outcome or {}).get("failure_mode") or "")}
+                out.append(ExportEpisode(attempt.attempt_id, campaign_dir / attempt.episode_path,
+                                         trial.instruction, {k: str(v or "") for k, v in columns.items()}, success))
         return out
     finally:
         ledger.close()
@@ -55,23 +109,10 @@ def features_for(cameras: dict[str, tuple[int, int, int]]) -> dict:
     for cam, shape in cameras.items():
         feats[f"observation.images.{cam}"] = {"dtype": "video", "shape": tuple(int(v) for v in shape),
                                               "names": ["height", "width", "channels"]}
+    for column in EPISODE_STRING_COLUMNS:
+        feats[column] = {"dtype": "string", "shape": (1,), "names": None}
+    feats["success"] = {"dtype": "int8", "shape": (1,), "names": None}
     return feats
-
-
-def _frames_by_step(ep: EpisodeReader, camera: str) -> Iterator[np.ndarray]:
-    """One image per HDF5 row: the row's video frame, or the previous one where it was dropped."""
-    index = ep.frame_index(camera)
-    frames = ep.iter_frames(camera)
-    current, position = None, -1
-    for want in index:
-        if want >= 0:
-            while position < want:
-                current = next(frames)
-                position += 1
-        if current is None:  # leading dropped frames: use the first frame there is
-            current = next(frames)
-            position = 0
-        yield current
 
 
 def _camera_shapes(ep: EpisodeReader) -> dict[str, tuple[int, int, int]]:
@@ -85,51 +126,200 @@ def _camera_shapes(ep: EpisodeReader) -> dict[str, tuple[int, int, int]]:
     return out
 
 
+# --------------------------------------------------------------------------- videos
+
+
+def _codec(path: Path) -> str:
+    import av  # noqa: PLC0415
+
+    with av.open(str(path)) as c:
+        return c.streams.video[0].codec_context.name
+
+
+def _copyable(ep: EpisodeReader, camera: str) -> bool:
+    """The recorded file presents exactly one frame at each row's timestamp, in a codec LeRobot reads."""
+    if int(ep.attrs.get("schema_version", 1)) < SCHEMA_WITH_REAL_PTS:
+        return False
+    index = ep.frame_index(camera)
+    if not np.array_equal(index, np.arange(len(index))):
+        return False
+    try:
+        return _codec(ep.video_path(camera)) in DECODABLE_CODECS
+    except Exception:  # noqa: BLE001 - unreadable: re-encoding will say what is wrong
+        return False
+
+
+def _reencode(ep: EpisodeReader, camera: str, dest: Path, codec: str, crf: int) -> None:
+    """One frame per row at the row's real time; a row without a frame holds the previous one."""
+    import av  # noqa: PLC0415
+    from fractions import Fraction
+
+    from spabench.record.video import TIME_BASE
+
+    times = ep.timestamps
+    index = ep.frame_index(camera)
+    frames = ep.iter_frames(camera)
+    current, position = None, -1
+    with av.open(str(dest), "w") as out:
+        stream = None
+        last_pts = -1
+        for t, want in zip(times, index):
+            if want >= 0:
+                while position < want:
+                    current = next(frames, current)
+                    position += 1
+            if current is None:
+                current = next(frames, None)
+                position = 0
+                if current is None:
+                    raise DataError(ep.video_path(camera), "the video holds no frame to export")
+            if stream is None:
+                stream = out.add_stream(codec, rate=int(round(float(ep.attrs.get("control_hz") or 30))))
+                stream.codec_context.time_base = TIME_BASE
+                stream.height, stream.width = current.shape[:2]
+                stream.pix_fmt = "yuv420p"
+                if codec == "libx264":
+                    stream.options = {"preset": "veryfast", "crf": str(crf)}
+            frame = av.VideoFrame.from_ndarray(current, format="rgb24")
+            last_pts = max(int(round(max(0.0, float(t)) / TIME_BASE)), last_pts + 1)
+            frame.pts, frame.time_base = last_pts, Fraction(TIME_BASE)
+            for packet in stream.encode(frame):
+                out.mux(packet)
+        if stream is not None:
+            for packet in stream.encode():
+                out.mux(packet)
+
+
+def _video_stats(path: Path) -> dict:
+    """LeRobot's per-channel image stats (normalised to [0, 1]) from the video's key frames."""
+    import av  # noqa: PLC0415
+    from lerobot.datasets.compute_stats import DEFAULT_QUANTILES, auto_downsample_height_width, get_feature_stats
+
+    images = []
+    with av.open(str(path)) as c:
+        stream = c.streams.video[0]
+        stream.codec_context.skip_frame = "NONKEY"
+        for frame in c.decode(stream):
+            img = frame.to_ndarray(format="rgb24").transpose(2, 0, 1)
+            images.append(auto_downsample_height_width(img))
+    if not images:
+        raise DataError(path, "no decodable frame for the dataset statistics")
+    stats = get_feature_stats(np.stack(images), axis=(0, 2, 3), keepdims=True, quantile_list=DEFAULT_QUANTILES)
+    return {k: v if k == "count" else np.squeeze(v / 255.0, axis=0) for k, v in stats.items()}
+
+
+# --------------------------------------------------------------------------- the dataset
+
+
+@contextlib.contextmanager
+def _quiet_third_party():
+    """LeRobot's and FFmpeg's chatter (and torchcodec's fallback tracebacks) stay off the screen."""
+    import av  # noqa: PLC0415
+
+    names = ("lerobot", "datasets", "huggingface_hub", "torchcodec", "libav")
+    saved = {n: logging.getLogger(n).level for n in names}
+    for n in names:
+        logging.getLogger(n).setLevel(logging.ERROR)
+    import datasets  # noqa: PLC0415
+
+    previous = av.logging.get_level()
+    av.logging.set_level(av.logging.ERROR)
+    bars = datasets.utils.logging.is_progress_bar_enabled()
+    datasets.disable_progress_bars()  # its per-episode "Map" bars would drown ours
+    try:
+        yield
+    finally:
+        if bars:
+            datasets.enable_progress_bars()
+        av.logging.set_level(previous)
+        for n, level in saved.items():
+            logging.getLogger(n).setLevel(level)
+
+
+def _write_episode(dataset, item: ExportEpisode, ep: EpisodeReader, shapes: dict, reencode: bool,
+                   codec: str, crf: int, tmp_root: Path, report: ExportReport) -> None:
+    from lerobot.datasets.compute_stats import compute_episode_stats
+
+    writer, meta = dataset.writer, dataset.meta
+    states = ep.states.astype(np.float32)
+    actions = ep.executed_actions.astype(np.float32)
+    missing = ~np.all(np.isfinite(actions), axis=1)
+    actions[missing] = states[missing]  # no command sent yet: the arm held its measured position
+    n = len(states)
+    episode_index = meta.total_episodes
+    buffer: dict = {
+        "observation.state": states, "action": actions,
+        "timestamp": ep.timestamps.astype(np.float32), "frame_index": np.arange(n, dtype=np.int64),
+        **{k: np.array([v] * n) for k, v in item.columns.items()},
+        "success": np.full(n, item.success, dtype=np.int8),
+    }
+    meta.save_episode_tasks([item.instruction])
+    buffer["index"] = np.arange(meta.total_frames, meta.total_frames + n)
+    buffer["episode_index"] = np.full(n, episode_index)
+    buffer["task_index"] = np.full(n, meta.get_task_index(item.instruction))
+    numeric = {k: v for k, v in buffer.items() if k in meta.features and meta.features[k]["dtype"] != "string"}
+    ep_stats = compute_episode_stats(numeric, meta.features)
+    ep_metadata = writer._save_episode_data(buffer)
+    for cam in shapes:
+        key = f"observation.images.{cam}"
+        staging = Path(tempfile.mkdtemp(prefix=f"{cam}-", dir=tmp_root))
+        video = staging / "episode.mp4"
+        if not reencode and _copyable(ep, cam):
+            shutil.copyfile(ep.video_path(cam), video)
+            report.copied += 1
+        else:
+            _reencode(ep, cam, video, codec, crf)
+            report.reencoded += 1
+        ep_stats[key] = _video_stats(video)
+        ep_metadata.update(writer._save_episode_video(key, episode_index, temp_path=video))  # moves it
+    meta.save_episode(episode_index, n, [item.instruction], ep_stats, ep_metadata)
+    report.frames += n
+    report.episodes += 1
+
+
 def export_lerobot_dataset(campaign_dir: str | os.PathLike, out: str | os.PathLike, repo_id: str | None = None,
-                           include_invalid: bool = False, fps: int | None = None) -> Path:
-    """Write the dataset to `out` (new, empty, or an earlier export: spabench.outputs). Returns its root."""
+                           include_invalid: bool = False, fps: int | None = None, *, reencode: bool = False,
+                           codec: str = "libx264", crf: int = 23, progress: bool = True) -> ExportReport:
+    """Write the dataset to `out` (new, empty, or an earlier export: spabench.outputs)."""
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
+    from tqdm import tqdm
+
+    from spabench.outputs import replace_output
 
     campaign_dir = Path(campaign_dir).resolve()
     out = Path(out).resolve()
-    from spabench.outputs import replace_output
-
     episodes = episode_folders(campaign_dir, include_invalid)
     if not episodes:
         raise DataError(campaign_dir, "no complete recorded attempt to export")
-    with EpisodeReader(episodes[0][1]) as first:
+    with EpisodeReader(episodes[0].folder) as first:
         shapes = _camera_shapes(first)
         rate = int(round(float(first.attrs.get("control_hz") or 30)))
     fps = fps or rate
     repo_id = repo_id or f"spabench/{campaign_dir.name}"
-    with replace_output(out, "export lerobot", create=False) as staging:
-        exported = _write_dataset(LeRobotDataset.create(
-            repo_id=repo_id, fps=fps, features=features_for(shapes), root=staging, robot_type=ROBOT_TYPE,
-            use_videos=True), episodes, shapes)
-    log.info("exported %d episode(s) to %s", exported, out)
-    return out
-
-
-def _write_dataset(dataset, episodes: list[tuple[str, Path, str]], shapes: dict) -> int:
-    exported = 0
-    try:
-        for attempt_id, folder, instruction in episodes:
-            with EpisodeReader(folder) as ep:
-                if _camera_shapes(ep) != shapes:
-                    log.warning("%s: camera set or resolution differs from the first episode; skipped", attempt_id)
-                    continue
-                states = ep.states.astype(np.float32)
-                actions = ep.executed_actions.astype(np.float32)
-                missing = ~np.all(np.isfinite(actions), axis=1)
-                actions[missing] = states[missing]
-                streams = {cam: _frames_by_step(ep, cam) for cam in shapes}
-                for t in range(len(states)):
-                    frame = {"observation.state": states[t], "action": actions[t], "task": instruction}
-                    for cam, stream in streams.items():
-                        frame[f"observation.images.{cam}"] = next(stream)
-                    dataset.add_frame(frame)
-                dataset.save_episode()
-                exported += 1
-    finally:
-        dataset.finalize()
-    return exported
+    report = ExportReport(out, 0, 0, 0, 0, [])
+    with replace_output(out, "export lerobot", create=False) as staging, _quiet_third_party():
+        dataset = LeRobotDataset.create(repo_id=repo_id, fps=fps, features=features_for(shapes), root=staging,
+                                        robot_type=ROBOT_TYPE, use_videos=True)
+        # one video file per episode and camera: nothing is concatenated, from_timestamp stays 0
+        dataset.meta.update_chunk_settings(video_files_size_in_mb=1e-9)
+        tmp_root = Path(tempfile.mkdtemp(prefix=".export-", dir=staging))
+        bar = tqdm(episodes, desc="export lerobot", unit="episode", disable=not progress, file=sys.stderr)
+        try:
+            for item in bar:
+                bar.set_postfix_str(item.attempt_id)
+                with EpisodeReader(item.folder) as ep:
+                    if _camera_shapes(ep) != shapes:
+                        log.warning("%s: camera set or resolution differs from the first episode; skipped",
+                                    item.attempt_id)
+                        report.skipped.append(item.attempt_id)
+                        continue
+                    _write_episode(dataset, item, ep, shapes, reencode, codec, crf, tmp_root, report)
+        finally:
+            bar.close()
+            dataset.finalize()
+            shutil.rmtree(tmp_root, ignore_errors=True)
+            images = staging / "images"
+            if images.is_dir() and not any(images.rglob("*")):
+                shutil.rmtree(images)
+    log.info("exported %d episode(s) to %s", report.episodes, out)
+    return report
