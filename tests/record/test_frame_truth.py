@@ -22,7 +22,7 @@ from tests.integration.harness import WaveServer, make_campaign, make_cfg
 from tests.support.feetech_bus import EmulatedBus
 
 FPS = 30.0
-STALL_S = 0.3           # a frozen camera: about 9 frames never delivered
+STALL_S = 0.2           # a frozen camera: about 6 frames never delivered (well inside read_latest's 500 ms)
 BLOCK_S = 0.3           # a camera whose driver blocks the caller: the loop stalls too
 
 
@@ -79,7 +79,7 @@ def test_repeats_and_skips_match_the_injected_stalls(stalled_episode):
             assert np.array_equal(np.diff(capture) == 0, steps == 0)
         # the frozen wrist camera: at least two stalls of ~9 frames inside the 3 s rollout
         wrist = counts["wrist"]
-        assert wrist["skipped"] >= 2 * 7 and wrist["repeated"] >= 2 * 6
+        assert wrist["skipped"] >= 2 * 4 and wrist["repeated"] >= 2 * 3
         assert wrist["longest_gap_s"] >= STALL_S - 0.05
         gaps = [e for e in ep.events() if e["kind"] == "camera_gap" and e["camera"] == "wrist"]
         assert len(gaps) >= 2 and all(g["gap_s"] > 2 / FPS for g in gaps)
@@ -104,7 +104,7 @@ def test_stalls_are_events_and_steps_count_executed_ticks(stalled_episode):
         assert timing["worst_overrun_s"] >= BLOCK_S - 0.1
     assert summary["steps"] == n  # the ledger's rollout summary
     assert summary["timing"]["stalls"] == len(stalls)
-    assert summary["camera_frames"]["wrist"]["skipped"] >= 14
+    assert summary["camera_frames"]["wrist"]["skipped"] >= 8
 
 
 def test_mp4s_carry_real_times_and_last_as_long_as_the_rollout(stalled_episode):

@@ -267,6 +267,10 @@ class Bench:
         out: dict[str, float] = {}
         for name, image in images.items():
             cam = cams.get(name)
+            exact = getattr(cam, "capture_time_of", None)  # cameras that can say (spabench_replay)
+            if callable(exact) and (stamp := exact(image)) is not None:
+                out[name] = float(stamp)
+                continue
             if getattr(cam, "latest_timestamp", None) is None:
                 continue
             lock = getattr(cam, "frame_lock", None) or contextlib.nullcontext()

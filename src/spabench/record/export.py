@@ -100,7 +100,8 @@ def episode_folders(campaign_dir: Path, include_invalid: bool = False) -> list[E
         ledger.close()
 
 
-def features_for(cameras: dict[str, tuple[int, int, int]]) -> dict:
+def features_for(cameras: dict[str, tuple[int, int, int]], episode_columns: bool = False) -> dict:
+    """LeRobot features: state, action, one video per camera (and the per-episode columns)."""
     names = [f"{j}.pos" for j in JOINTS]
     feats = {
         "observation.state": {"dtype": "float32", "shape": (len(JOINTS),), "names": names},
@@ -109,9 +110,10 @@ def features_for(cameras: dict[str, tuple[int, int, int]]) -> dict:
     for cam, shape in cameras.items():
         feats[f"observation.images.{cam}"] = {"dtype": "video", "shape": tuple(int(v) for v in shape),
                                               "names": ["height", "width", "channels"]}
-    for column in EPISODE_STRING_COLUMNS:
-        feats[column] = {"dtype": "string", "shape": (1,), "names": None}
-    feats["success"] = {"dtype": "int8", "shape": (1,), "names": None}
+    if episode_columns:
+        for column in EPISODE_STRING_COLUMNS:
+            feats[column] = {"dtype": "string", "shape": (1,), "names": None}
+        feats["success"] = {"dtype": "int8", "shape": (1,), "names": None}
     return feats
 
 
@@ -154,13 +156,13 @@ def _reencode(ep: EpisodeReader, camera: str, dest: Path, codec: str, crf: int) 
     import av  # noqa: PLC0415
     from fractions import Fraction
 
-    from spabench.record.video import TIME_BASE
+    from spabench.record.video import MUXER_OPTIONS, TIME_BASE
 
     times = ep.timestamps
     index = ep.frame_index(camera)
     frames = ep.iter_frames(camera)
     current, position = None, -1
-    with av.open(str(dest), "w") as out:
+    with av.open(str(dest), "w", options=MUXER_OPTIONS) as out:
         stream = None
         last_pts = -1
         for t, want in zip(times, index):
@@ -298,7 +300,7 @@ def export_lerobot_dataset(campaign_dir: str | os.PathLike, out: str | os.PathLi
     repo_id = repo_id or f"spabench/{campaign_dir.name}"
     report = ExportReport(out, 0, 0, 0, 0, [])
     with replace_output(out, "export lerobot", create=False) as staging, _quiet_third_party():
-        dataset = LeRobotDataset.create(repo_id=repo_id, fps=fps, features=features_for(shapes), root=staging,
+        dataset = LeRobotDataset.create(repo_id=repo_id, fps=fps, features=features_for(shapes, True), root=staging,
                                         robot_type=ROBOT_TYPE, use_videos=True)
         # one video file per episode and camera: nothing is concatenated, from_timestamp stays 0
         dataset.meta.update_chunk_settings(video_files_size_in_mb=1e-9)

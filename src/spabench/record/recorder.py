@@ -244,7 +244,8 @@ class Recorder:
             with self._lock:
                 self._closing.add(folder.name[: -len(PARTIAL_SUFFIX)])
             if self.config.video and self._cameras:
-                self.pool.close_episode(lambda results: self._finalize(folder, drops, results, frames, duration))
+                self.pool.close_episode(lambda results: self._finalize(folder, drops, results, frames, duration),
+                                        end_s=duration)
             else:
                 self._finalize(folder, drops, {}, frames, duration)
 

@@ -34,6 +34,7 @@ from spabench.record.recorder import H5_NAME, PARTIAL_SUFFIX, VIDEOS_JSON, Recor
 log = logging.getLogger(__name__)
 
 PTS_TOLERANCE_S = 1e-4
+SETTLE_TIMEOUT_S = 15.0  # longest wait for an orphaned encoder to finish its file
 
 
 @dataclass
@@ -59,10 +60,25 @@ def _events(f: h5py.File) -> list[dict]:
     return out
 
 
+def _settle(path: Path, timeout_s: float = SETTLE_TIMEOUT_S) -> None:
+    """An orphaned encoder may still be closing the file: wait until it has not changed for a second."""
+    import time  # noqa: PLC0415
+
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        try:
+            if time.time() - path.stat().st_mtime >= 1.0:
+                return
+        except OSError:
+            return
+        time.sleep(0.2)
+
+
 def _cut_video(path: Path, t_max: float) -> tuple[int, str | None]:
     """Keep the frames presented at or before t_max (stream copy). Returns (frames kept, error)."""
     import av  # noqa: PLC0415
 
+    _settle(path)
     try:
         with av.open(str(path)) as src:
             stream = src.streams.video[0]
@@ -72,7 +88,9 @@ def _cut_video(path: Path, t_max: float) -> tuple[int, str | None]:
             if len(keep) == len(packets):
                 return len(packets), None
             tmp = path.with_name(path.name + ".cut.mp4")
-            with av.open(str(tmp), "w") as dst:
+            from spabench.record.video import MUXER_OPTIONS  # noqa: PLC0415
+
+            with av.open(str(tmp), "w", options=MUXER_OPTIONS) as dst:
                 out = dst.add_stream_from_template(stream)
                 for packet in keep:
                     packet.stream = out

@@ -36,6 +36,9 @@ import numpy as np
 DEFAULT_CODEC = "libx264"
 DEFAULT_PRESET = "ultrafast"
 TIME_BASE = Fraction(1, 60000)  # seconds per pts unit of every recorded stream
+# The MP4 edit list that carries a first frame presented after 0 is written in the movie time scale
+# (FFmpeg's default 1000/s would shift every frame by up to 1 ms); in the stream's own it is exact.
+MUXER_OPTIONS = {"movie_timescale": str(TIME_BASE.denominator)}
 
 
 @dataclass(frozen=True)
@@ -75,15 +78,26 @@ def _encoder_main(camera: str, shm_name: str, shape: tuple[int, int, int], slots
     path = token = None
     frames = 0
     error: str | None = None
+    held = None  # the newest packet: muxed once the next one exists, or at close with its duration
 
-    def finish() -> None:
-        nonlocal container, stream, frames, error, path, token
+    def mux(packets) -> None:
+        nonlocal held
+        for packet in packets:
+            if held is not None:
+                container.mux(held)
+            held = packet
+
+    def finish(end_pts: int | None = None) -> None:
+        nonlocal container, stream, frames, error, path, token, held
         if container is None and token is None:
             return
         try:
             if container is not None and stream is not None:
-                for packet in stream.encode():
-                    container.mux(packet)
+                mux(stream.encode())
+                if held is not None:
+                    if end_pts is not None and held.pts is not None and end_pts > held.pts:
+                        held.duration = end_pts - held.pts  # the last frame lasts until the rollout ended
+                    container.mux(held)
         except Exception as exc:  # report, never crash the worker
             error = error or f"flush failed: {exc}"
         finally:
@@ -93,7 +107,7 @@ def _encoder_main(camera: str, shm_name: str, shape: tuple[int, int, int], slots
                 except Exception as exc:
                     error = error or f"close failed: {exc}"
         done.put(("done", token, camera, path, frames, error))
-        container = stream = path = token = None
+        container = stream = path = token = held = None
         frames, error = 0, None
 
     while True:
@@ -119,8 +133,7 @@ def _encoder_main(camera: str, shm_name: str, shape: tuple[int, int, int], slots
             try:
                 frame.pts = pts
                 frame.time_base = TIME_BASE
-                for packet in stream.encode(frame):
-                    container.mux(packet)
+                mux(stream.encode(frame))
                 frames += 1
             except Exception as exc:
                 error = error or f"encode failed: {exc}"
@@ -128,7 +141,7 @@ def _encoder_main(camera: str, shm_name: str, shape: tuple[int, int, int], slots
             finish()
             _, token, path, fps, settings = cmd
             try:
-                container = av.open(path, mode="w")
+                container = av.open(path, mode="w", options=MUXER_OPTIONS)
                 stream = container.add_stream(settings.codec, rate=int(round(fps)))
                 stream.codec_context.time_base = TIME_BASE
                 stream.width, stream.height = shape[1], shape[0]
@@ -143,7 +156,7 @@ def _encoder_main(camera: str, shm_name: str, shape: tuple[int, int, int], slots
                 error = f"open failed: {exc}"
                 container = stream = None
         elif kind == "close":
-            finish()
+            finish(cmd[1] if len(cmd) > 1 else None)
         elif kind == "quit":
             finish()
             break
@@ -313,13 +326,17 @@ class EncoderPool:
         worker.index += 1
         return index
 
-    def close_episode(self, on_done: Callable[[dict[str, StreamDone]], None] | None = None) -> str | None:
+    def close_episode(self, on_done: Callable[[dict[str, StreamDone]], None] | None = None,
+                      end_s: float | None = None) -> str | None:
+        """Finish the episode's streams; `end_s` (s since the timer started) is when the last frame
+        stops being shown, so each file lasts as long as the rollout did."""
         token, self._token = self._token, None
         if token is None:
             return None
+        end_pts = None if end_s is None else int(round(max(0.0, float(end_s)) / TIME_BASE))
         for worker in self._workers.values():
             if worker.open_token == token:
-                worker.commands.put(("close",))
+                worker.commands.put(("close", end_pts))
                 worker.open_token = None
         with self._lock:
             pending = self._pending[token]

@@ -119,6 +119,7 @@ class SpabenchReplayCamera(Camera):
         self.frame_index: int = -1      # camera frame index of the latest frame
         self.frames_published: int = 0  # frames actually published (index jumps = drops)
         self.published: deque[tuple[int, float]] = deque(maxlen=500_000)  # (frame index, capture time)
+        self._recent: deque[tuple[np.ndarray, float]] = deque(maxlen=16)  # frames still referenced, stamps
         self.stalls: list[tuple[float, float]] = []    # (start, end) perf_counter of injected stalls
         self._stall_until = 0.0
 
@@ -214,6 +215,14 @@ class SpabenchReplayCamera(Camera):
     def latest_timestamp(self) -> float | None:
         return self._capture_t
 
+    def capture_time_of(self, frame: np.ndarray) -> float | None:
+        """The stamp of a frame this camera returned recently (exact, whatever was published since)."""
+        with self._lock:
+            for recent, stamp in reversed(self._recent):
+                if recent is frame:
+                    return stamp
+        return None
+
     # ------------------------------------------------------------------ frames
     def _frame(self, index: int, skip: int) -> np.ndarray | None:
         if self._source is None:
@@ -250,6 +259,7 @@ class SpabenchReplayCamera(Camera):
                 self.frame_index = index
                 self.frames_published += 1
                 self.published.append((index, stamp))
+                self._recent.append((frame, stamp))
             self._new_frame.set()
             index += 1
             delay = t0 + index * period - time.perf_counter()
