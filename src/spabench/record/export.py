@@ -214,6 +214,24 @@ def _video_stats(path: Path) -> dict:
 
 
 @contextlib.contextmanager
+def _no_image_embedding(features: dict):
+    """LeRobot's writer runs `embed_images` (a row-by-row datasets.map, ~5-20 ms a row here) on every
+    episode; it embeds `image` features into the parquet, and this dataset has none (its cameras are
+    `video`), so for it the call is the identity and is skipped."""
+    from lerobot.datasets import dataset_writer  # noqa: PLC0415
+
+    if any(ft.get("dtype") == "image" for ft in features.values()) or not hasattr(dataset_writer, "embed_images"):
+        yield
+        return
+    original = dataset_writer.embed_images
+    dataset_writer.embed_images = lambda dataset: dataset
+    try:
+        yield
+    finally:
+        dataset_writer.embed_images = original
+
+
+@contextlib.contextmanager
 def _quiet_third_party():
     """LeRobot's and FFmpeg's chatter (and torchcodec's fallback tracebacks) stay off the screen."""
     import av  # noqa: PLC0415
@@ -299,8 +317,10 @@ def export_lerobot_dataset(campaign_dir: str | os.PathLike, out: str | os.PathLi
     fps = fps or rate
     repo_id = repo_id or f"spabench/{campaign_dir.name}"
     report = ExportReport(out, 0, 0, 0, 0, [])
-    with replace_output(out, "export lerobot", create=False) as staging, _quiet_third_party():
-        dataset = LeRobotDataset.create(repo_id=repo_id, fps=fps, features=features_for(shapes, True), root=staging,
+    features = features_for(shapes, True)
+    with replace_output(out, "export lerobot", create=False) as staging, _quiet_third_party(), \
+            _no_image_embedding(features):
+        dataset = LeRobotDataset.create(repo_id=repo_id, fps=fps, features=features, root=staging,
                                         robot_type=ROBOT_TYPE, use_videos=True)
         # one video file per episode and camera: nothing is concatenated, from_timestamp stays 0
         dataset.meta.update_chunk_settings(video_files_size_in_mb=1e-9)

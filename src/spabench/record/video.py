@@ -202,6 +202,15 @@ class _CameraWorker:
             pass
         return self._free_local.pop() if self._free_local else None
 
+    def in_use(self) -> int:
+        """Ring slots holding frames the worker has not taken yet."""
+        try:
+            while True:
+                self._free_local.append(self.free.get_nowait())
+        except queue.Empty:
+            pass
+        return self.slots - len(self._free_local)
+
     def stop(self, timeout: float) -> None:
         try:
             self.commands.put(("quit",))
@@ -394,6 +403,10 @@ class EncoderPool:
                                                           f"encoder process died (exit code {worker.process.exitcode})")
                 if pending.on_done is not None and pending.cameras <= set(pending.results):
                     self._finish(pending)
+
+    def backlog(self) -> float:
+        """The fullest camera ring, 0..1 (1: the next frame of that camera would be dropped)."""
+        return max((w.in_use() / w.slots for w in self._workers.values()), default=0.0)
 
     def busy(self) -> bool:
         with self._lock:
