@@ -204,13 +204,18 @@ def finalize_partial(folder: str | os.PathLike) -> Recovered:
     return Recovered(folder=final, rows=n, ended_at=ended_at, videos=videos, writer_died=not complete)
 
 
-def recover_campaign(ledger, campaign_dir: str | os.PathLike, say=print) -> list[Recovered]:
+def recover_campaign(ledger, campaign_dir: str | os.PathLike, say=print,
+                     bench_id: str | None = None) -> list[Recovered]:
     """Finish every `.partial` folder of a finished (or interrupted) attempt and point the ledger
-    at the final folder, with the end time of its last recorded row where the writer died."""
+    at the final folder, with the end time of its last recorded row where the writer died. With
+    `bench_id` (a shared multi-bench ledger) only that bench's attempts: another bench may still be
+    encoding its latest videos."""
     campaign_dir = Path(campaign_dir)
     out = []
     for attempt in ledger.attempts():
         if attempt.status == "running" or not attempt.episode_path:
+            continue
+        if bench_id is not None and getattr(attempt, "bench_id", None) != bench_id:
             continue
         recorded = campaign_dir / attempt.episode_path
         partial = recorded.with_name(recorded.name + PARTIAL_SUFFIX)

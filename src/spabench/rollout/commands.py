@@ -235,7 +235,8 @@ class Session:
                      "its partial recording is kept; the trial will be re-run")
         from spabench.record.recovery import recover_campaign
 
-        recover_campaign(self.ledger, self.campaign_dir, say=self.say)  # .partial folders -> final
+        recover_campaign(self.ledger, self.campaign_dir, say=self.say,  # .partial folders -> final
+                         bench_id=self.bench_id if self.multi_bench else None)
         pending = self.ledger.pending_trials()
         if not pending:
             self.say(f"campaign {self.campaign_dir}: every trial has a complete attempt")
