@@ -60,16 +60,28 @@ def _events(f: h5py.File) -> list[dict]:
     return out
 
 
+def _readable(path: Path) -> bool:
+    import av  # noqa: PLC0415
+
+    try:
+        with av.open(str(path)) as c:
+            return c.streams.video[0] is not None
+    except Exception:  # noqa: BLE001 - not (yet) a complete MP4
+        return False
+
+
 def _settle(path: Path, timeout_s: float = SETTLE_TIMEOUT_S) -> None:
-    """An orphaned encoder may still be closing the file: wait until it has not changed for a second."""
+    """An orphaned encoder may still be closing the file (its index is written last): wait until the
+    file is a readable MP4 that has not changed for a second, or the timeout passes."""
     import time  # noqa: PLC0415
 
     deadline = time.time() + timeout_s
     while time.time() < deadline:
         try:
-            if time.time() - path.stat().st_mtime >= 1.0:
-                return
+            quiet = time.time() - path.stat().st_mtime >= 1.0
         except OSError:
+            return
+        if quiet and _readable(path):
             return
         time.sleep(0.2)
 
