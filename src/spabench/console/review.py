@@ -111,7 +111,9 @@ def attempt_detail(ledger: Any, campaign_dir: Path, suite: Any, attempt_id: str,
             scene = suite.scene(trial.scene_id)
         except Exception:
             scene = None
-    data["checklist"] = checklist(scene, suite, None, instruction=trial.instruction).splitlines() if scene is not None \
+    refs = {cam: reference_frame(ledger, campaign_dir, trial.evaluation_id, cam) for cam in ("overhead", "middle")}
+    ref = refs["overhead"] or refs["middle"]
+    data["checklist"] = checklist(scene, suite, ref, instruction=trial.instruction).splitlines() if scene is not None \
         else [f"Scene {trial.scene_id} (no scene specification loaded)"]
     ledger_events = ledger.events(attempt_id)
     if blind:
@@ -124,8 +126,7 @@ def attempt_detail(ledger: Any, campaign_dir: Path, suite: Any, attempt_id: str,
     data["scores"] = _visible(current_scores(ledger, attempt_id), rater, blind)
     data["history"] = _visible(score_history(ledger, attempt_id), rater, blind)
     data["episode"] = _episode(campaign_dir, attempt)
-    data["references"] = {cam: reference_frame(ledger, campaign_dir, trial.evaluation_id, cam) is not None
-                          for cam in ("middle", "overhead")}
+    data["references"] = {cam: path is not None for cam, path in refs.items()}
     return data
 
 
