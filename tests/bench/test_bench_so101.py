@@ -247,6 +247,14 @@ def test_camera_that_cannot_be_opened_is_named_as_a_camera_fault(bus, make_cfg):
     assert err.value.component == "camera:wrist"
     assert text.startswith("camera 'wrist' (opencv device /dev/video97) could not be opened")
     assert "camera problem, not the arm" in text and "power supply" not in text
+    assert not bench.is_connected and bench._robot is None  # refused before the arm was touched
+    # a device index LeRobot cannot open: the same naming, from the driver's own error
+    cameras["wrist"] = {**cameras["wrist"], "index_or_path": 97}
+    bench = make_bench(make_cfg(bus, cameras=cameras, connect_retries=2))
+    with pytest.raises(BenchFault) as err:
+        bench.connect()
+    assert err.value.component == "camera:wrist", str(err.value)
+    assert str(err.value).startswith("camera 'wrist' (opencv device 97) could not be opened")
     assert not bench.is_connected and not bench.robot.bus.is_connected  # the port is released
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import os
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -158,6 +159,15 @@ class Bench:
     def _describe_connect_error(self, exc: BaseException) -> str:
         return f"could not connect to the {self.kind} robot: {exc}"
 
+    def _check_camera_devices(self) -> None:
+        """A camera given as a device path that does not exist fails before the arm is touched."""
+        for name, spec in dict(getattr(self.cfg, "cameras", {}) or {}).items():
+            kind, device = getattr(spec, "type", None), str(getattr(spec, "index_or_path", ""))
+            if kind == "opencv" and device.startswith("/dev/") and not os.path.exists(device):
+                raise BenchFault(self._describe_camera_connect_error(
+                    (str(name), kind, device), FileNotFoundError(f"{device} does not exist")),
+                    component=f"camera:{name}")
+
     def _unopened_camera(self) -> tuple[str, str, str] | None:
         """(key, type, device) of the first camera the robot has not opened: LeRobot opens them in
         order after the bus, so that is the one whose connect failed."""
@@ -184,6 +194,7 @@ class Bench:
         if self._connected:
             return self
         self.last_disconnect_error = None
+        self._check_camera_devices()
         self._before_connect()
         robot = self.robot
         attempts = 1 + int(getattr(self.cfg, "connect_retries", 0))
