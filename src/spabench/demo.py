@@ -11,20 +11,13 @@ from __future__ import annotations
 import socket
 import time
 from pathlib import Path
-from typing import Any
-
-from omegaconf import OmegaConf, open_dict
+from typing import TYPE_CHECKING, Any
 
 from spabench.errors import ConfigError
 from spabench.paths import repo_root
 
-
-def _with(cfg: Any, **values: Any) -> Any:
-    copy = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
-    with open_dict(copy):
-        for key, value in values.items():
-            copy[key] = value
-    return copy
+if TYPE_CHECKING:  # annotations only: spabench.config builds the groups and sits above every package
+    from spabench.config import SpabenchConfig
 
 
 def _free_port(host: str) -> int:
@@ -33,7 +26,7 @@ def _free_port(host: str) -> int:
         return sock.getsockname()[1]
 
 
-def start_stand_ins(cfg: Any) -> tuple[list[Any], dict[str, dict]]:
+def start_stand_ins(cfg: SpabenchConfig) -> tuple[list[Any], dict[str, dict]]:
     """One scripted stand-in server per policy of the campaign, each on a free loopback port.
 
     Returns the servers and the per-card port overrides that `run` needs to reach them."""
@@ -41,8 +34,8 @@ def start_stand_ins(cfg: Any) -> tuple[list[Any], dict[str, dict]]:
     from spabench.sim.serve import build_server
 
     servers, ports = [], {}
-    for entry in cfg.campaign.policies:
-        card = load_card(entry.card)
+    for entry in cfg.need("campaign").policies:
+        card = load_card(entry.card, search=cfg.group_dirs("policy"))
         mode = str(card.extra.get("mode", "memorising" if "memoris" in card.name
                                   else "state_blind" if "state_blind" in card.name else "compositional"))
         if card.family != "scripted":
@@ -51,12 +44,7 @@ def start_stand_ins(cfg: Any) -> tuple[list[Any], dict[str, dict]]:
                               "scripted_state_blind)")
         port = _free_port(card.host)
         ports[card.name] = {"port": port}
-        server_cfg = OmegaConf.create({
-            "mode": mode, "host": card.host, "port": port, "seed": int(cfg.seed),
-            "grasp_noise_cm": float(cfg.grasp_noise_cm), "api_key": None,
-            "suite": OmegaConf.to_container(cfg.suite, resolve=True),
-            "policy": {"horizon": card.horizon},
-        })
+        server_cfg = cfg.replace(mode=mode, host=card.host, port=port, api_key=None, policy=card)
         _, server = build_server(server_cfg)
         server.start()
         servers.append(server)
@@ -76,12 +64,12 @@ def _headline(report_dir: Path) -> list[str]:
     return lines
 
 
-def demo(cfg: Any) -> int:
+def demo(cfg: SpabenchConfig) -> int:
     from spabench.analysis.commands import report
     from spabench.plan.commands import plan
     from spabench.rollout.commands import run
 
-    base = Path(cfg.out) if cfg.out else repo_root() / "demo-out"
+    base = cfg.out if cfg.out else repo_root() / "demo-out"
     from spabench.outputs import add_entries, claim_new_folder
 
     run_dir = claim_new_folder(base / time.strftime("%Y%m%d-%H%M%S"), "demo")
@@ -89,22 +77,22 @@ def demo(cfg: Any) -> int:
     print(f"spabench demo: a {cfg.campaign.name} campaign on the MuJoCo twin with scripted stand-in "
           "policies (not VLAs)", flush=True)
     add_entries(run_dir, campaign_dir.name, report_dir.name)
-    rc = plan(_with(cfg, out=str(campaign_dir)))
+    rc = plan(cfg.replace(out=campaign_dir))
     if rc:
         return rc
     servers, ports = start_stand_ins(cfg)
     try:
         started = time.monotonic()
-        rc = run(_with(cfg, campaign_dir=str(campaign_dir), cards=ports))
+        rc = run(cfg.replace(campaign_dir=campaign_dir, cards=ports))
         elapsed = time.monotonic() - started
     finally:
         for server in servers:
             server.stop()
     if rc:
         print(f"spabench demo: the run stopped with exit code {rc}; resume with "
-              f"`spabench run campaign={campaign_dir} bench=sim operator=auto`")
+              f"`spabench run campaign={campaign_dir} bench=sim_demo operator=auto`")
         return rc
-    rc = report(_with(cfg, campaign_dir=str(campaign_dir), out=str(report_dir)))
+    rc = report(cfg.replace(campaign_dir=campaign_dir, out=report_dir))
     if rc:
         return rc
     print(f"\nspabench demo finished: campaign ran in {elapsed:.0f} s")

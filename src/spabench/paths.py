@@ -51,3 +51,23 @@ def resolve(path: str | os.PathLike, root: Path | None = None) -> Path:
 
 def conf_dir() -> Path:
     return repo_root() / "conf"
+
+
+def campaign_folder(folder: Path | None, command: str) -> Path:
+    """The campaign folder a command was given (`campaign=DIR`), checked to be one `spabench plan` wrote."""
+    from spabench.errors import ConfigError
+
+    if folder is None:
+        raise ConfigError(f"{command}: campaign=DIR is missing (allowed: a campaign folder written by "
+                          "`spabench plan`, e.g. campaign=episodes/my_campaign)")
+    if not folder.is_dir():
+        raise ConfigError(f"campaign={folder}: no such folder (allowed: a campaign folder written by "
+                          "`spabench plan`; plan one with `spabench plan campaign=<preset> out=DIR`)")
+    if not any((folder / name).is_file() for name in LEDGER_FILES):
+        raise ConfigError(f"campaign={folder}: not a campaign folder, it has no {' or '.join(LEDGER_FILES)} "
+                          "(allowed: a folder written by `spabench plan`)")
+    return folder
+
+
+# What marks a campaign folder: its SQLite ledger, or the pointer to its PostgreSQL ledger.
+LEDGER_FILES: tuple[str, ...] = ("ledger.sqlite", "ledger.pg.json")

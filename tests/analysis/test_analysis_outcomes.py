@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from omegaconf import OmegaConf
 
+from spabench.config import SpabenchConfig
 from spabench.analysis import load_outcomes, outcomes_from_frame
 from spabench.analysis.commands import report
 from spabench.errors import DataError
@@ -64,7 +65,7 @@ def test_malformed_csv_one_error_nothing_written(tmp_path, name, extra, row, fie
     else:
         path = write(tmp_path, GOOD + extra)
     out = tmp_path / "out"
-    cfg = OmegaConf.create({"outcomes": str(path), "campaign_dir": None, "out": str(out)})
+    cfg = SpabenchConfig.from_mapping({"outcomes": str(path), "campaign_dir": None, "out": str(out)})
     with pytest.raises(DataError) as caught:
         report(cfg)
     message = str(caught.value)

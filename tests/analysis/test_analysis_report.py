@@ -12,6 +12,7 @@ from omegaconf import OmegaConf
 from PIL import Image
 from statsmodels.stats.proportion import proportion_confint
 
+from spabench.config import SpabenchConfig
 from spabench.analysis.commands import report
 from spabench.errors import ConfigError
 from spabench.suite.vocabulary import TASKS
@@ -23,8 +24,8 @@ FIGURES = ("fig5_id_per_task", "fig6_ood_direct_per_task", "fig7_paraphrase", "f
 
 def run_report(tmp_path: Path, csv_path: Path, **extra) -> Path:
     out = tmp_path / "report"
-    cfg = OmegaConf.create({"outcomes": str(csv_path), "campaign_dir": None, "out": str(out),
-                            "bootstrap_seed": 0, "bootstrap": 500, **extra})
+    cfg = SpabenchConfig.from_mapping({"outcomes": str(csv_path), "campaign_dir": None, "out": str(out),
+                                       "bootstrap_seed": 0, "bootstrap": 500, **extra})
     assert report(cfg) == 0
     return out
 
@@ -219,11 +220,11 @@ def test_refuses_to_overwrite_foreign_directory(tmp_path, synthetic):
 ])
 def test_config_errors(cfg):
     with pytest.raises(ConfigError):
-        report(OmegaConf.create(cfg))
+        report(SpabenchConfig.from_mapping(cfg))
 
 
 def test_campaign_dir_without_ledger(tmp_path):
-    cfg = OmegaConf.create({"outcomes": None, "campaign_dir": str(tmp_path), "out": str(tmp_path / "r")})
+    cfg = SpabenchConfig.from_mapping({"outcomes": None, "campaign_dir": str(tmp_path), "out": str(tmp_path / "r")})
     with pytest.raises(ConfigError, match="ledger.sqlite"):
         report(cfg)
     assert not (tmp_path / "r").exists()
@@ -243,7 +244,7 @@ def test_failure_while_writing_leaves_no_partial_output(tmp_path, synthetic, mon
     assert (out / "summary.csv").read_bytes() == before  # the earlier report is untouched
     assert sorted(p.name for p in tmp_path.iterdir()) == ["o.csv", "o2.csv", "report"]
     fresh = tmp_path / "fresh"
-    cfg = OmegaConf.create({"outcomes": str(csv_path), "out": str(fresh), "bootstrap": 10})
+    cfg = SpabenchConfig.from_mapping({"outcomes": str(csv_path), "out": str(fresh), "bootstrap": 10})
     with pytest.raises(RuntimeError):
         report(cfg)
     assert not fresh.exists()

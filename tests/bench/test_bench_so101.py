@@ -294,14 +294,14 @@ def test_act_before_connect_is_refused(bus, make_cfg):
 
 def test_shipped_emulated_config_and_calibration_file_drive_the_emulator(bus):
     """conf/bench/so101_emulated.yaml + hardware/calibration/... as the CLI would compose them."""
-    from omegaconf import OmegaConf
+    import yaml
 
     from spabench.bench.config import BenchConfig
     from spabench.paths import repo_root
 
-    raw = OmegaConf.load(repo_root() / "conf" / "bench" / "so101_emulated.yaml")
-    raw.port = bus.port
-    cfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(BenchConfig), raw))
+    raw = yaml.safe_load((repo_root() / "conf" / "bench" / "so101_emulated.yaml").read_text())
+    raw["port"] = bus.port
+    cfg = BenchConfig.from_mapping(raw)
     with make_bench(cfg) as bench:
         assert bench.calibration_path == repo_root() / "hardware/calibration/so101_follower/spabench_follower.json"
         obs = bench.observe()

@@ -26,8 +26,11 @@ def test_unknown_command_is_an_error(capsys):
 def test_unknown_group_option_names_the_allowed_ones(capsys, tmp_path):
     assert main(["plan", "campaign=nope", f"out={tmp_path / 'x'}"]) == 2
     err = capsys.readouterr().err
-    assert "no option 'nope' for group 'campaign'" in err and "spabench_full" in err
+    assert "no campaign preset" in err and "spabench_full" in err and ".yaml file" in err
     assert not (tmp_path / "x").exists()
+    assert main(["plan", "campaign=smoke", "suite=nope", f"out={tmp_path / 'x'}"]) == 2
+    err = capsys.readouterr().err
+    assert "no option 'nope' for group 'suite'" in err and "allowed: spabench" in err
 
 
 def test_unknown_top_level_key_is_refused(capsys, tmp_path):

@@ -93,17 +93,19 @@ def page(browser):
 @pytest.fixture(scope="session")
 def policy_servers():
     """The two scripted stand-ins (not VLAs) over the openpi protocol, each on a free port."""
-    from omegaconf import OmegaConf
+    import yaml
 
+    from spabench.config import SpabenchConfig
     from spabench.sim.serve import build_server
 
-    suite = OmegaConf.load(REPO / "conf/suite/spabench.yaml")
+    suite = yaml.safe_load((REPO / "conf/suite/spabench.yaml").read_text())
     ports, servers = {}, []
     for name, mode in (("scripted_compositional", "compositional"), ("scripted_memorising", "memorising")):
-        card = OmegaConf.load(REPO / f"conf/policy/{name}.yaml")
-        card.port = ports[name] = free_port()
-        _, server = build_server(OmegaConf.create({"policy": card, "mode": mode, "port": card.port,
-                                                   "host": "127.0.0.1", "seed": 0, "suite": suite}))
+        card = yaml.safe_load((REPO / f"conf/policy/{name}.yaml").read_text())
+        card["port"] = ports[name] = free_port()
+        _, server = build_server(SpabenchConfig.from_mapping(
+            {"policy": card, "mode": mode, "port": card["port"], "host": "127.0.0.1", "seed": 0, "suite": suite},
+            groups=("policy", "suite")))
         server.__enter__()
         servers.append(server)
     yield ports
@@ -120,7 +122,7 @@ def plan_small(out: Path) -> Path:
 def start_run(campaign: Path, ports: dict, console_port: int, log: Path) -> subprocess.Popen:
     args = [sys.executable, "-m", "spabench.cli.main", "run", f"campaign={campaign}", "bench=sim_demo",
             "operator=web", f"operator.console.port={console_port}", "operator.timer_s=60",
-            "operator.console.camera_check_s=0.5", *[f"+cards.{n}.port={p}" for n, p in ports.items()]]
+            "operator.console.camera_check_s=0.5", *[f"cards.{n}.port={p}" for n, p in ports.items()]]
     return subprocess.Popen(args, cwd=REPO, env=env(), stdout=log.open("w"), stderr=subprocess.STDOUT, text=True)
 
 
@@ -241,7 +243,7 @@ def bench_session(tmp_path_factory, browser, policy_servers):
 def review_console(bench_session):
     """The console of the finished campaign (in this process), for the review pages."""
     from spabench.console.app import ConsoleContext, build_app
-    from spabench.console.config import ConsoleConfig
+    from spabench.operator.console_config import ConsoleConfig
     from spabench.console.server import ConsoleServer
     from spabench.suite import load_suite
 

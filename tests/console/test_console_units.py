@@ -9,7 +9,7 @@ import pytest
 
 from spabench.console.alignment import alignment_score
 from spabench.console.channel import BenchChannel, CommandRefused
-from spabench.console.config import ConsoleConfig
+from spabench.operator.console_config import ConsoleConfig
 from spabench.console.frames import FramePublisher
 from spabench.console.views import REDACTED, Redactor
 from spabench.rollout.controls import StopControl

@@ -8,8 +8,8 @@ import threading
 from pathlib import Path
 
 import numpy as np
-from omegaconf import OmegaConf
 
+from spabench.config import SpabenchConfig
 from spabench.ledger import Ledger, TrialRow
 from spabench.serve.openpi_server import OpenPiServer
 from spabench.suite.vocabulary import CAMERAS
@@ -76,8 +76,16 @@ class WaveServer:
         return self.server.port
 
 
-def make_cfg(campaign: Path, bus_port: str, policy_port: int, *, timer_s: float = 2.0, width: int = 32,
-             height: int = 24, operator: dict | None = None, ema_alpha: float | None = 0.25, **top) -> object:
+RUN_GROUPS = ("bench", "operator", "suite", "policy")
+
+
+def make_cfg(campaign: Path, bus_port: str, policy_port: int, **kwargs) -> SpabenchConfig:
+    """The typed config `run(cfg)` receives (see cfg_data for the keys)."""
+    return SpabenchConfig.from_mapping(cfg_data(campaign, bus_port, policy_port, **kwargs), groups=RUN_GROUPS)
+
+
+def cfg_data(campaign: Path, bus_port: str, policy_port: int, *, timer_s: float = 2.0, width: int = 32,
+             height: int = 24, operator: dict | None = None, ema_alpha: float | None = 0.25, **top) -> dict:
     calib = campaign.parent / "calibration"
     cfg = {
         "campaign_dir": str(campaign),
@@ -97,7 +105,7 @@ def make_cfg(campaign: Path, bus_port: str, policy_port: int, *, timer_s: float 
         "suite": {"root": "tasks", "hardware": "hardware"},
     }
     cfg.update(top)
-    return OmegaConf.create(cfg)
+    return cfg
 
 
 def after(seconds: float, fn, *args) -> threading.Timer:

@@ -13,14 +13,13 @@ import time
 import numpy as np
 import pytest
 import yaml
-from omegaconf import OmegaConf
 
 from spabench.ledger import Ledger
 from spabench.record.reader import EpisodeReader
 from spabench.rollout.commands import EXIT_BENCH, EXIT_OK, EXIT_SERVER_DOWN, EXIT_SIGINT, Session, run
 from spabench.serve.openpi_server import OpenPiServer
 from spabench.suite.vocabulary import JOINTS
-from tests.integration.harness import WaveServer, after, make_campaign, make_cfg, when
+from tests.integration.harness import WaveServer, after, cfg_data, make_campaign, make_cfg, when
 from tests.support.feetech_bus import EmulatedBus
 
 
@@ -154,15 +153,17 @@ def test_camera_stops(tmp_path):
 
 _RUNNER = """
 import sys
-from omegaconf import OmegaConf
+import yaml
+from spabench.config import SpabenchConfig
 from spabench.rollout.commands import run
-sys.exit(run(OmegaConf.load(sys.argv[1])))
+from tests.integration.harness import RUN_GROUPS
+sys.exit(run(SpabenchConfig.from_mapping(yaml.safe_load(open(sys.argv[1])), groups=RUN_GROUPS)))
 """
 
 
 def _start_runner(tmp_path, cfg, new_group: bool = False):
     path = tmp_path / "cfg.yaml"
-    path.write_text(OmegaConf.to_yaml(cfg))
+    path.write_text(yaml.safe_dump(cfg))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
     log = open(tmp_path / "runner.log", "wb")  # a file, not a pipe: a full pipe would block the harness
     # new_group: the runner leads its own process group, so a test can send Ctrl-C the way a
@@ -208,7 +209,7 @@ def test_sigkill_mid_episode_then_resume(tmp_path):
 
     campaign = make_campaign(tmp_path)
     with EmulatedBus() as bus, WaveServer() as server:
-        proc = _start_runner(tmp_path, make_cfg(campaign, bus.port, server.port, timer_s=30.0))
+        proc = _start_runner(tmp_path, cfg_data(campaign, bus.port, server.port, timer_s=30.0))
         partial = campaign / "episodes" / "E0000-P1-a1.partial"
         try:
             _wait_for_steps(partial, 40, proc)
@@ -255,7 +256,7 @@ def test_sigkill_mid_episode_then_resume(tmp_path):
 def test_ctrl_c_aborts_the_attempt_and_the_session(tmp_path):
     campaign = make_campaign(tmp_path, n=2)
     with EmulatedBus() as bus, WaveServer() as server:
-        proc = _start_runner(tmp_path, make_cfg(campaign, bus.port, server.port, timer_s=30.0), new_group=True)
+        proc = _start_runner(tmp_path, cfg_data(campaign, bus.port, server.port, timer_s=30.0), new_group=True)
         _wait_for_steps(campaign / "episodes" / "E0000-P1-a1.partial", 20, proc)
         os.killpg(proc.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole process group
         proc.wait(60)

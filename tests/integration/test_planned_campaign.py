@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import io
 
-from omegaconf import OmegaConf
+import yaml
 
+from spabench.config import SpabenchConfig
 from spabench.ledger import Ledger
 from spabench.rollout.commands import EXIT_CONFIG, EXIT_OK, run
 from tests.integration.harness import WaveServer, make_cfg
@@ -16,11 +17,11 @@ from tests.support.feetech_bus import DEFAULT_CALIBRATION_FILE, EmulatedBus
 def _plan(tmp_path, policies):
     from spabench.plan.commands import plan
 
-    campaign_cfg = OmegaConf.load("conf/campaign/smoke.yaml")
-    campaign_cfg.policies = policies
+    campaign_cfg = yaml.safe_load(open("conf/campaign/smoke.yaml"))
+    campaign_cfg.update(policies=policies, bench="so101")  # run below on the emulated SO-101
     out = tmp_path / "campaign"
-    plan(OmegaConf.create({"campaign": campaign_cfg, "suite": OmegaConf.load("conf/suite/spabench.yaml"),
-                           "out": str(out)}))
+    plan(SpabenchConfig.from_mapping({"campaign": campaign_cfg, "suite": yaml.safe_load(open("conf/suite/spabench.yaml")),
+                                      "out": str(out)}, groups=("campaign", "suite")))
     (tmp_path / "calibration").mkdir()
     (tmp_path / "calibration" / "spabench_follower.json").write_bytes(DEFAULT_CALIBRATION_FILE.read_bytes())
     return out

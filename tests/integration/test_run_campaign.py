@@ -8,6 +8,7 @@ import io
 import numpy as np
 import pytest
 
+from spabench.config import SpabenchConfig
 from spabench.ledger import Ledger
 from spabench.record.reader import EpisodeReader
 from spabench.rollout.commands import EXIT_OK, run
@@ -37,6 +38,9 @@ def test_one_trial_campaign_end_to_end(tmp_path):
     assert folder.is_dir() and not (campaign / "episodes" / "E0000-P1-a1.partial").exists()
     with EpisodeReader(folder) as ep:
         assert ep.complete
+        # provenance: the absolute calibration file, the bench kind and id, not a dry run
+        assert ep.attrs["extra.calibration_file"] == str((tmp_path / "calibration" / "spabench_follower.json").resolve())
+        assert ep.attrs["extra.bench_kind"] == "so101" and not ep.attrs["extra.dry_run"]
         n = len(ep)
         assert 40 <= n <= 62  # 2 s at 30 Hz
         assert ep.states.shape == (n, 6) and ep.raw_actions.shape == (n, 6)
@@ -96,7 +100,7 @@ def test_campaign_against_served_tiny_act(tmp_path):
     from tests.support.tiny_act import CHUNK_SIZE, build_tiny_act
 
     checkpoint = build_tiny_act(tmp_path / "act")
-    server = make_lerobot_server(OmegaConf.create({"checkpoint": str(checkpoint), "port": 0}))
+    server = make_lerobot_server(SpabenchConfig.from_mapping({"checkpoint": str(checkpoint), "port": 0}))
     campaign = make_campaign(tmp_path)
     with EmulatedBus() as bus, server:
         cfg = make_cfg(campaign, bus.port, server.port, timer_s=1.5, width=64, height=48, ema_alpha=None)

@@ -8,8 +8,9 @@ import os
 import socket
 
 import pytest
-from omegaconf import OmegaConf
+import yaml
 
+from spabench.config import SpabenchConfig
 from spabench.ledger import Ledger
 from spabench.record.reader import EpisodeReader
 from spabench.rollout.commands import EXIT_OK, run
@@ -29,24 +30,19 @@ def _smoke_on_the_twin(tmp_path, operator: dict):
     from spabench.plan.commands import plan
     from spabench.sim.serve import build_server
 
-    suite = OmegaConf.load("conf/suite/spabench.yaml")
-    plan(OmegaConf.create({"campaign": OmegaConf.load("conf/campaign/smoke.yaml"), "suite": suite,
-                           "out": str(tmp_path / "c")}))
-    card = OmegaConf.load("conf/policy/scripted_compositional.yaml")
-    card.port = _free_port()
-    _, server = build_server(OmegaConf.create({"policy": card, "mode": "compositional", "port": card.port,
-                                               "host": "127.0.0.1", "seed": 0, "suite": suite}))
-    bench = OmegaConf.load("conf/bench/sim.yaml")
-    for cam in bench.cameras.values():
-        cam.width, cam.height = 64, 48
-    cfg = OmegaConf.create({"campaign_dir": str(tmp_path / "c"), "bench": bench, "policy": card, "suite": suite,
-                            "operator": operator, "max_trials": None})
-    return cfg, server
-
-
-def test_smoke_campaign_on_the_twin(tmp_path):
-    pytest.importorskip("mujoco")
-    cfg, server = _smoke_on_the_twin(tmp_path, {"type": "auto", "timer_s": 3.0})
+    suite = yaml.safe_load(open("conf/suite/spabench.yaml"))
+    plan(SpabenchConfig.from_mapping({"campaign": yaml.safe_load(open("conf/campaign/smoke.yaml")), "suite": suite,
+                                      "out": str(tmp_path / "c")}, groups=("campaign", "suite")))
+    card = yaml.safe_load(open("conf/policy/scripted_compositional.yaml"))
+    card["port"] = _free_port()
+    _, server = build_server(SpabenchConfig.from_mapping({"policy": card, "mode": "compositional", "seed": 0,
+                                                          "suite": suite}, groups=("policy", "suite")))
+    bench = yaml.safe_load(open("conf/bench/sim.yaml"))
+    for cam in bench["cameras"].values():
+        cam["width"], cam["height"] = 64, 48
+    cfg = SpabenchConfig.from_mapping({"campaign_dir": str(tmp_path / "c"), "bench": bench, "policy": card,
+                                       "suite": suite, "operator": operator},
+                                      groups=("bench", "operator", "suite", "policy"))
     with server:
         assert run(cfg, out=io.StringIO()) == EXIT_OK
     ledger = Ledger.open(tmp_path / "c" / "ledger.sqlite")

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from omegaconf import OmegaConf
 
+from spabench.config import SpabenchConfig
 from spabench.errors import ConfigError
 from spabench.ledger import Ledger, TrialRow
 from spabench.operator.auto import AutoOperator, UnattendedOperator, make_operator
@@ -240,7 +241,7 @@ def test_score_command_scores_unscored_attempts(tmp_path):
     ledger.close()
     out = io.StringIO()
     # first: a failure (mode 1), second (no_intervention, no motion recorded): Enter accepts the pre-fill
-    code = score_command(OmegaConf.create({"campaign_dir": str(tmp_path), "operator": {"type": "terminal"}}),
+    code = score_command(SpabenchConfig.from_mapping({"campaign_dir": str(tmp_path), "operator": {"type": "terminal"}}, groups=("operator",)),
                          stdin=io.StringIO("n\n1\nmissed\n\n\n"), stdout=out)
     assert code == 0
     ledger = Ledger.open(tmp_path / "ledger.sqlite")

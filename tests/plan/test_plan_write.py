@@ -15,6 +15,7 @@ from omegaconf import OmegaConf
 from rich.console import Console
 
 import spabench.suite
+from spabench.config import SpabenchConfig
 from spabench.errors import ConfigError
 from spabench.ledger import Ledger
 from spabench.plan.commands import check_policy_cards, plan
@@ -136,15 +137,16 @@ def test_policy_cards_must_exist(tmp_path, campaign_yaml):
     for card in ("pi05", "molmoact2"):
         (folder / f"{card}.yaml").write_text(f"name: {card}\n")
     with pytest.raises(ConfigError) as info:
-        check_policy_cards(campaign, folder)
+        check_policy_cards(campaign, [folder])
     assert "policies[2].card" in str(info.value) and "groot_fllm" in str(info.value)
     assert "allowed: molmoact2, pi05" in str(info.value)
     (folder / "groot_fllm.yaml").write_text("name: groot_fllm\n")
-    check_policy_cards(campaign, folder)
+    check_policy_cards(campaign, [folder])
 
 
-def _cfg(campaign: dict, out) -> OmegaConf:
-    return OmegaConf.create({"campaign": campaign, "suite": dict(SUITE), "out": str(out)})
+def _cfg(campaign: dict, out) -> SpabenchConfig:
+    return SpabenchConfig.from_mapping({"campaign": campaign, "suite": dict(SUITE), "out": str(out)},
+                                       groups=("campaign", "suite"))
 
 
 def test_plan_command_writes_folder_and_prints_summary(tmp_path, repo_like, campaign_yaml, full_suite,
@@ -173,7 +175,8 @@ def test_plan_command_writes_folder_and_prints_summary(tmp_path, repo_like, camp
 
 def test_plan_command_needs_out(campaign_yaml):
     with pytest.raises(ConfigError, match="out=DIR"):
-        plan(OmegaConf.create({"campaign": campaign_yaml("smoke"), "suite": dict(SUITE), "out": None}))
+        plan(SpabenchConfig.from_mapping({"campaign": campaign_yaml("smoke"), "suite": dict(SUITE)},
+                                         groups=("campaign", "suite")))
 
 
 @pytest.mark.skipif(not hasattr(spabench.suite, "load_suite"), reason="spabench.suite.load_suite not written yet")
@@ -181,8 +184,9 @@ def test_plan_command_needs_out(campaign_yaml):
 def test_plan_command_on_the_committed_suite(tmp_path, campaign_yaml, name, per_policy):
     data = campaign_yaml(name)
     out = tmp_path / name
-    assert plan(OmegaConf.create({"campaign": data, "suite": {"root": "tasks", "hardware": "hardware", "seed": 0},
-                                  "out": str(out)})) == 0
+    assert plan(SpabenchConfig.from_mapping({"campaign": data, "suite": {"root": "tasks", "hardware": "hardware",
+                                                                     "seed": 0}, "out": str(out)},
+                                              groups=("campaign", "suite"))) == 0
     with Ledger.open(out / "ledger.sqlite") as led:
         trials = led.trials()
     counts = Counter(t.policy for t in trials)

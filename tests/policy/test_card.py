@@ -104,7 +104,7 @@ def test_unknown_field_and_unknown_card(tmp_path: Path):
     path.write_text("name: typo\nprotocol: openpi\nport: 8000\nhorizon: 10\nhorizn: 5\n")
     with pytest.raises(ConfigError, match=rf"{path}: unknown field\(s\) horizn \(allowed: name, protocol"):
         load_card(path)
-    with pytest.raises(ConfigError, match=r"unknown policy card 'nope' \(allowed: .*pi05"):
+    with pytest.raises(ConfigError, match=r"unknown policy card 'nope' in .*policy \(allowed: .*pi05"):
         load_card("nope")
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: bad\nprotocol: zmq\nport: 8000\nhorizon: 10\n")

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from spabench.config import SpabenchConfig
 from spabench.errors import ConfigError, DataError
 from spabench.policy.card import load_card
 from spabench.policy.client import PolicyFault
@@ -19,8 +20,8 @@ from .openpi_helpers import make_obs
 
 @pytest.fixture(scope="module")
 def lerobot_server(tiny_act_checkpoint):  # noqa: F811
-    server = make_lerobot_server({"checkpoint": str(tiny_act_checkpoint), "host": "127.0.0.1",
-                                  "port": 0, "api_key": None, "device": "cpu"})
+    server = make_lerobot_server(SpabenchConfig.from_mapping({"checkpoint": str(tiny_act_checkpoint), "host": "127.0.0.1",
+                                  "port": 0, "api_key": None, "device": "cpu"}))
     server.start()
     yield server
     server.stop()
@@ -62,11 +63,11 @@ def test_missing_camera_key_is_a_server_error_naming_it(lerobot_server):
 
 def test_bad_checkpoint_folders(tmp_path, tiny_act_checkpoint):  # noqa: F811
     with pytest.raises(ConfigError, match="checkpoint=DIR is required"):
-        make_lerobot_server({"checkpoint": None})
+        make_lerobot_server(SpabenchConfig.from_mapping({"checkpoint": None}))
     with pytest.raises(ConfigError, match="not a folder"):
-        make_lerobot_server({"checkpoint": str(tmp_path / "absent")})
+        make_lerobot_server(SpabenchConfig.from_mapping({"checkpoint": str(tmp_path / "absent")}))
     partial = tmp_path / "partial"
     partial.mkdir()
     (partial / "config.json").write_text(json.dumps({"type": "act"}))
     with pytest.raises(DataError, match="missing model.safetensors"):
-        make_lerobot_server({"checkpoint": str(partial)})
+        make_lerobot_server(SpabenchConfig.from_mapping({"checkpoint": str(partial)}))

@@ -6,9 +6,9 @@ import csv
 import io
 
 import pandas as pd
-from omegaconf import OmegaConf
 
 from spabench.analysis.commands import report
+from spabench.config import SpabenchConfig
 from spabench.escaping import csv_cell, markdown_text, mathtext_label, printable
 
 HOSTILE = {"policy_a": "p$\\frac{$x", "policy_b": "=cmd|' /C calc'!A0"}
@@ -28,7 +28,7 @@ def test_hostile_policy_names_reach_the_report_safely(tmp_path, example_csv):
     src = tmp_path / "hostile.csv"
     frame.to_csv(src, index=False)
     out = tmp_path / "report"
-    assert report(OmegaConf.create({"outcomes": str(src), "out": str(out), "bootstrap": 50})) == 0
+    assert report(SpabenchConfig.from_mapping({"outcomes": str(src), "out": str(out), "bootstrap": 50})) == 0
     for name in ("summary.csv", "invalid.csv", "contrasts.csv", "failure_modes.csv"):
         for row in csv.reader(io.StringIO((out / name).read_text())):
             assert not any(cell.startswith(("=", "+", "@")) for cell in row), (name, row)

@@ -6,9 +6,9 @@ import os
 from pathlib import Path
 
 import pytest
-from omegaconf import OmegaConf
 
 from spabench.analysis.commands import report
+from spabench.config import SpabenchConfig
 from spabench.errors import ConfigError
 from spabench.outputs import MARKER, check_new_folder, claim_new_folder, read_marker, replace_output
 
@@ -29,7 +29,7 @@ def _snapshot(path: Path) -> dict[str, str]:
 
 
 def _report(csv: Path, out: Path | str) -> int:
-    return report(OmegaConf.create({"outcomes": str(csv), "out": str(out), "bootstrap": 50}))
+    return report(SpabenchConfig.from_mapping({"outcomes": str(csv), "out": str(out), "bootstrap": 50}))
 
 
 def test_report_refuses_a_folder_with_user_files_and_deletes_nothing(tmp_path, example_csv):

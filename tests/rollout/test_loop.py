@@ -14,7 +14,8 @@ from spabench.bench.errors import BenchFault
 from spabench.policy.broker import ActionBroker
 from spabench.rollout.controls import StopControl
 from spabench.rollout.loop import Rollout
-from spabench.rollout.observers import LoopStats, MotionDetector
+from spabench.operator.status import LoopStats
+from spabench.rollout.observers import MotionDetector
 from spabench.rollout.types import EpisodeMeta, ObserverBase
 
 from tests.rollout.stubs import ScriptedClient, StubBench

@@ -4,18 +4,18 @@ in test_scripted.py)."""
 from __future__ import annotations
 
 import pytest
-from omegaconf import OmegaConf
-
+from spabench.config import SpabenchConfig
 from spabench.errors import ConfigError
+from spabench.policy.card import load_card
 from spabench.sim.serve import build_server
 
 
 def cfg(**top):
     base = {"mode": "compositional", "host": "127.0.0.1", "port": None, "seed": 0, "grasp_noise_cm": 0.0,
-            "api_key": None, "policy": {"port": 8765, "horizon": 30},
+            "api_key": None, "policy": load_card("scripted_compositional"),
             "suite": {"root": "tasks", "hardware": "hardware"}}
     base.update(top)
-    return OmegaConf.create(base)
+    return SpabenchConfig.from_mapping(base, groups=("policy", "suite"))
 
 
 def test_config_builds_a_not_a_vla_server(suite):

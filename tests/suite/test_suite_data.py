@@ -9,6 +9,7 @@ from collections import Counter
 import pytest
 from omegaconf import OmegaConf
 
+from spabench.config import SpabenchConfig
 from spabench.suite import check_suite, validate_suite
 from spabench.suite.commands import validate
 from spabench.suite.config import SuiteConfig
@@ -156,8 +157,8 @@ def test_suite_config_and_its_yaml_agree():
 
 
 def _cfg(root, out=None):
-    return OmegaConf.create({"suite": {"root": str(root), "hardware": str(HARDWARE), "seed": 20261130},
-                             "out": None if out is None else str(out)})
+    return SpabenchConfig.from_mapping({"suite": {"root": str(root), "hardware": str(HARDWARE), "seed": 20261130},
+                             "out": None if out is None else str(out)}, groups=("suite",))
 
 
 def test_validate_command_reports_ok(capsys):

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from spabench.config import SpabenchConfig
 from spabench.suite import check_suite, load_suite
 from spabench.suite.commands import generate
 from spabench.suite.generator import DEFAULT_SEED, generate_suite
@@ -38,8 +39,8 @@ def test_committed_scenes_are_the_generate_commands_output_for_the_committed_see
     stale = out / "relative_size" / "scenes" / "no_intervention.yaml"
     stale.parent.mkdir(parents=True)
     stale.write_text("[]\n")
-    cfg = OmegaConf.create({"suite": {"root": str(TASKS), "hardware": str(HARDWARE), "seed": DEFAULT_SEED},
-                            "out": str(out)})
+    cfg = SpabenchConfig.from_mapping({"suite": {"root": str(TASKS), "hardware": str(HARDWARE), "seed": DEFAULT_SEED},
+                            "out": str(out)}, groups=("suite",))
     assert generate(cfg) == 0
     assert "680 scenes" in capsys.readouterr().out
     assert not stale.exists()

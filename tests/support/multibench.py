@@ -48,22 +48,24 @@ def bench_copies(campaign: Path, n: int) -> list[Path]:
 @contextlib.contextmanager
 def stand_ins() -> Iterator[list[str]]:
     """The two scripted stand-in policies on free loopback ports; yields the `cards.*.port` overrides."""
-    from omegaconf import OmegaConf
+    import yaml
 
+    from spabench.config import SpabenchConfig
     from spabench.sim.serve import build_server
     from tests.support.pg_cluster import _free_port
 
-    suite = OmegaConf.load(ROOT / "conf" / "suite" / "spabench.yaml")
+    suite = yaml.safe_load((ROOT / "conf" / "suite" / "spabench.yaml").read_text())
     servers, overrides = [], []
     for name in POLICIES:
-        card = OmegaConf.load(ROOT / "conf" / "policy" / f"{name}.yaml")
+        card = yaml.safe_load((ROOT / "conf" / "policy" / f"{name}.yaml").read_text())
         port = _free_port()
         mode = "memorising" if "memoris" in name else "compositional"
-        _, server = build_server(OmegaConf.create({"policy": card, "mode": mode, "port": port, "host": "127.0.0.1",
-                                                  "seed": 0, "suite": suite}))
+        _, server = build_server(SpabenchConfig.from_mapping(
+            {"policy": card, "mode": mode, "port": port, "host": "127.0.0.1", "seed": 0, "suite": suite},
+            groups=("policy", "suite")))
         server.start()
         servers.append(server)
-        overrides.append(f"+cards.{name}.port={port}")
+        overrides.append(f"cards.{name}.port={port}")
     try:
         yield overrides
     finally:

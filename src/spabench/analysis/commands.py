@@ -3,42 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-
-from omegaconf import DictConfig, OmegaConf
+from typing import TYPE_CHECKING
 
 from spabench.analysis.outcomes import load_outcomes, outcomes_from_frame
 from spabench.analysis.report import analyse, write_report
 from spabench.errors import ConfigError, DataError
+from spabench.paths import campaign_folder
 
-from spabench.analysis.contrasts import DEFAULT_RESAMPLES, PUBLISHED_SEED
-
-DEFAULT_SEED = PUBLISHED_SEED          # the published analysis's seed (20260906)
-DEFAULT_BOOTSTRAP = DEFAULT_RESAMPLES  # the published analysis's 100,000 resamples
-
-
-def _get(cfg: DictConfig, key: str, default=None):
-    value = OmegaConf.select(cfg, key, default=default)
-    return default if value is None else value
-
-
-def _integer(cfg: DictConfig, key: str, default: int, minimum: int) -> int:
-    value = _get(cfg, key, default)
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ConfigError(f"{key}={value!r} must be an integer >= {minimum}")
-    return value
-
-
-def _display_names(cfg: DictConfig) -> dict[str, str]:
-    """`display_names.<policy>=<name>`: how figures and report.md name each policy."""
-    value = _get(cfg, "display_names", {})
-    if not isinstance(value, DictConfig | dict):
-        raise ConfigError(f"display_names={value!r} must be a mapping policy -> display name, "
-                          "e.g. display_names.pi05=pi0.5")
-    names = OmegaConf.to_container(value) if isinstance(value, DictConfig) else dict(value)
-    for policy, name in names.items():
-        if not isinstance(name, str) or not name.strip():
-            raise ConfigError(f"display_names.{policy}={name!r} must be non-empty text")
-    return {str(k): v for k, v in names.items()}
+if TYPE_CHECKING:  # annotations only: spabench.config builds the groups and sits above every package
+    from spabench.config import SpabenchConfig
 
 
 def load_campaign_outcomes(campaign_dir: Path):
@@ -46,36 +19,76 @@ def load_campaign_outcomes(campaign_dir: Path):
     from spabench.ledger import Ledger  # lazy: the ledger is only needed for campaign input
 
     if not Ledger.exists(campaign_dir):
-        raise ConfigError(f"campaign_dir={campaign_dir} has no ledger.sqlite or ledger.pg.json "
-                          "(is it a campaign directory?)")
+        raise ConfigError(f"campaign={campaign_dir} has no ledger.sqlite or ledger.pg.json "
+                          "(is it a campaign folder written by `spabench plan`?)")
     with Ledger.open(campaign_dir, readonly=True) as ledger:   # the ledger alone: episodes may be elsewhere
         frame = ledger.outcomes()
         where = ledger.path
     return outcomes_from_frame(frame, source=f"{where} (outcomes view)")
 
 
-def report(cfg: DictConfig) -> int:
-    """Validate the outcomes completely, then write summary/contrasts/failure/invalid CSVs, figures
-    and report.md into `out` in one step. Keys: outcomes | campaign_dir, out, bootstrap_seed, bootstrap."""
-    outcomes_path = _get(cfg, "outcomes")
-    campaign_dir = _get(cfg, "campaign_dir")
-    out = _get(cfg, "out")
-    if (outcomes_path is None) == (campaign_dir is None):
-        raise ConfigError("report needs exactly one input: outcomes=FILE.csv or campaign=DIR "
-                          f"(got outcomes={outcomes_path!r}, campaign_dir={campaign_dir!r})")
-    if out is None or not str(out).strip():
-        raise ConfigError("report needs out=DIR (the report directory to write)")
-    seed = _integer(cfg, "bootstrap_seed", DEFAULT_SEED, 0)
-    n_resamples = _integer(cfg, "bootstrap", DEFAULT_BOOTSTRAP, 1)
+def _display_names(names: dict) -> dict[str, str]:
+    """`display_names.<policy>=<name>`: how figures and report.md name each policy."""
+    for policy, name in names.items():
+        if not isinstance(name, str) or not name.strip():
+            raise ConfigError(f"display_names.{policy}={name!r} must be non-empty text")
+    return {str(k): v for k, v in names.items()}
 
-    if outcomes_path is not None:
-        outcomes = load_outcomes(Path(outcomes_path))
+
+BENCH_WORDS = {"so101": "SO-101 robot", "sim": "MuJoCo twin"}
+
+
+def one_bench_kind(outcomes, bench_kind: str | None, say=print):
+    """The rollouts of one bench kind: twin and robot rollouts are never pooled.
+
+    Dry-run attempts (a bench of another kind than planned) are left out, and said so. Outcomes
+    without a bench_kind column (another lab's CSV) are taken as they are."""
+    if "dry_run" in outcomes.columns:
+        dry = outcomes["dry_run"].astype(str).str.strip().str.lower().isin(("true", "1", "yes"))
+        if dry.any():
+            say(f"report: {int(dry.sum())} dry-run rollout(s) left out (run on a bench of another kind "
+                "than the campaign was planned for)")
+            outcomes = outcomes[~dry].reset_index(drop=True)
+    if "bench_kind" not in outcomes.columns:
+        if bench_kind is not None:
+            raise ConfigError(f"bench_kind={bench_kind}: these outcomes have no bench_kind column")
+        return outcomes
+    kinds = outcomes["bench_kind"].astype(str).str.strip()
+    present = sorted(k for k in kinds.unique() if k)
+    if bench_kind is not None:
+        if bench_kind not in present:
+            raise ConfigError(f"bench_kind={bench_kind}: no rollouts of that kind (present: "
+                              f"{', '.join(present) or 'none recorded'})")
+        outcomes = outcomes[kinds == bench_kind].reset_index(drop=True)
+    elif len(present) > 1:
+        counts = ", ".join(f"{(kinds == k).sum()} on the {BENCH_WORDS.get(k, k)} ({k})" for k in present)
+        raise ConfigError(f"these outcomes hold rollouts from more than one bench kind ({counts}); twin and "
+                          "robot rollouts are never pooled. Report one kind at a time: "
+                          + " or ".join(f"bench_kind={k}" for k in present))
+    kind = bench_kind or (present[0] if present else None)
+    if kind is not None:
+        say(f"report: {BENCH_WORDS.get(kind, kind)} rollouts only (bench_kind {kind})")
+    return outcomes
+
+
+def report(cfg: SpabenchConfig) -> int:
+    """Validate the outcomes completely, then write summary/contrasts/failure/invalid CSVs, figures
+    and report.md into `out` in one step. Keys: outcomes | campaign, out, bootstrap_seed, bootstrap."""
+    if (cfg.outcomes is None) == (cfg.campaign_dir is None):
+        raise ConfigError("report needs exactly one input: outcomes=FILE.csv or campaign=DIR "
+                          f"(got outcomes={cfg.outcomes}, campaign={cfg.campaign_dir})")
+    if cfg.out is None:
+        raise ConfigError("report needs out=DIR (the report directory to write)")
+    if cfg.outcomes is not None:
+        outcomes = load_outcomes(cfg.outcomes)
     else:
-        outcomes = load_campaign_outcomes(Path(campaign_dir))
+        outcomes = load_campaign_outcomes(campaign_folder(cfg.campaign_dir, "report"))
+    source = outcomes.attrs.get("source", cfg.outcomes or cfg.campaign_dir)
+    outcomes = one_bench_kind(outcomes, cfg.bench_kind)
     if outcomes.empty:
-        raise DataError(outcomes.attrs.get("source", outcomes_path or campaign_dir),
-                        "no rollouts: the outcomes table has a header but no data rows")
-    analysis = analyse(outcomes, n_resamples=n_resamples, seed=seed, names=_display_names(cfg))
-    written = write_report(analysis, Path(out))
+        raise DataError(source, "no rollouts: the outcomes table has a header but no data rows")
+    analysis = analyse(outcomes, n_resamples=cfg.bootstrap, seed=cfg.bootstrap_seed,
+                       names=_display_names(cfg.display_names))
+    written = write_report(analysis, cfg.out)
     print(f"report: {len(outcomes)} rollouts, {len(analysis.policies)} policies -> {written[0].parent}")
     return 0

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from spabench.suite.rules import failure_mode_applies, failure_modes_for
 from spabench.errors import DataError
 from spabench.suite.vocabulary import (
     INSTRUCTION_VARIANTS,
@@ -35,13 +36,6 @@ MATCHED_CONDITIONS: tuple[str, ...] = ("ood", "direct", "paraphrase_ood", "parap
 # Which condition an original-instruction condition becomes when its instruction is paraphrased.
 PARAPHRASE_OF: dict[str, str] = {"ood": "paraphrase_ood", "direct": "paraphrase_direct"}
 
-# Annotations the protocol restricts (vocabulary.FAILURE_MODES comments).
-FAILURE_MODE_CONDITIONS: dict[str, tuple[str, ...]] = {
-    "unnecessary_intervention": ("no_intervention", "no_movement"),
-}
-FAILURE_MODE_TASKS: dict[str, tuple[str, ...]] = {
-    "wrong_instance": ("object_state", "referential_description"),
-}
 
 TRUE_WORDS = ("1", "true")
 FALSE_WORDS = ("0", "false")
@@ -211,12 +205,9 @@ def _validate_row(record: Mapping[str, str], row: int, source: str, has_matched_
         if failure_mode is None:
             _fail(source, row, "failure_mode", f"unknown failure mode '{failure_text}'",
                   ("(empty)",) + allowed_labels("failure_mode"))
-        if failure_mode in FAILURE_MODE_CONDITIONS and condition not in FAILURE_MODE_CONDITIONS[failure_mode]:
-            _fail(source, row, "failure_mode", f"'{failure_mode}' does not apply to condition "
-                  f"'{condition}'", f"conditions {', '.join(FAILURE_MODE_CONDITIONS[failure_mode])}")
-        if failure_mode in FAILURE_MODE_TASKS and task not in FAILURE_MODE_TASKS[failure_mode]:
-            _fail(source, row, "failure_mode", f"'{failure_mode}' does not apply to task '{task}'",
-                  f"tasks {', '.join(FAILURE_MODE_TASKS[failure_mode])}")
+        problem = failure_mode_applies(failure_mode, task, condition)
+        if problem:
+            _fail(source, row, "failure_mode", problem, ("(empty)",) + tuple(failure_modes_for(task, condition)))
 
     out = {
         "row": row, "policy": policy_name(record["policy"]), "task": task, "condition": condition,

@@ -3,7 +3,7 @@
 `Bench` holds what every robot shares (observe/act/hold/go_home/disconnect discipline, the
 envelope, fault translation); a subclass only builds the LeRobot `Robot` (`_make_robot`) and may
 add checks after connecting. `make_bench(cfg)` picks the subclass: so101 (LeRobot SO101Follower
-over a Feetech bus) or sim (the MuJoCo twin, imported lazily from spabench.sim).
+over a Feetech bus) or any bench type registered with BenchConfig (the MuJoCo twin registers "sim").
 
 Everything that reaches the robot goes through `SafetyEnvelope`; every change it makes comes back
 as a `Clamp` for the event log. Hardware failures surface as `BenchFault` (the attempt is invalid,
@@ -100,6 +100,11 @@ class Bench:
     @property
     def fps(self) -> int:
         return self.cfg.fps
+
+    @property
+    def calibration_file(self) -> str | None:
+        """The absolute path of the calibration file the arm runs under (None: nothing to calibrate)."""
+        return None
 
     @property
     def calibration_id(self) -> str:
@@ -454,16 +459,8 @@ def _component_of(exc: BaseException) -> str:
     return "bus"
 
 
-def make_bench(cfg: BenchConfig | Any) -> Bench:
-    """Build (not connect) the bench the config names: so101 or sim."""
+def make_bench(cfg: BenchConfig | Any, **kwargs: Any) -> Bench:
+    """Build (not connect) the bench the config names; its registered config class knows how."""
     if not isinstance(cfg, BenchConfig):
         cfg = BenchConfig.from_mapping(cfg)
-    if cfg.type == "so101":
-        from spabench.bench.so101 import SO101Bench
-
-        return SO101Bench(cfg)
-    if cfg.type == "sim":
-        from spabench.sim.bench import make_sim_bench  # lazily: MuJoCo is an optional extra
-
-        return make_sim_bench(cfg)
-    raise SafetyError(f"bench config, field 'type': unknown bench type {cfg.type!r} (allowed: so101, sim)")
+    return cfg.make_bench(**kwargs)

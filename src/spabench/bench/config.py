@@ -10,14 +10,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, ClassVar
 
 from spabench.configtools import plain_container
 from spabench.errors import ConfigError
 from spabench.suite.vocabulary import CAMERAS, GRIPPER, JOINTS
 
-BENCH_TYPES: tuple[str, ...] = ("so101", "sim")
-CAMERA_TYPES: tuple[str, ...] = ("opencv", "intelrealsense", "spabench_replay", "zmq")
 
 # Physical range a joint value can take at all (one encoder turn; the gripper is a percentage).
 BODY_RANGE_DEG: tuple[float, float] = (-180.0, 180.0)
@@ -81,45 +79,41 @@ class CameraSpec:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def validate(self, name: str) -> None:
+        from spabench.bench.camera_sources import CAMERA_SOURCES
+
         where = f"cameras.{name}"
-        if self.type not in CAMERA_TYPES:
+        source = CAMERA_SOURCES.get(self.type)
+        if source is None:
             raise ConfigError(f"{_where(where + '.type')}: unknown camera type {self.type!r} "
-                              f"(allowed: {', '.join(CAMERA_TYPES)})")
+                              f"(allowed: {', '.join(sorted(CAMERA_SOURCES))})")
         for attr in ("width", "height", "fps"):
             value = getattr(self, attr)
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise ConfigError(f"{_where(f'{where}.{attr}')}: {value!r} is not a positive integer")
-        if self.type == "opencv" and not isinstance(self.index_or_path, (int, str)):
+        if not source.accepts(self.index_or_path):
             raise ConfigError(f"{_where(where + '.index_or_path')}: {self.index_or_path!r} "
-                              "(allowed: a device index like 0 or a path like /dev/video2)")
-        if self.type == "intelrealsense" and not str(self.index_or_path or "").strip():
-            raise ConfigError(f"{_where(where + '.index_or_path')}: {self.index_or_path!r} "
-                              "(allowed: the RealSense serial number or name, see `lerobot-find-cameras realsense`)")
-        if self.type == "spabench_replay":
-            if not isinstance(self.index_or_path, str) or not (
-                self.index_or_path == "pattern" or self.index_or_path.endswith((".mp4", ".npz"))
-            ):
-                raise ConfigError(f"{_where(where + '.index_or_path')}: {self.index_or_path!r} "
-                                  "(allowed: 'pattern', or a path ending in .mp4 or .npz)")
+                              f"(allowed: {source.allowed})")
 
 
 @dataclass
 class BenchConfig:
-    """The robot, its cameras and the safety envelope (conf/bench/so101.yaml, conf/bench/sim.yaml).
+    """What every bench shares: its cameras, control rate and the safety envelope.
+
+    A bench type is a subclass registered under its name, the LeRobot way
+    (`@BenchConfig.register_subclass("so101")`); `type:` in a bench file picks the subclass, and the
+    subclass builds its Bench (`make_bench()`). The twin registers "sim" itself (spabench.sim), so
+    this package knows nothing of it.
 
     max_relative_target: largest change of any joint command per control tick, relative to the
         measured position (degrees; gripper units for the gripper). Also passed to LeRobot.
     joint_limits: {joint: [lo, hi]} for all six joints; every command is clamped into this box.
     home_pose: where go_home() drives the arm, at home_speed_deg_s (each joint).
-    num_read_retries: extra bus reads before a silent bus becomes a BenchFault (LeRobot's retries).
     connect_retries: whole-connect retries after a driver error (a transient serial glitch); a
         calibration mismatch is never retried.
     """
 
-    type: str = "so101"
-    port: str = ""
+    type: str = ""
     robot_id: str = "spabench_follower"
-    calibration_dir: str = "hardware/calibration/so101_follower"
     cameras: dict[str, CameraSpec] = field(default_factory=dict)
     fps: int = 30
     max_relative_target: float = 10.0
@@ -129,22 +123,35 @@ class BenchConfig:
     home_speed_deg_s: float = 30.0
     home_tolerance_deg: float = 2.0
     use_degrees: bool = True
-    disable_torque_on_disconnect: bool = True
-    num_read_retries: int = 2
     connect_retries: int = 1
-    sim: dict[str, Any] = field(default_factory=dict)
+
+    _registry: ClassVar[dict[str, type[BenchConfig]]] = {}
+    type_name: ClassVar[str] = ""
+    required_cameras: ClassVar[tuple[str, ...]] = ()   # cameras a bench file must list
+
+    @classmethod
+    def register_subclass(cls, name: str):
+        """Class decorator: register a bench type under `name` (the value of `type:` in bench files)."""
+        def register(sub: type[BenchConfig]) -> type[BenchConfig]:
+            sub.type_name = name
+            cls._registry[name] = sub
+            return sub
+        return register
+
+    @classmethod
+    def known_types(cls) -> list[str]:
+        return sorted(cls._registry)
+
+    def make_bench(self, **kwargs: Any):
+        """Build (not connect) the Bench this config describes."""
+        raise NotImplementedError(f"bench type {self.type!r} does not build a bench")
 
     def __post_init__(self) -> None:
-        if self.type not in BENCH_TYPES:
-            raise ConfigError(f"{_where('type')}: unknown bench type {self.type!r} "
-                              f"(allowed: {', '.join(BENCH_TYPES)})")
-        if self.type == "so101":
-            if not isinstance(self.port, str) or not self.port.strip():
-                raise ConfigError(f"{_where('port')}: missing (allowed: the arm's serial port, e.g. "
-                                  "/dev/ttyACM0; find it with `lerobot-find-port`)")
-            if not self.calibration_dir:
-                raise ConfigError(f"{_where('calibration_dir')}: missing (allowed: a folder holding "
-                                  "<robot_id>.json)")
+        if not self.type:
+            self.type = self.type_name
+        if self.type != self.type_name:
+            raise ConfigError(f"{_where('type')}: {self.type!r} given to the {self.type_name!r} bench config "
+                              f"(allowed: {', '.join(self.known_types())})")
         if not isinstance(self.robot_id, str) or not self.robot_id.strip():
             raise ConfigError(f"{_where('robot_id')}: missing (allowed: a non-empty name; the "
                               "calibration file is <calibration_dir>/<robot_id>.json)")
@@ -155,14 +162,9 @@ class BenchConfig:
         self.home_speed_deg_s = _finite_number("home_speed_deg_s", self.home_speed_deg_s, positive=True)
         self.home_tolerance_deg = _finite_number("home_tolerance_deg", self.home_tolerance_deg,
                                                  positive=True)
-        if isinstance(self.num_read_retries, bool) or not isinstance(self.num_read_retries, int) \
-                or not 0 <= self.num_read_retries <= 10:
-            raise ConfigError(f"{_where('num_read_retries')}: {self.num_read_retries!r} "
-                              "(allowed: an integer 0..10)")
-        if isinstance(self.connect_retries, bool) or not isinstance(self.connect_retries, int) \
-                or not 0 <= self.connect_retries <= 5:
-            raise ConfigError(f"{_where('connect_retries')}: {self.connect_retries!r} "
-                              "(allowed: an integer 0..5)")
+        _int_in("connect_retries", self.connect_retries, 0, 5)
+        if not isinstance(self.use_degrees, bool):
+            raise ConfigError(f"{_where('use_degrees')}: {self.use_degrees!r} (allowed: true | false)")
         self.joint_limits = self._validated_limits()
         self.home_pose = self._validated_home()
         self.cameras = self._validated_cameras()
@@ -212,11 +214,10 @@ class BenchConfig:
         if unknown:
             raise ConfigError(f"{_where('cameras')}: unknown camera name(s) {unknown} "
                               f"(allowed: {', '.join(CAMERAS)})")
-        if self.type == "so101":
-            missing = [c for c in CAMERAS if c not in cams]
-            if missing:
-                raise ConfigError(f"{_where('cameras')}: missing camera(s) {missing}; the protocol records "
-                                  f"all five (allowed: {', '.join(CAMERAS)})")
+        missing = [c for c in self.required_cameras if c not in cams]
+        if missing:
+            raise ConfigError(f"{_where('cameras')}: missing camera(s) {missing}; the protocol records "
+                              f"all five (allowed: {', '.join(CAMERAS)})")
         out: dict[str, CameraSpec] = {}
         for name in [c for c in CAMERAS if c in cams]:
             spec = cams[name]
@@ -225,20 +226,72 @@ class BenchConfig:
             if not isinstance(spec, CameraSpec):
                 raise ConfigError(f"{_where(f'cameras.{name}')}: {spec!r} is not a camera spec")
             spec.extra = dict(spec.extra or {})
-            spec.validate(name)
+            self.check_camera(name, spec)
             out[name] = spec
         return out
+
+    def check_camera(self, name: str, spec: CameraSpec) -> None:
+        """Bench types whose cameras are real devices check them against the camera registry."""
+        spec.validate(name)
 
     # ------------------------------------------------------------------ construction
     @classmethod
     def from_mapping(cls, data: Any) -> BenchConfig:
-        """Build from a plain dict or an OmegaConf DictConfig (the `bench` group), validating it."""
+        """Build from a plain dict or an OmegaConf DictConfig (the `bench` group), validating it.
+
+        `type:` picks the registered bench type (default so101)."""
         data = plain_container(data)
         if isinstance(data, BenchConfig):
             return data
         if not isinstance(data, Mapping):
             raise ConfigError(f"bench config: expected a mapping, got {type(data).__name__}")
-        return _build(cls, data, "")
+        name = data.get("type") or "so101"
+        sub = cls._registry.get(name)
+        if sub is None:
+            raise ConfigError(f"{_where('type')}: unknown bench type {name!r} (allowed: "
+                              f"{', '.join(cls.known_types())})")
+        return _build(sub, {**data, "type": name}, "")
+
+
+@BenchConfig.register_subclass("so101")
+@dataclass
+class SO101BenchConfig(BenchConfig):
+    """The SO-101 follower through LeRobot's SO101Follower (conf/bench/so101.yaml).
+
+    num_read_retries: extra bus reads before a silent bus becomes a BenchFault (LeRobot's retries).
+    """
+
+    port: str = ""
+    calibration_dir: str = "hardware/calibration/so101_follower"
+    disable_torque_on_disconnect: bool = True
+    num_read_retries: int = 2
+
+    required_cameras: ClassVar[tuple[str, ...]] = CAMERAS
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.port, str) or not self.port.strip():
+            raise ConfigError(f"{_where('port')}: missing (allowed: the arm's serial port, e.g. "
+                              "/dev/ttyACM0; find it with `lerobot-find-port`)")
+        if not self.calibration_dir:
+            raise ConfigError(f"{_where('calibration_dir')}: missing (allowed: a folder holding "
+                              "<robot_id>.json)")
+        _int_in("num_read_retries", self.num_read_retries, 0, 10)
+        super().__post_init__()
+
+    def make_bench(self, **kwargs: Any):
+        from spabench.bench.so101 import SO101Bench
+
+        return SO101Bench(self, **kwargs)
+
+
+def _int_in(name: str, value: Any, lo: int, hi: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise ConfigError(f"{_where(name)}: {value!r} (allowed: an integer {lo}..{hi})")
+
+
+def bench_config(data: Any) -> BenchConfig:
+    """The `bench` group's typed object (the SpabenchConfig group builder)."""
+    return BenchConfig.from_mapping(data)
 
 
 def _build(cls, data: Mapping, prefix: str):

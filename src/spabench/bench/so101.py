@@ -19,7 +19,7 @@ import numpy as np
 
 from spabench.bench.bench import DRIVER_ERRORS, Bench
 from spabench.bench.config import BenchConfig, CameraSpec
-from spabench.errors import DataError, SafetyError
+from spabench.errors import ConfigError, DataError, SafetyError
 from spabench.suite.vocabulary import JOINTS
 
 logger = logging.getLogger(__name__)
@@ -84,44 +84,27 @@ def camera_configs(cfg: BenchConfig) -> dict[str, Any]:
 
 
 def camera_config(name: str, spec: CameraSpec):
-    extra = dict(spec.extra)
-    if spec.type == "spabench_replay":
-        from spabench.bench.cameras import PATTERN, SpabenchReplayCameraConfig
+    """The LeRobot CameraConfig of one camera: the class from LeRobot's own registry, the source field
+    from spabench.bench.camera_sources, then `extra` (any other field of that LeRobot class)."""
+    import importlib
 
-        source = spec.index_or_path
-        if source != PATTERN:
-            source = str(resolve_path(source))
-        extra.setdefault("label", name)
-        return SpabenchReplayCameraConfig(fps=spec.fps, width=spec.width, height=spec.height, source=source,
-                                          **extra)
-    if spec.type == "opencv":
-        from lerobot.cameras.opencv import OpenCVCameraConfig
+    from lerobot.cameras.configs import CameraConfig
 
-        index_or_path: int | Path
-        raw = spec.index_or_path
-        if isinstance(raw, int) or (isinstance(raw, str) and raw.isdigit()):
-            index_or_path = int(raw)
-        else:
-            index_or_path = Path(str(raw))
-        return OpenCVCameraConfig(index_or_path=index_or_path, fps=spec.fps, width=spec.width,
-                                  height=spec.height, **extra)
-    if spec.type == "zmq":
-        from lerobot.cameras.zmq import ZMQCameraConfig
+    from spabench.bench.camera_sources import CAMERA_SOURCES
 
-        host, _, port = str(spec.index_or_path).partition(":")
-        if "server_address" not in extra:
-            extra["server_address"] = host
-        if port and "port" not in extra:
-            extra["port"] = int(port)
-        extra.setdefault("camera_name", name)
-        return ZMQCameraConfig(fps=spec.fps, width=spec.width, height=spec.height, **extra)
-    if spec.type == "intelrealsense":
-        from lerobot.cameras.realsense import RealSenseCameraConfig
+    source = CAMERA_SOURCES[spec.type]
+    if source.lerobot_module:
+        importlib.import_module(source.lerobot_module)   # registers the type with LeRobot
+    cls = CameraConfig.get_choice_class(spec.type)
+    kwargs = {**source.kwargs(name, spec.index_or_path), **source.defaults, **dict(spec.extra)}
+    try:
+        return cls(fps=spec.fps, width=spec.width, height=spec.height, **kwargs)
+    except TypeError as exc:
+        import dataclasses
 
-        return RealSenseCameraConfig(serial_number_or_name=str(spec.index_or_path), fps=spec.fps,
-                                     width=spec.width, height=spec.height, **extra)
-    raise SafetyError(f"camera '{name}': unknown type {spec.type!r} "
-                      "(allowed: opencv, intelrealsense, spabench_replay, zmq)")
+        allowed = ", ".join(f.name for f in dataclasses.fields(cls))
+        raise ConfigError(f"bench config, field 'cameras.{name}.extra': {exc} (allowed fields of "
+                          f"{cls.__name__}: {allowed})") from None
 
 
 class SO101Bench(Bench):
@@ -135,6 +118,10 @@ class SO101Bench(Bench):
         self.calibration_path = self.calibration_dir / f"{cfg.robot_id}.json"
         self.calibration: dict[str, dict[str, int]] | None = None
         self._calibration_sha: str | None = None
+
+    @property
+    def calibration_file(self) -> str:
+        return str(self.calibration_path.resolve())
 
     @property
     def calibration_id(self) -> str:

@@ -1,72 +1,77 @@
 """The command table: which function serves which `spabench` command, and which config groups it reads.
 
 Targets are imported lazily so that `spabench report` never pays for (or needs) LeRobot and torch.
+Every target takes one `spabench.config.SpabenchConfig` (the pattern is described there).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+# How a command reads `campaign=`: a preset name or a campaign YAML file (plan, demo), or the
+# folder `spabench plan` wrote (run, score, report, export).
+CAMPAIGN_PRESET, CAMPAIGN_FOLDER = "preset", "folder"
+
 
 @dataclass(frozen=True)
 class Command:
     name: str
-    target: str                  # "module:function", called with the composed DictConfig
-    groups: tuple[str, ...]      # config groups validated before the call
+    target: str                  # "module:function", called with the SpabenchConfig
+    groups: tuple[str, ...]      # config groups validated into typed objects before the call
     summary: str
-    path_keys: tuple[str, ...] = ()  # top-level keys holding paths relative to the caller's cwd
+    campaign: str | None = None  # CAMPAIGN_PRESET | CAMPAIGN_FOLDER | None (the command ignores campaign=)
     presets: tuple[str, ...] = ()    # overrides applied before the caller's (who may override them)
     positionals: tuple[str, ...] = ()  # keys that bare words after the command fill, in order
+    bench_from_campaign: bool = False  # without bench=..., use the bench kind the campaign was planned for
+    usage: str = ""              # the required arguments, for --help
+
+    @property
+    def group(self) -> str:
+        return self.name.split(" ")[0]
 
 
 COMMANDS: dict[str, Command] = {
     c.name: c
     for c in (
         Command("suite generate", "spabench.suite.commands:generate", ("suite",),
-                "regenerate the frozen scene specifications (seeded)", ("out",)),
+                "regenerate the frozen scene specifications (seeded)", usage="[out=DIR]"),
         Command("suite validate", "spabench.suite.commands:validate", ("suite",),
                 "check the suite's data and design contracts"),
         Command("plan", "spabench.plan.commands:plan", ("campaign", "suite"),
-                "write a campaign's trial plan into a new ledger: campaign=<name> out=DIR", ("out",)),
+                "write a campaign's trial plan into a new folder", CAMPAIGN_PRESET,
+                usage="campaign=<preset>|FILE.yaml out=DIR"),
         Command("run", "spabench.rollout.commands:run", ("bench", "operator", "suite"),
-                "run (or resume) a planned campaign at the bench: campaign=DIR", ("campaign_dir",)),
+                "run (or resume) a planned campaign at the bench it was planned for", CAMPAIGN_FOLDER,
+                bench_from_campaign=True, usage="campaign=DIR [operator=terminal] [bench=<preset>]"),
         Command("score", "spabench.operator.commands:score", ("operator", "suite"),
-                "score recorded, unscored attempts: campaign=DIR; correct one: attempt=ID reason=... "
-                "[invalidate=true]", ("campaign_dir",)),
+                "score recorded, unscored attempts; correct one: attempt=ID reason=... [invalidate=true]",
+                CAMPAIGN_FOLDER, usage="campaign=DIR [attempt=ID reason=... [invalidate=true]]"),
         Command("console", "spabench.console.commands:console", ("operator", "suite"),
-                "the browser console (bench page, review and scoring): campaign=DIR", ("campaign_dir",),
-                presets=("operator=web",)),
+                "the browser console (bench page, review and scoring)", CAMPAIGN_FOLDER,
+                presets=("operator=web",), usage="campaign=DIR"),
         Command("report", "spabench.analysis.commands:report", (),
-                "statistics, tables and figures: campaign=DIR or outcomes=FILE.csv, out=DIR",
-                ("campaign_dir", "outcomes", "out")),
+                "statistics, tables and figures", CAMPAIGN_FOLDER,
+                usage="campaign=DIR | outcomes=FILE.csv, out=DIR"),
         Command("export lerobot", "spabench.record.commands:export_lerobot", (),
-                "export recorded episodes as a LeRobotDataset v3: campaign=DIR out=DIR",
-                ("campaign_dir", "out")),
+                "export recorded episodes as a LeRobotDataset v3", CAMPAIGN_FOLDER,
+                usage="campaign=DIR out=DIR"),
         Command("serve lerobot", "spabench.serve.commands:serve_lerobot", (),
-                "serve a local LeRobot checkpoint over the openpi websocket protocol: checkpoint=DIR",
-                ("checkpoint",)),
-        Command("serve scripted", "spabench.sim.serve:serve_scripted", (),
-                "serve the twin's scripted stand-in policy (not a VLA): mode=compositional|memorising"),
+                "serve a local LeRobot checkpoint over the openpi websocket protocol",
+                usage="checkpoint=DIR [port=8000]"),
+        Command("serve scripted", "spabench.sim.serve:serve_scripted", ("policy", "suite"),
+                "serve the twin's scripted stand-in policy (not a VLA)",
+                usage="[mode=compositional|memorising] [port=N]"),
         Command("ledger copy", "spabench.ledger.commands:ledger_copy", (),
-                "copy a campaign's ledger, checked: SRC DST [ledger=postgresql://host/db]", ("src", "dst"),
-                positionals=("src", "dst")),
+                "copy a campaign's ledger, checked", positionals=("src", "dst"),
+                usage="SRC DST [ledger=postgresql://host/db]"),
         Command("ledger collect", "spabench.ledger.commands:ledger_collect", (),
-                "gather the episodes from the benches that recorded them: campaign=DIR out=DIR "
-                "+bench_dirs.<bench>=PATH|host:PATH", ("campaign_dir", "out")),
+                "gather the episodes from the benches that recorded them", CAMPAIGN_FOLDER,
+                usage="campaign=DIR out=DIR bench_dirs.<bench>=PATH|host:PATH"),
         Command("ledger status", "spabench.ledger.commands:ledger_status", (),
-                "where a campaign's ledger lives, its progress and each bench's claim: campaign=DIR",
-                ("campaign_dir",)),
+                "where a campaign's ledger lives, its progress and each bench's claim", CAMPAIGN_FOLDER,
+                usage="campaign=DIR"),
         Command("demo", "spabench.demo:demo", ("campaign", "bench", "operator", "suite"),
-                "plan, run and report a small campaign on the embedded MuJoCo twin", ("out",),
+                "plan, run and report a small campaign on the embedded MuJoCo twin", CAMPAIGN_PRESET,
                 presets=("bench=sim_demo", "campaign=demo_twin", "operator=auto")),
     )
-}
-
-# Which Python class validates each config group (imported lazily; none imports LeRobot).
-GROUP_SCHEMAS: dict[str, str] = {
-    "campaign": "spabench.plan.config:CampaignConfig",
-    "bench": "spabench.bench.config:BenchConfig",
-    "policy": "spabench.policy.card:PolicyCard",
-    "operator": "spabench.operator.config:OperatorConfig",
-    "suite": "spabench.suite.config:SuiteConfig",
 }

@@ -1,13 +1,27 @@
-"""`spabench <command> [hydra overrides]`: compose conf/, validate the groups a command reads, call it."""
+"""`spabench <command> [key=value ...]`: compose conf/, validate it into one SpabenchConfig, call the command.
+
+Composition rules (the README's "Configuration" section documents them for operators):
+- `group=option` picks conf/<group>/<option>.yaml; with `config_dir=DIR` the lab's own
+  DIR/<group>/<option>.yaml files are options too (and win over the checkout's of the same name).
+- every other `key=value` (top-level or dotted, e.g. `cards.pi05.host=...`, `bench.port=...`) is
+  applied by Hydra and then validated by the typed config, so an unknown or ill-typed key fails
+  with the allowed fields before anything connects or is written.
+- `campaign=`: for plan/demo a preset name or a campaign YAML file; for run/score/report/export the
+  campaign folder `spabench plan` wrote.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import sys
+import tempfile
 from pathlib import Path
+from typing import Any
 
-from spabench.cli.commands import COMMANDS, GROUP_SCHEMAS, Command
+from spabench.cli.commands import CAMPAIGN_FOLDER, CAMPAIGN_PRESET, COMMANDS, Command
+from spabench.config import GROUPS, SpabenchConfig
 from spabench.errors import ConfigError, SpabenchError
 
 log = logging.getLogger("spabench")
@@ -22,8 +36,27 @@ def _usage() -> str:
     width = max(len(name) for name in COMMANDS)
     lines = ["usage: spabench <command> [key=value ...]", "", "commands:"]
     lines += [f"  {name.ljust(width)}  {c.summary}" for name, c in COMMANDS.items()]
-    lines += ["", "Overrides are Hydra syntax (group=option, key=value, +new_key=value); see conf/."]
+    lines += ["", "`spabench <command> --help` lists a command's keys with their defaults.",
+              "Overrides: group=option (conf/<group>/), key=value, dotted keys (bench.port=/dev/ttyACM1,",
+              "cards.pi05.host=10.0.0.5); config_dir=DIR adds a lab's own bench/policy/campaign files."]
     return "\n".join(lines)
+
+
+def _group_usage(group: str) -> str:
+    subs = {name: c for name, c in COMMANDS.items() if c.group == group and " " in name}
+    width = max(len(n) for n in subs)
+    lines = [f"usage: spabench {group} <subcommand> [key=value ...]", "", "subcommands:"]
+    lines += [f"  {n.ljust(width)}  {c.summary}" for n, c in subs.items()]
+    lines += ["", f"`spabench {group} <subcommand> --help` lists its keys with their defaults."]
+    return "\n".join(lines)
+
+
+class UsageShown(Exception):
+    """`spabench <group>` alone: the listing is the answer, not an error."""
+
+    def __init__(self, text: str):
+        super().__init__(text)
+        self.text = text
 
 
 def split_command(argv: list[str]) -> tuple[Command, list[str]]:
@@ -33,6 +66,12 @@ def split_command(argv: list[str]) -> tuple[Command, list[str]]:
         name = " ".join(argv[:n])
         if len(words) >= n and name in COMMANDS:
             return COMMANDS[name], argv[n:]
+    groups = {c.group for c in COMMANDS.values() if " " in c.name}
+    if argv and argv[0] in groups:
+        rest = [a for a in argv[1:] if a not in ("-h", "--help")]
+        if not rest:
+            raise UsageShown(_group_usage(argv[0]))
+        raise ConfigError(f"unknown subcommand {' '.join(argv[:2])!r}\n\n{_group_usage(argv[0])}")
     raise ConfigError(f"unknown command {' '.join(argv[:2]) or '(none)'!r}\n\n{_usage()}")
 
 
@@ -47,104 +86,251 @@ def fill_positionals(command: Command, args: list[str]) -> list[str]:
     return out
 
 
-def _top_level_keys(conf: Path) -> list[str]:
+# ---------------------------------------------------------------------------- config folders
+def config_dirs(config_dir: Path | None) -> list[Path]:
+    """Where group options are looked up, first match wins: the lab's folder, then the checkout's conf/."""
+    from spabench.paths import conf_dir
+
+    return ([config_dir] if config_dir is not None else []) + [conf_dir()]
+
+
+def group_options(dirs: list[Path], group: str) -> list[str]:
+    return sorted({p.stem for d in dirs for p in (d / group).glob("*.yaml")})
+
+
+def _check_lab_dir(value: str) -> Path:
+    path = Path(value).expanduser().resolve()
+    if not path.is_dir():
+        raise ConfigError(f"config_dir={value}: not a folder (allowed: a folder holding any of "
+                          f"{', '.join(f'{g}/' for g in GROUPS)} with <option>.yaml files)")
+    if (path / "config.yaml").exists():
+        raise ConfigError(f"config_dir={value}: holds a config.yaml; a lab folder holds only group folders "
+                          f"({', '.join(f'{g}/' for g in GROUPS)}); top-level keys go on the command line")
+    if not any((path / g).is_dir() for g in GROUPS):
+        raise ConfigError(f"config_dir={value}: no group folder inside (allowed: "
+                          f"{', '.join(f'{g}/' for g in GROUPS)})")
+    return path
+
+
+@contextlib.contextmanager
+def _overlay(dirs: list[Path]):
+    """A config folder Hydra can read: the checkout's conf/ alone, or a symlink tree of the lab's
+    files over the checkout's (Hydra appends `hydra.searchpath` entries; the lab must come first)."""
+    if len(dirs) == 1:
+        yield dirs[0]
+        return
+    with tempfile.TemporaryDirectory(prefix="spabench-conf-") as tmp:
+        root = Path(tmp)
+        for source in reversed(dirs):   # the checkout first, then the lab's files replace same names
+            for path in source.rglob("*.yaml"):
+                target = root / path.relative_to(source)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                if target.is_symlink():
+                    target.unlink()
+                target.symlink_to(path)
+        yield root
+
+
+# ---------------------------------------------------------------------------- overrides
+def _split(item: str) -> tuple[str, str, str]:
+    key, sep, value = item.partition("=")
+    if not sep:
+        raise ConfigError(f"override {item!r} is not key=value")
+    bare = key.lstrip("+~")
+    return key[: len(key) - len(bare)], bare, value
+
+
+PATH_KEYS = ("out", "campaign_dir", "outcomes", "checkpoint", "src", "dst")
+
+
+def _quoted(value: str) -> str:
+    """A path as a Hydra value: quoted when Hydra's grammar would read its characters (i10)."""
+    if any(c in value for c in "=,[]{}()'\" \t:*?$"):
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return value
+
+
+def _campaign_file(value: str) -> Path | None:
+    path = Path(value).expanduser()
+    if path.suffix in (".yaml", ".yml") or path.is_file():
+        return path.resolve()
+    return None
+
+
+def prepare(command: Command, argv: list[str]) -> tuple[list[str], dict[str, Any], list[Path]]:
+    """Hydra overrides, values applied after composition (a campaign file), and the config folders."""
+    given = {_split(o)[1] for o in argv}
+    argv = [p for p in command.presets if p.partition("=")[0] not in given] + list(argv)
+    lab = None
+    rest = []
+    for item in argv:
+        prefix, bare, value = _split(item)
+        if bare == "config_dir":
+            lab = _check_lab_dir(value) if value not in ("", "null") else None
+        rest.append(item)
+    dirs = config_dirs(lab)
+    overrides: list[str] = []
+    after: dict[str, Any] = {}
+    for item in rest:
+        prefix, bare, value = _split(item)
+        if bare == "campaign" and command.campaign == CAMPAIGN_FOLDER:
+            overrides.append(f"campaign_dir={_quoted(str(Path(value).expanduser().resolve()))}")  # a folder here
+            continue
+        if bare == "campaign" and command.campaign == CAMPAIGN_PRESET:
+            presets = group_options(dirs, "campaign")
+            path = _campaign_file(value)
+            if value in presets and path is None:
+                overrides.append(item)
+            elif path is not None:
+                after["campaign"] = _load_campaign_file(path)
+            elif Path(value).expanduser().is_dir():
+                raise ConfigError(f"campaign={value} is a folder; `spabench {command.name}` takes a campaign "
+                                  f"preset (allowed: {', '.join(presets)}) or a campaign YAML file. A folder "
+                                  f"written by `spabench plan` is run with `spabench run campaign={value}`.")
+            else:
+                raise ConfigError(f"campaign={value}: no campaign preset of that name and no such file "
+                                  f"(allowed: {', '.join(presets)}, or a path to a campaign .yaml file)")
+            continue
+        if bare == "config_dir":
+            overrides.append(f"config_dir={lab if lab is not None else 'null'}")
+            continue
+        if bare in GROUPS and not prefix:
+            options = group_options(dirs, bare)
+            if value not in options:
+                raise ConfigError(f"{bare}={value}: no option '{value}' for group '{bare}' in "
+                                  f"{' or '.join(str(d / bare) for d in dirs)} (allowed: {', '.join(options)})")
+            overrides.append(item)
+            continue
+        if bare in PATH_KEYS and value not in ("", "null"):
+            value = _quoted(str(Path(value).expanduser().resolve()))
+        if not prefix:
+            # Hydra adds the key if the composed config lacks it; the typed config then says whether
+            # it exists (top level: SpabenchConfig; group fields: the group's dataclass).
+            item = f"++{bare}={value}"
+        else:
+            item = f"{prefix}{bare}={value}"
+        overrides.append(item)
+    if command.bench_from_campaign and "bench" not in given:
+        kind = _planned_bench(overrides)
+        if kind is not None:
+            overrides.append(f"bench={kind}")
+    return overrides, after, dirs
+
+
+def _load_campaign_file(path: Path) -> dict:
     import yaml
 
-    data = yaml.safe_load((conf / "config.yaml").read_text()) or {}
-    return [k for k in data if k != "defaults"]
+    if not path.is_file():
+        raise ConfigError(f"campaign={path}: no such file (allowed: a campaign preset name, or a campaign "
+                          "YAML file like conf/campaign/smoke.yaml)")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: not a readable campaign YAML file ({str(exc).splitlines()[0]})") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: a campaign file is a mapping with name, policies, seed, ... "
+                          f"(got {type(data).__name__})")
+    data.setdefault("name", path.stem)
+    return data
 
 
-def _group_options(conf: Path, group: str) -> list[str]:
-    return sorted(p.stem for p in (conf / group).glob("*.yaml"))
+def _planned_bench(overrides: list[str]) -> str | None:
+    """The bench kind the campaign folder was planned for (None: not known here; `run` says why)."""
+    folder = next((o.partition("=")[2] for o in overrides if o.startswith("campaign_dir=")), None)
+    if not folder:
+        return None
+    from spabench.plan.planner import planned_bench_kind
+
+    try:
+        return planned_bench_kind(Path(folder).expanduser())
+    except SpabenchError:
+        return None
 
 
-def normalise_overrides(command: Command, overrides: list[str], conf: Path) -> list[str]:
-    """Rewrite `campaign=<folder>` to `campaign_dir=<folder>`; make path keys absolute from the cwd."""
-    out = []
-    for item in overrides:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ConfigError(f"override {item!r} is not key=value")
-        bare = key.lstrip("+~")
-        if bare == "campaign" and value not in _group_options(conf, "campaign") and (
-            "/" in value or Path(value).is_dir()
-        ):
-            key, bare = "campaign_dir", "campaign_dir"
-        if bare in command.path_keys and value not in ("", "null"):
-            value = str(Path(value).expanduser().resolve())
-            if any(c in value for c in "=,[]{}()'\" \t:*?$"):  # Hydra's grammar: quote it (i10)
-                value = "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-        out.append(f"{key}={value}")
-    return out
+# ---------------------------------------------------------------------------- composition
+def _hydra_error(exc: BaseException, conf: Path) -> ConfigError:
+    cause = exc.__cause__ or exc
+    first = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
+    return ConfigError(f"{conf}/config.yaml: {first}")
 
 
-def compose(command: Command, overrides: list[str]):
-    """The composed, validated config for one command (a DictConfig in struct mode)."""
+def compose(command: Command, argv: list[str]) -> SpabenchConfig:
+    """The composed, validated config for one command."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.errors import ConfigCompositionException, MissingConfigException
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    from spabench.paths import conf_dir
-
-    conf = conf_dir()
     from spabench.suite.yamlio import refuse_aliases
 
-    for path in sorted(conf.rglob("*.yaml")):  # no YAML alias bombs in config files (i10)
-        refuse_aliases(path.read_bytes(), path)
-    given = {o.partition("=")[0].lstrip("+~") for o in overrides}
-    presets = [p for p in command.presets if p.partition("=")[0] not in given]
-    overrides = normalise_overrides(command, [*presets, *overrides], conf)
-    try:
-        with initialize_config_dir(config_dir=str(conf), version_base=None):
-            cfg = hydra_compose(config_name="config", overrides=overrides)
-    except MissingConfigException as exc:
-        for item in overrides:
-            group, _, option = item.lstrip("+~").partition("=")
-            if group in GROUP_SCHEMAS and option not in _group_options(conf, group):
-                raise ConfigError(f"{conf / group}: no option '{option}' for group '{group}' "
-                                  f"(allowed: {', '.join(_group_options(conf, group))})") from None
-        raise ConfigError(f"{conf}: {str(exc).splitlines()[0]}") from None
-    except (ConfigCompositionException, OmegaConfBaseException) as exc:
-        cause = exc.__cause__ or exc
-        first = str(cause).splitlines()[0]
-        if "not in struct" in first:
-            key = getattr(cause, "full_key", None) or (first.split("'")[1] if "'" in first else first)
-            if "." in str(key):
-                raise ConfigError(f"{conf}: unknown key '{key}' (see conf/{str(key).split('.')[0]}/ "
-                                  "for the fields this group takes)") from None
-            known = ", ".join(k for k in _top_level_keys(conf))
-            raise ConfigError(f"{conf}/config.yaml: unknown key '{key}' (allowed top-level keys: "
-                              f"{known}; config groups: {', '.join(GROUP_SCHEMAS)})") from None
-        raise ConfigError(f"{conf}/config.yaml: {first}") from None
-    for group in command.groups:
-        validate_group(cfg, group, conf)
-    OmegaConf.set_struct(cfg, True)
-    return cfg
+    overrides, after, dirs = prepare(command, argv)
+    for d in dirs:
+        for path in sorted(d.rglob("*.yaml")):  # no YAML alias bombs in config files (i10)
+            refuse_aliases(path.read_bytes(), path)
+    with _overlay(dirs) as conf:
+        try:
+            with initialize_config_dir(config_dir=str(conf), version_base=None):
+                cfg = hydra_compose(config_name="config", overrides=overrides)
+            data = OmegaConf.to_container(cfg, resolve=True)
+        except MissingConfigException as exc:
+            raise ConfigError(f"{dirs[-1]}: {str(exc).splitlines()[0]}") from None
+        except (ConfigCompositionException, OmegaConfBaseException) as exc:
+            raise _hydra_error(exc, dirs[-1]) from None
+    if "campaign" in after:   # a campaign file: the file's values, then the caller's campaign.* keys
+        held = [o.lstrip("+~").removeprefix("campaign.") for o in overrides
+                if o.lstrip("+~").startswith("campaign.")]
+        node = OmegaConf.merge(OmegaConf.create(after["campaign"]), OmegaConf.from_dotlist(held))
+        data["campaign"] = OmegaConf.to_container(node, resolve=True)
+    return SpabenchConfig.from_mapping(data, groups=command.groups)
 
 
-def validate_group(cfg, group: str, conf: Path) -> object:
-    """Merge a group into its dataclass schema: unknown keys, wrong types and bad values fail here."""
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
+# ---------------------------------------------------------------------------- help
+RUN_KEYS_HELP = (
+    "keys at the bench during a rollout (operator=terminal):",
+    "  s        stop: the rollout ends now and counts (valid, scored as usual)",
+    "  a        abort: the attempt is invalid and the trial is re-run",
+    "  space/e  e-stop: the arm holds still, the attempt is invalid, the session stops",
+    "  Ctrl-C   abort this attempt and end the session (resume with the same command)",
+    "before a trial: Enter when the scene matches the checklist, q to stop the session",
+)
 
-    if group not in cfg or cfg[group] is None:
-        raise ConfigError(f"{conf}: config group '{group}' is not set "
-                          f"(allowed: {', '.join(_group_options(conf, group))})")
-    schema = _import(GROUP_SCHEMAS[group])
-    try:
-        merged = OmegaConf.merge(OmegaConf.structured(schema), cfg[group])
-        return OmegaConf.to_object(merged)
-    except SpabenchError:
-        raise
-    except OmegaConfBaseException as exc:
-        if isinstance(exc.__cause__, SpabenchError):
-            raise exc.__cause__ from None
-        key = getattr(exc, "full_key", None) or getattr(exc, "key", None)
-        raise ConfigError(f"{conf}/{group}: field '{key}': {exc.msg if hasattr(exc, 'msg') else exc}") from None
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{conf}/{group}: {exc}") from None
+
+def command_help(command: Command) -> str:
+    from spabench.config import keys_for
+    from spabench.paths import conf_dir
+
+    lines = [f"usage: spabench {command.name} {command.usage}".rstrip(), "", command.summary]
+    if command.groups:
+        import yaml
+
+        defaults = {}
+        for entry in (yaml.safe_load((conf_dir() / "config.yaml").read_text()) or {}).get("defaults", []):
+            if isinstance(entry, dict):
+                defaults.update(entry)
+        for preset in command.presets:
+            g, _, o = preset.partition("=")
+            defaults[g] = o
+        lines += ["", "config groups (group=option; options in conf/<group>/ and config_dir=DIR/<group>/):"]
+        for group in command.groups:
+            options = group_options([conf_dir()], group)
+            default = defaults.get(group, "")
+            if group == "bench" and command.bench_from_campaign:
+                default = "the bench kind the campaign was planned for"
+            elif group == "campaign" and command.campaign == CAMPAIGN_PRESET:
+                options.append("FILE.yaml")
+            lines.append(f"  {group:<9} default {default}; allowed: {', '.join(options)}")
+    keys = keys_for(command.name)
+    if keys:
+        lines += ["", "keys (key=value; default in brackets):"]
+        width = max(len(k) for k in keys)
+        for name, (default, spec) in keys.items():
+            shown = "null" if default is None else ("{}" if default == {} else str(default).lower() if isinstance(default, bool) else default)
+            label = "campaign" if name == "campaign_dir" else name
+            lines.append(f"  {label.ljust(width)}  [{shown}]  {spec.help}; {spec.allowed()}")
+    if command.name == "run":
+        lines += ["", *RUN_KEYS_HELP]
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -159,10 +345,13 @@ def main(argv: list[str] | None = None) -> int:
         command, overrides = split_command(argv)
         overrides = fill_positionals(command, overrides)
         if any(a in ("-h", "--help") for a in overrides):
-            print(f"spabench {command.name}: {command.summary}")
+            print(command_help(command))
             return 0
-        cfg = compose(command, [a for a in overrides if a not in ("-h", "--help")])
+        cfg = compose(command, overrides)
         return int(_import(command.target)(cfg) or 0)
+    except UsageShown as shown:
+        print(shown.text)
+        return 0
     except SpabenchError as exc:
         print(f"spabench: error: {exc}", file=sys.stderr)
         return 2

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
-from spabench.console.config import ConsoleConfig
+from spabench.operator.console_config import ConsoleConfig
 from spabench.console.views import Redactor, policy_names
 from spabench.suite.vocabulary import CAMERAS
 

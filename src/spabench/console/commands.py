@@ -7,10 +7,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from spabench.console.config import ConsoleConfig
+from spabench.operator.console_config import ConsoleConfig
 from spabench.errors import ConfigError
+
+if TYPE_CHECKING:  # annotations only: spabench.config builds the groups and sits above every package
+    from spabench.config import SpabenchConfig
 
 
 def serve_console(campaign_dir: Path, console: ConsoleConfig, rater: str, suite: Any = None, out=None) -> int:
@@ -33,18 +36,16 @@ def serve_console(campaign_dir: Path, console: ConsoleConfig, rater: str, suite:
     return 0
 
 
-def console(cfg: Any) -> int:
-    """Thin adapter from the composed config (spabench console campaign=DIR [operator.console.*])."""
-    from spabench.operator.config import OperatorConfig
-    from spabench.rollout.commands import _load_suite
+def console(cfg: SpabenchConfig) -> int:
+    """Thin adapter from the typed config (spabench console campaign=DIR [operator.console.*])."""
+    from spabench.paths import campaign_folder
+    from spabench.suite.config import load_suite_of
 
-    campaign_dir = cfg.get("campaign_dir")
-    if not campaign_dir:
-        raise ConfigError("console: campaign_dir is missing (allowed: a campaign folder, campaign=DIR)")
-    op = OperatorConfig.from_mapping(cfg.get("operator", {}))
+    campaign_dir = campaign_folder(cfg.campaign_dir, "console")
+    op = cfg.need("operator")
     try:
-        suite = _load_suite(cfg)
+        suite = load_suite_of(cfg.need("suite"))
     except Exception as exc:  # review still works without scene specifications (no checklists)
         print(f"warning: suite not loaded ({exc}); checklists show scene ids only", file=sys.stderr)
         suite = None
-    return serve_console(Path(str(campaign_dir)).expanduser().resolve(), op.console_config(), op.rater, suite)
+    return serve_console(campaign_dir, op.console_config(), op.rater, suite)

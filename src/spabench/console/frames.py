@@ -17,8 +17,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from spabench.console.alignment import alignment_score, load_rgb
-from spabench.console.config import ConsoleConfig
-from spabench.rollout.types import ObserverBase
+from spabench.operator.console_config import ConsoleConfig
 
 WATCH_S = 2.0
 BACKGROUND_NICE = 10  # the console's threads yield the CPU to the control loop when it is scarce
@@ -45,7 +44,7 @@ def encode_jpeg(rgb: np.ndarray, quality: int = 70, max_width: int | None = None
     return buf.tobytes()
 
 
-class FramePublisher(ObserverBase):
+class FramePublisher:
     """Rollout observer and idle-time sink for the latest camera images (see the module doc)."""
 
     def __init__(self, cfg: ConsoleConfig):

@@ -19,9 +19,10 @@ from typing import Any, Iterator
 from spabench.console.channel import BenchChannel
 from spabench.console.frames import FramePublisher
 from spabench.console.views import public_trial
+from spabench.operator.auto import register_operator
 from spabench.operator.base import Operator, Score
 from spabench.operator.checklist import reference_attempt, reference_frame
-from spabench.rollout.observers import LoopStats
+from spabench.operator.status import LoopStats
 from spabench.suite.vocabulary import CAMERAS
 
 OVERLAY_CAMERAS = ("middle", "overhead")
@@ -278,3 +279,8 @@ class WebOperator(Operator):
 
 def _num(x: float) -> float | None:
     return None if x is None or math.isnan(x) else round(float(x), 2)
+
+
+@register_operator("web")
+def _web(config: Any, bench: Any = None, stdin=None, stdout=None) -> WebOperator:
+    return WebOperator(config, bench=bench, out=stdout)

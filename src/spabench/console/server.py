@@ -8,7 +8,7 @@ import secrets
 import threading
 import time
 
-from spabench.console.config import ConsoleConfig
+from spabench.operator.console_config import ConsoleConfig
 from spabench.errors import SpabenchError
 
 

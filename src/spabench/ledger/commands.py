@@ -1,26 +1,22 @@
-"""`spabench ledger copy|collect|status`: thin adapters from the composed config to typed calls."""
+"""`spabench ledger copy|collect|status`: thin adapters from the typed config to typed calls."""
 
 from __future__ import annotations
 
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
-from spabench.configtools import plain_container
 from spabench.errors import ConfigError
 
-
-def _get(cfg: Any, key: str, default: Any = None) -> Any:
-    value = cfg.get(key, default) if hasattr(cfg, "get") else getattr(cfg, key, default)
-    return default if value is None else value
+if TYPE_CHECKING:  # annotations only: spabench.config builds the groups and sits above every package
+    from spabench.config import SpabenchConfig
 
 
-def _folder(cfg: Any, key: str, command: str, what: str) -> Path:
-    value = _get(cfg, key)
-    if not value:
+def _folder(value: Path | None, key: str, command: str, what: str) -> Path:
+    if value is None:
         raise ConfigError(f"ledger {command}: {key} is missing ({what})")
-    return Path(str(value)).expanduser().resolve()
+    return value
 
 
 @dataclass(frozen=True)
@@ -31,15 +27,15 @@ class CopyArgs:
     ledger_grant: str | None = None  # PostgreSQL: the benches' role, granted what a bench needs
 
     @classmethod
-    def from_cfg(cls, cfg: Any) -> CopyArgs:
-        url = _get(cfg, "ledger")
+    def from_cfg(cls, cfg: SpabenchConfig) -> CopyArgs:
+        url = cfg.ledger
         if url not in (None, "", "sqlite"):
             from spabench.ledger.postgres import check_url
 
             check_url(str(url))
-        return cls(_folder(cfg, "src", "copy", "spabench ledger copy SRC DST: the campaign folder to copy"),
-                   _folder(cfg, "dst", "copy", "spabench ledger copy SRC DST: a new campaign folder"),
-                   None if url in (None, "", "sqlite") else str(url), _get(cfg, "ledger_grant") or None)
+        return cls(_folder(cfg.src, "src", "copy", "spabench ledger copy SRC DST: the campaign folder to copy"),
+                   _folder(cfg.dst, "dst", "copy", "spabench ledger copy SRC DST: a new campaign folder"),
+                   None if url in (None, "", "sqlite") else str(url), cfg.ledger_grant or None)
 
 
 def run_copy(args: CopyArgs, out=None) -> int:
@@ -52,7 +48,7 @@ def run_copy(args: CopyArgs, out=None) -> int:
     return 0
 
 
-def ledger_copy(cfg: Any) -> int:
+def ledger_copy(cfg: SpabenchConfig) -> int:
     return run_copy(CopyArgs.from_cfg(cfg))
 
 
@@ -64,13 +60,13 @@ class CollectArgs:
     include_invalid: bool = True
 
     @classmethod
-    def from_cfg(cls, cfg: Any) -> CollectArgs:
-        dirs = plain_container(_get(cfg, "bench_dirs", {})) or {}
-        if not isinstance(dirs, dict) or not all(isinstance(v, str) and v for v in dirs.values()):
+    def from_cfg(cls, cfg: SpabenchConfig) -> CollectArgs:
+        dirs = cfg.bench_dirs
+        if not all(isinstance(v, str) and v for v in dirs.values()):
             raise ConfigError("ledger collect: bench_dirs must map bench ids to folders, e.g. "
                               "bench_dirs.bench-a=/mnt/bench-a/campaign bench_dirs.bench-b=lab@bench-b:/data/campaign")
-        return cls(_folder(cfg, "campaign_dir", "collect", "campaign=DIR, this bench's campaign folder"),
-                   _folder(cfg, "out", "collect", "out=DIR, where the episodes are gathered"),
+        return cls(_folder(cfg.campaign_dir, "campaign", "collect", "campaign=DIR, this bench's campaign folder"),
+                   _folder(cfg.out, "out", "collect", "out=DIR, where the episodes are gathered"),
                    {str(k): str(v) for k, v in dirs.items()})
 
 
@@ -87,7 +83,7 @@ def run_collect(args: CollectArgs, out=None) -> int:
     return 1 if result.missing else 0
 
 
-def ledger_collect(cfg: Any) -> int:
+def ledger_collect(cfg: SpabenchConfig) -> int:
     return run_collect(CollectArgs.from_cfg(cfg))
 
 
@@ -108,5 +104,5 @@ def run_status(campaign_dir: Path, out=None) -> int:
     return 0
 
 
-def ledger_status(cfg: Any) -> int:
-    return run_status(_folder(cfg, "campaign_dir", "status", "campaign=DIR"))
+def ledger_status(cfg: SpabenchConfig) -> int:
+    return run_status(_folder(cfg.campaign_dir, "campaign", "status", "campaign=DIR"))

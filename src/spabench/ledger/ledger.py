@@ -32,6 +32,7 @@ from spabench.ledger.schema import (
 from spabench.ledger.integrity import check_sqlite, storage_errors
 from spabench.ledger.lock import CampaignLock, LedgerLocked
 from spabench.ledger.storage import Row, SQLiteStorage, Storage, Tx
+from spabench.suite.rules import failure_mode_applies
 from spabench.suite.vocabulary import (
     CONDITIONS,
     FAILURE_MODES,
@@ -40,9 +41,6 @@ from spabench.suite.vocabulary import (
     TASKS,
 )
 
-# Failure modes the protocol restricts to some tasks / conditions.
-_MODE_CONDITIONS = {"unnecessary_intervention": ("no_intervention", "no_movement")}
-_MODE_TASKS = {"wrong_instance": ("object_state", "referential_description")}
 
 
 class LedgerError(SpabenchError):
@@ -647,12 +645,9 @@ class Ledger:
                 raise LedgerError(f"{where}: attempt is {row['status']}; only complete attempts are scored "
                                   "(invalid attempts are re-run, never failures)")
             trial = tx.one("SELECT task, condition FROM trials WHERE trial_id = ?", (row["trial_id"],))
-            if failure_mode in _MODE_CONDITIONS and trial["condition"] not in _MODE_CONDITIONS[failure_mode]:
-                raise LedgerError(f"{where}: failure_mode {failure_mode!r} is for conditions "
-                                  f"{', '.join(_MODE_CONDITIONS[failure_mode])} only (trial is {trial['condition']})")
-            if failure_mode in _MODE_TASKS and trial["task"] not in _MODE_TASKS[failure_mode]:
-                raise LedgerError(f"{where}: failure_mode {failure_mode!r} is for tasks "
-                                  f"{', '.join(_MODE_TASKS[failure_mode])} only (trial is {trial['task']})")
+            problem = failure_mode_applies(failure_mode, trial["task"], trial["condition"]) if failure_mode else None
+            if problem:
+                raise LedgerError(f"{where}: {problem}")
             current = tx.one("SELECT score_id FROM scores WHERE attempt_id = ? AND rater = ? "
                              "AND superseded_at IS NULL", (attempt_id, rater))
             now = _now()

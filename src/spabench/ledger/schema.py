@@ -22,7 +22,7 @@ ATTEMPT_STATUSES: tuple[str, ...] = ("planned", "running", "complete", "invalid"
 FINISH_STATUSES: tuple[str, ...] = ("complete", "invalid")
 # Why an attempt stopped: the rollout's EpisodeResult.stop_reason, plus 'interrupted' for attempts
 # found still running when a campaign resumes after a crash or Ctrl-C.
-STOP_REASONS: tuple[str, ...] = ("timer", "operator_stop", "abort", "estop", "fault", "interrupted")
+from spabench.suite.rules import STOP_REASONS  # noqa: E402  (the protocol's vocabulary, defined once)
 
 DDL = """
 CREATE TABLE meta (

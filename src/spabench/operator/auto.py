@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from spabench.operator.base import Operator, Score
@@ -74,21 +75,41 @@ class AutoOperator(Operator):
         return None
 
 
+# Operator types by name: each registers a factory (config, bench, stdin, stdout) -> Operator. The
+# console registers "web" itself (spabench.console.operator), so this package needs nothing from it.
+OPERATORS: dict[str, Callable[..., Operator]] = {}
+
+
+def register_operator(name: str):
+    def register(factory: Callable[..., Operator]) -> Callable[..., Operator]:
+        OPERATORS[name] = factory
+        return factory
+    return register
+
+
+@register_operator("terminal")
+def _terminal(config: Any, bench: Any = None, stdin=None, stdout=None) -> Operator:
+    from spabench.operator.terminal import TerminalOperator
+
+    return TerminalOperator(config, stdin=stdin, stdout=stdout)
+
+
+@register_operator("unattended")
+def _unattended(config: Any, bench: Any = None, stdin=None, stdout=None) -> Operator:
+    return UnattendedOperator(config, out=stdout)
+
+
+@register_operator("auto")
+def _auto(config: Any, bench: Any = None, stdin=None, stdout=None) -> Operator:
+    return AutoOperator(config, bench=bench, out=stdout)
+
+
 def make_operator(config: Any, bench: Any = None, stdin=None, stdout=None) -> Operator:
     kind = getattr(config, "type", "terminal")
-    if kind == "terminal":
-        from spabench.operator.terminal import TerminalOperator
+    factory = OPERATORS.get(kind)
+    if factory is None:
+        from spabench.errors import ConfigError
 
-        return TerminalOperator(config, stdin=stdin, stdout=stdout)
-    if kind == "unattended":
-        return UnattendedOperator(config, out=stdout)
-    if kind == "auto":
-        return AutoOperator(config, bench=bench, out=stdout)
-    if kind == "web":
-        from spabench.console.operator import WebOperator
-
-        return WebOperator(config, bench=bench, out=stdout)
-    from spabench.errors import ConfigError
-    from spabench.operator.config import OPERATOR_TYPES
-
-    raise ConfigError(f"operator config, field 'type': {kind!r} (allowed: {', '.join(OPERATOR_TYPES)})")
+        raise ConfigError(f"operator config, field 'type': {kind!r} (allowed: {', '.join(sorted(OPERATORS))}; "
+                          "an operator type registers itself when its module is imported)")
+    return factory(config, bench=bench, stdin=stdin, stdout=stdout)

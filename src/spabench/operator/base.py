@@ -14,11 +14,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from spabench.suite.vocabulary import FAILURE_MODES
+from spabench.suite.rules import NO_MOTION_CONDITIONS, failure_modes_for
 
-NO_MOTION_CONDITIONS: tuple[str, ...] = ("no_intervention", "no_movement")
-_MODE_CONDITIONS = {"unnecessary_intervention": NO_MOTION_CONDITIONS}
-_MODE_TASKS = {"wrong_instance": ("object_state", "referential_description")}
+__all__ = ["Operator", "Score", "failure_modes_for", "motion_prefill", "NO_MOTION_CONDITIONS"]
 
 
 @dataclass
@@ -28,18 +26,6 @@ class Score:
     note: str = ""
     rater: str = "operator"
     source: str = "operator"     # operator | motion_prefill | sim_evaluator
-
-
-def failure_modes_for(task: str, condition: str) -> list[str]:
-    """The protocol's failure modes that apply to a trial (vocabulary order)."""
-    out = []
-    for mode in FAILURE_MODES:
-        if mode in _MODE_CONDITIONS and condition not in _MODE_CONDITIONS[mode]:
-            continue
-        if mode in _MODE_TASKS and task not in _MODE_TASKS[mode]:
-            continue
-        out.append(mode)
-    return out
 
 
 def motion_prefill(condition: str, moved: bool | None, rater: str) -> Score | None:

@@ -14,12 +14,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spabench.errors import ConfigError
 from spabench.operator.base import Score, motion_prefill
 from spabench.operator.config import OperatorConfig
 from spabench.operator.terminal import TerminalOperator
+from spabench.paths import campaign_folder
+
+if TYPE_CHECKING:  # annotations only: spabench.config builds the groups and sits above every package
+    from spabench.config import SpabenchConfig
 
 
 def _prefill(ledger: Any, campaign_dir: Path, attempt: Any, trial: Any, rater: str) -> Score | None:
@@ -30,17 +34,13 @@ def _prefill(ledger: Any, campaign_dir: Path, attempt: Any, trial: Any, rater: s
         return None
     try:
         from spabench.record.reader import EpisodeReader
-        from spabench.rollout.motion import motion_onset
+        from spabench.suite.motion import motion_onset
 
         with EpisodeReader(campaign_dir / attempt.episode_path) as ep:
             onset = motion_onset(ep.states)
     except Exception:  # no readable recording: no pre-fill, the person decides
         return None
     return motion_prefill(trial.condition, onset is not None, rater)
-
-
-def _get(cfg: Any, key: str) -> Any:
-    return cfg.get(key) if hasattr(cfg, "get") else getattr(cfg, key, None)
 
 
 def _correct(ledger: Any, attempt_id: str, reason: Any, invalid: bool, op: TerminalOperator, out) -> int:
@@ -63,18 +63,14 @@ def _correct(ledger: Any, attempt_id: str, reason: Any, invalid: bool, op: Termi
     return 0
 
 
-def score(cfg: Any, stdin=None, stdout=None) -> int:
+def score(cfg: SpabenchConfig, stdin=None, stdout=None) -> int:
     """Entry point of `spabench score`. Returns the exit code (0; 2 on a bad campaign folder)."""
-    campaign_dir = cfg.get("campaign_dir") if hasattr(cfg, "get") else getattr(cfg, "campaign_dir", None)
     out = stdout or sys.stdout
-    if not campaign_dir:
-        print("error: score: campaign_dir is missing (allowed: a campaign folder)", file=out)
-        return 2
-    op_cfg = OperatorConfig.from_mapping(cfg.get("operator", {}) if hasattr(cfg, "get") else {})
-    campaign_dir = Path(str(campaign_dir)).expanduser().resolve()
+    op_cfg: OperatorConfig = cfg.need("operator")
     from spabench.ledger import Ledger
 
     try:
+        campaign_dir = campaign_folder(cfg.campaign_dir, "score")
         ledger = Ledger.open(campaign_dir)
     except ConfigError as exc:
         print(f"error: {exc}", file=out)
@@ -82,7 +78,7 @@ def score(cfg: Any, stdin=None, stdout=None) -> int:
     rater = op_cfg.rater if op_cfg.type == "terminal" else "operator"
     op = TerminalOperator(op_cfg, stdin=stdin, stdout=out)
     op.rater = rater
-    attempt_id, reason, invalid = _get(cfg, "attempt"), _get(cfg, "reason"), _get(cfg, "invalidate")
+    attempt_id, reason, invalid = cfg.attempt, cfg.reason, cfg.invalidate
     if attempt_id or invalid or reason:
         try:
             return _correct(ledger, str(attempt_id or ""), reason, bool(invalid), op, out)

@@ -81,7 +81,7 @@ class OperatorConfig:
         self.console_config()  # a typo in operator.console fails here, before anything connects
 
     def console_config(self):
-        from spabench.console.config import ConsoleConfig
+        from spabench.operator.console_config import ConsoleConfig
 
         return ConsoleConfig.from_mapping(self.console)
 
@@ -100,3 +100,8 @@ class OperatorConfig:
         from spabench.record.recorder import RecorderConfig
 
         return RecorderConfig(**self.recorder)
+
+
+def operator_config(data: Any) -> OperatorConfig:
+    """The `operator` group's typed object (the SpabenchConfig group builder)."""
+    return OperatorConfig.from_mapping(data)

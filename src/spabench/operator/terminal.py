@@ -19,7 +19,7 @@ from typing import Any, Iterator, TextIO
 
 from spabench.operator.base import Operator, Score, failure_modes_for
 from spabench.operator.failure_modes import FAILURE_MODE_DEFINITIONS, FAILURE_MODE_LABELS
-from spabench.rollout.observers import LoopStats
+from spabench.operator.status import LoopStats
 
 KEYS = {"s": "operator_stop", "a": "abort", " ": "estop", "e": "estop"}
 

@@ -2,64 +2,70 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from spabench.configtools import plain_container
 from spabench.errors import ConfigError
-from spabench.plan.config import CampaignConfig, campaign_from_mapping
+from spabench.plan.config import CampaignConfig
 from spabench.plan.planner import build_plan, config_hash, summary_table, write_campaign
+from spabench.suite.config import SuiteConfig
+
+if TYPE_CHECKING:  # annotations only: spabench.config builds the groups and sits above every package
+    from spabench.config import SpabenchConfig
 
 
-def suite_settings(node: Any) -> dict[str, Any]:
-    """The suite group as a plain dict with root and hardware (relative to the repo root)."""
-    data = plain_container(node) if node is not None else {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"conf/suite: expected a mapping with root, hardware, seed; got {data!r}")
-    data = dict(data)
-    data.setdefault("root", "tasks")
-    data.setdefault("hardware", "hardware")
-    return data
+def suite_settings(suite: SuiteConfig) -> dict[str, Any]:
+    """The suite group as the plain dict the campaign's config.yaml and hash record."""
+    return {"root": suite.root, "hardware": suite.hardware, "seed": suite.seed}
 
 
-def load_campaign_cards(campaign: CampaignConfig, policy_conf: str | os.PathLike) -> dict:
-    """card name -> PolicyCard from `policy_conf` (their timer and control rate go into the plan)."""
+def load_campaign_cards(campaign: CampaignConfig, folders: list[Path]) -> dict:
+    """card name -> PolicyCard, first found in `folders` (their timer and control rate go into the plan)."""
     from spabench.policy.card import load_card
 
-    folder = Path(policy_conf)
-    return {e.card: load_card(folder / f"{e.card}.yaml") for e in campaign.policies
-            if (folder / f"{e.card}.yaml").is_file()}
+    out = {}
+    for e in campaign.policies:
+        path = next((Path(f) / f"{e.card}.yaml" for f in folders if (Path(f) / f"{e.card}.yaml").is_file()), None)
+        if path is not None:
+            out[e.card] = load_card(path)
+    return out
 
 
-def check_policy_cards(campaign: CampaignConfig, policy_conf: str | os.PathLike) -> None:
-    """Every policy's card must exist as conf/policy/<card>.yaml (skipped when that folder is absent)."""
-    folder = Path(policy_conf)
-    if not folder.is_dir():
+def check_policy_cards(campaign: CampaignConfig, folders: list[Path]) -> None:
+    """Every policy's card must exist as <folder>/<card>.yaml in one of the card folders."""
+    folders = [Path(f) for f in folders if Path(f).is_dir()]
+    if not folders:
         return
-    available = sorted(p.stem for p in folder.glob("*.yaml"))
+    available = sorted({p.stem for f in folders for p in f.glob("*.yaml")})
     for i, entry in enumerate(campaign.policies):
         if entry.card not in available:
-            raise ConfigError(f"conf/campaign/{campaign.name}.yaml: field 'policies[{i}].card': no policy card "
-                              f"{entry.card!r} in {folder} (allowed: {', '.join(available) or 'none'})")
+            raise ConfigError(f"campaign '{campaign.name}': field 'policies[{i}].card': no policy card "
+                              f"{entry.card!r} in {' or '.join(map(str, folders))} "
+                              f"(allowed: {', '.join(available) or 'none'})")
 
 
-def plan(cfg) -> int:
+def next_command(out_dir: Path, campaign: CampaignConfig, cfg: SpabenchConfig) -> str:
+    """The exact `spabench run` line for this campaign: its bench kind and the operator it needs."""
+    operator = "auto" if campaign.bench == "sim" else "terminal"
+    lab = f" config_dir={cfg.config_dir}" if cfg.config_dir else ""
+    return f"spabench run campaign={out_dir} bench={campaign.bench} operator={operator}{lab}"
+
+
+def plan(cfg: SpabenchConfig) -> int:
     """Validate, check the suite's contracts, build the plan, write DIR/{ledger.sqlite,plan.csv,config.yaml}."""
     from rich.console import Console
 
     from spabench.paths import repo_root, resolve
 
-    campaign = campaign_from_mapping(cfg.campaign)
-    out = cfg.get("out") if hasattr(cfg, "get") else None
-    if not out:
+    campaign: CampaignConfig = cfg.need("campaign")
+    if cfg.out is None:
         raise ConfigError("plan: set out=DIR, a new folder for the campaign's ledger.sqlite, plan.csv and config.yaml")
-    out_dir = Path(str(out)).expanduser().resolve()
+    out_dir = cfg.out
     from spabench.ledger import Ledger
 
     if Ledger.exists(out_dir):
         raise ConfigError(Ledger._exists_message(out_dir / Ledger.FILENAME))
-    ledger_url = cfg.get("ledger") if hasattr(cfg, "get") else None
+    ledger_url = cfg.ledger
     if ledger_url not in (None, "", "sqlite"):
         from spabench.ledger.postgres import check_url
 
@@ -71,11 +77,11 @@ def plan(cfg) -> int:
         raise ConfigError(not_a_campaign_message(out_dir))
     check_new_folder(out_dir, "plan")
 
-    settings = suite_settings(cfg.get("suite"))
+    settings = suite_settings(cfg.need("suite"))
     root = repo_root()
     tasks_root = resolve(settings["root"], root)
     hardware_root = resolve(settings["hardware"], root)
-    check_policy_cards(campaign, root / "conf" / "policy")
+    check_policy_cards(campaign, cfg.group_dirs("policy"))
 
     import spabench.suite as suite_pkg
 
@@ -84,10 +90,10 @@ def plan(cfg) -> int:
     if check is not None:
         check(suite)
 
-    the_plan = build_plan(campaign, suite, cards=load_campaign_cards(campaign, root / "conf" / "policy"))
+    the_plan = build_plan(campaign, suite, cards=load_campaign_cards(campaign, cfg.group_dirs("policy")))
     digest = config_hash(campaign, settings, tasks_root, hardware_root)
     paths = write_campaign(out_dir, the_plan, digest, settings, ledger_url=ledger_url,
-                           ledger_grant=cfg.get("ledger_grant") or None)
+                           ledger_grant=cfg.ledger_grant or None)
 
     console = Console()
     console.print(summary_table(the_plan))
@@ -101,5 +107,5 @@ def plan(cfg) -> int:
     if campaign.blind_aliases:
         console.print("blind aliases: the policy behind each alias is stored in the ledger's meta only")
     console.print(f"wrote {paths['ledger']}, {paths['plan'].name}, {paths['config'].name}")
-    console.print(f"next: spabench run campaign={out_dir}")
+    console.print(f"next: {next_command(out_dir, campaign, cfg)}", soft_wrap=True, markup=False, highlight=False)
     return 0

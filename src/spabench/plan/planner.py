@@ -313,6 +313,14 @@ def read_campaign_config(campaign_dir: str | os.PathLike) -> dict[str, Any]:
     return data
 
 
+def planned_bench_kind(campaign_dir: str | os.PathLike) -> str | None:
+    """The bench kind (so101 | sim) DIR's campaign was planned for; None when DIR holds no plan."""
+    folder = Path(campaign_dir)
+    if not (folder / CONFIG_YAML).is_file():
+        return None
+    return str(read_campaign_config(folder)["campaign"].get("bench") or "so101")
+
+
 def hash_for_campaign_dir(campaign_dir: str | os.PathLike, root: str | os.PathLike | None = None) -> str:
     """The config hash that DIR's campaign has *now* (its config.yaml with today's suite files).
 

@@ -193,6 +193,8 @@ _FIELD_NAMES = tuple(f.name for f in fields(PolicyCard))
 
 def card_from_mapping(data: Any, source: str = "policy card") -> PolicyCard:
     """A card from a dict or DictConfig (e.g. the composed `cfg.policy`); unknown keys are an error."""
+    if isinstance(data, PolicyCard):
+        return data
     data = plain_container(data)
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: expected a mapping of card fields, got {type(data).__name__}")
@@ -215,21 +217,24 @@ def _policy_conf_dir() -> Path:
     return conf_dir() / "policy"
 
 
-def available_cards() -> list[str]:
-    """Names of the cards in conf/policy."""
-    return sorted(p.stem for p in _policy_conf_dir().glob("*.yaml"))
+def available_cards(search: list[Path] | None = None) -> list[str]:
+    """Names of the cards in the search folders (default: conf/policy)."""
+    return sorted({p.stem for d in (search or [_policy_conf_dir()]) for p in Path(d).glob("*.yaml")})
 
 
-def load_card(name_or_path: str | os.PathLike) -> PolicyCard:
-    """A card by name (conf/policy/<name>.yaml) or by path to a yaml file."""
+def load_card(name_or_path: str | os.PathLike, search: list[Path] | None = None) -> PolicyCard:
+    """A card by name (<folder>/<name>.yaml, first of `search`, default conf/policy) or by path to a yaml file."""
     import yaml
 
     text = str(name_or_path)
     path = Path(text).expanduser()
     if not (path.suffix in (".yaml", ".yml") or path.exists()):
-        path = _policy_conf_dir() / f"{text}.yaml"
+        folders = search or [_policy_conf_dir()]
+        path = next((Path(d) / f"{text}.yaml" for d in folders if (Path(d) / f"{text}.yaml").exists()),
+                    Path(folders[-1]) / f"{text}.yaml")
         if not path.exists():
-            raise ConfigError(f"unknown policy card {text!r} (allowed: {', '.join(available_cards())})")
+            raise ConfigError(f"unknown policy card {text!r} in {' or '.join(map(str, folders))} "
+                              f"(allowed: {', '.join(available_cards(folders))})")
     try:
         data = yaml.safe_load(path.read_text())
     except FileNotFoundError:

@@ -5,26 +5,28 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from spabench.errors import SpabenchError
+from spabench.paths import campaign_folder
+
+if TYPE_CHECKING:  # annotations only: spabench.config builds the groups and sits above every package
+    from spabench.config import SpabenchConfig
 
 
-def export_lerobot(cfg: Any, out_stream=None) -> int:
+def export_lerobot(cfg: SpabenchConfig, out_stream=None) -> int:
     out_stream = out_stream or sys.stdout
-    campaign_dir, out = cfg.get("campaign_dir"), cfg.get("out")
-    if not campaign_dir or not out:
-        print("error: export lerobot needs campaign_dir=DIR (a recorded campaign) and out=DIR (a new folder)",
+    if cfg.campaign_dir is None or cfg.out is None:
+        print("error: export lerobot needs campaign=DIR (a recorded campaign) and out=DIR (a new folder)",
               file=out_stream)
         return 2
     from spabench.record.export import export_lerobot_dataset
 
     started = time.perf_counter()
     try:
-        report = export_lerobot_dataset(campaign_dir, out, repo_id=cfg.get("repo_id"),
-                                        include_invalid=bool(cfg.get("include_invalid", False)),
-                                        reencode=bool(cfg.get("reencode", False)),
-                                        codec=str(cfg.get("codec", "libx264")), crf=int(cfg.get("crf", 23)))
+        report = export_lerobot_dataset(campaign_folder(cfg.campaign_dir, "export lerobot"), cfg.out,
+                                        repo_id=cfg.repo_id, include_invalid=cfg.include_invalid,
+                                        reencode=cfg.reencode, codec=cfg.codec, crf=cfg.crf)
     except SpabenchError as exc:
         print(f"error: {exc}", file=out_stream)
         return 2

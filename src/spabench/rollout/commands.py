@@ -1,7 +1,11 @@
-"""`spabench run campaign_dir=DIR bench=... operator=...`: run (or resume) a planned campaign.
+"""`spabench run campaign=DIR [operator=...]`: run (or resume) a planned campaign on its bench.
+
+The bench kind the campaign was planned for is binding: the CLI picks that kind's bench preset when
+no `bench=` is given, and a bench of the other kind (twin for a robot campaign or the reverse) is
+refused unless `dry_run=true`, whose attempts are marked dry_run.
 
 Order of things, chosen so that nothing moves before everything it depends on is known good:
-ledger (hash check; attempts left running by a crash become invalid 'interrupted', their partial
+bench binding -> ledger (hash check; attempts left running by a crash become invalid 'interrupted', their partial
 folders kept) -> policy clients (health/metadata) -> bench config -> bench connect -> per trial:
 checklist + ready gate -> home -> policy reset + EMA reset -> rollout -> recorder close -> score ->
 ledger commit. Ctrl-C during a rollout aborts that attempt (invalid 'operator_abort', the arm holds)
@@ -18,18 +22,23 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from spabench.configtools import plain_container
-from spabench.errors import ConfigError, SpabenchError, shown
+from spabench.bench.errors import BenchFault
+from spabench.errors import ConfigError, SpabenchError
 from spabench.ledger import LedgerError
 from spabench.operator.base import motion_prefill, stage_twin_scene
 from spabench.operator.blinding import Blinder, BlindStream, blind_logging
 from spabench.operator.checklist import (SCENE_STAGED, SCENE_UNSTAGED, checklist, reference_attempt,
                                          reference_image)
 from spabench.operator.config import OperatorConfig
+from spabench.paths import campaign_folder
 from spabench.rollout.controls import StopControl
 from spabench.rollout.types import EpisodeMeta
+
+if TYPE_CHECKING:  # annotations only: spabench.config builds the groups and sits above every package
+    from spabench.config import SpabenchConfig
+
 
 log = logging.getLogger(__name__)
 
@@ -45,43 +54,54 @@ SERVER_POLL_S = 2.0
 MAX_CONSECUTIVE_INVALID = 3
 
 
-def _get(cfg: Any, key: str, default: Any = None) -> Any:
-    try:
-        value = cfg.get(key, default) if hasattr(cfg, "get") else getattr(cfg, key, default)
-    except Exception:
-        value = default
-    return default if value is None else value
-
-
 def card_yaml(card: Any) -> str:
     import yaml
 
     return yaml.safe_dump(dataclasses.asdict(card), sort_keys=False)
 
 
-def load_cards(names: list[str], cfg: Any) -> dict[str, Any]:
+def load_cards(names: list[str], cfg: SpabenchConfig) -> dict[str, Any]:
     """One PolicyCard per card name in the plan; `cfg.policy` (with its overrides) wins for its own
     name, and `cfg.cards.<name>.<field>=...` overrides single fields of any card (e.g. each policy's
     GPU host in a multi-policy campaign)."""
     from spabench.policy.card import card_from_mapping, load_card
 
     cards = {}
-    override = _get(cfg, "policy")
-    override_name = _get(override, "name") if override is not None else None
-    per_card = plain_container(_get(cfg, "cards", {})) or {}
-    unknown = sorted(set(per_card) - set(names))
+    unknown = sorted(set(cfg.cards) - set(names))
     if unknown:
-        raise ConfigError(f"cards: no policy card {unknown[0]!r} in this campaign "
+        raise ConfigError(f"cards.{unknown[0]}: no policy card {unknown[0]!r} in this campaign "
                           f"(allowed: {', '.join(sorted(names))})")
     for name in names:
-        if override_name == name:
-            card = card_from_mapping(plain_container(override), source=f"policy={name}")
+        if cfg.policy is not None and cfg.policy.name == name:
+            card = cfg.policy
         else:
-            card = load_card(name)
-        if per_card.get(name):
-            card = card_from_mapping({**dataclasses.asdict(card), **per_card[name]}, source=f"cards.{name}")
+            card = load_card(name, search=cfg.group_dirs("policy"))
+        if cfg.cards.get(name):
+            card = card_from_mapping({**dataclasses.asdict(card), **cfg.cards[name]}, source=f"cards.{name}")
         cards[name] = card
     return cards
+
+
+def check_bench_binding(campaign_dir: Path, bench_kind: str, dry_run: bool) -> str | None:
+    """The planned bench kind; refuses (ConfigError) a bench of another kind unless dry_run."""
+    from spabench.plan.planner import planned_bench_kind
+
+    planned = planned_bench_kind(campaign_dir)
+    if planned is None or planned == bench_kind:
+        return planned
+    if not dry_run:
+        raise ConfigError(
+            f"{campaign_dir}: this campaign was planned for bench kind '{planned}' ({BENCH_WORDS.get(planned, planned)}), "
+            f"but bench kind '{bench_kind}' ({BENCH_WORDS.get(bench_kind, bench_kind)}) was asked for; "
+            f"{BENCH_WORDS.get(bench_kind, bench_kind)} rollouts never enter a {planned} campaign. Run it on its own "
+            f"bench (`spabench run campaign={campaign_dir}` picks bench={planned}), or add dry_run=true for a "
+            "dry run whose attempts are marked dry_run and kept out of the results")
+    log.warning("dry run: bench kind %s on a campaign planned for %s; attempts are marked dry_run",
+                bench_kind, planned)
+    return planned
+
+
+BENCH_WORDS = {"so101": "the SO-101 robot", "sim": "the MuJoCo twin"}
 
 
 def _scene(suite: Any, scene_id: str) -> Any:
@@ -93,35 +113,10 @@ def _scene(suite: Any, scene_id: str) -> Any:
         return None
 
 
-def _onset_rule(cfg: Any) -> Any:
-    """The suite config's motion-onset rule (conf/suite `motion_onset`)."""
-    from spabench.suite.motion import MotionOnsetRule
+def _load_suite(cfg: SpabenchConfig) -> Any:
+    from spabench.suite.config import load_suite_of
 
-    return MotionOnsetRule.from_mapping(_plain(_get(_get(cfg, "suite") or {}, "motion_onset") or {}))
-
-
-def _relation_rule(cfg: Any) -> Any:
-    """The suite config's Relational Placement success rule (conf/suite `relation`)."""
-    from spabench.suite.success import RelationRule
-
-    return RelationRule.from_mapping(_plain(_get(_get(cfg, "suite") or {}, "relation") or {}))
-
-
-def _plain(value: Any) -> dict:
-    return dict(plain_container(value)) if value else {}
-
-
-def _load_suite(cfg: Any) -> Any:
-    suite_cfg = _get(cfg, "suite")
-    try:
-        from spabench.paths import resolve
-        from spabench.suite import load_suite  # type: ignore[attr-defined]
-    except ImportError:
-        log.warning("spabench.suite.load_suite is not available: checklists show scene ids only")
-        return None
-    root = _get(suite_cfg, "root", "tasks") if suite_cfg is not None else "tasks"
-    hardware = _get(suite_cfg, "hardware", "hardware") if suite_cfg is not None else "hardware"
-    return load_suite(str(resolve(root)), str(resolve(hardware)))
+    return load_suite_of(cfg.need("suite"))
 
 
 def _open_ledger(campaign_dir: Path, url: str | None = None):
@@ -172,27 +167,18 @@ class LeaseKeeper:
 class Session:
     """The resources of one `run`: ledger, clients, brokers, bench, recorder, operator."""
 
-    def __init__(self, cfg: Any, out=None, stdin=None):
+    def __init__(self, cfg: SpabenchConfig, out=None, stdin=None):
         self.cfg = cfg
         self.out = out or sys.stdout
         self.stdin = stdin
-        campaign_dir = _get(cfg, "campaign_dir")
-        if not campaign_dir:
-            raise ConfigError("run: campaign_dir is missing (allowed: a campaign folder written by "
-                              "`spabench plan`, e.g. campaign_dir=episodes/my_campaign)")
-        self.campaign_dir = Path(str(campaign_dir)).expanduser().resolve()
-        self.op_cfg = OperatorConfig.from_mapping(_get(cfg, "operator", {}))
-        self.max_trials = _get(cfg, "max_trials")
-        if self.max_trials is not None and (isinstance(self.max_trials, bool) or not isinstance(self.max_trials, int)
-                                            or self.max_trials < 1):
-            raise ConfigError(f"run: max_trials={shown(self.max_trials)} (allowed: null for every pending trial, "
-                              "or an integer >= 1)")
-        self.bench_id = str(_get(cfg, "bench_id") or socket.gethostname())
-        self.lease_s = float(_get(cfg, "lease_s", 60.0))
-        if not self.lease_s > 0:
-            raise ConfigError(f"run: lease_s={self.lease_s} must be > 0 (seconds a claim outlives a silent bench)")
-        ledger_url = _get(cfg, "ledger")
-        self.ledger_url = None if ledger_url in (None, "", "sqlite") else str(ledger_url)
+        self.campaign_dir = campaign_folder(cfg.campaign_dir, "run")
+        self.op_cfg: OperatorConfig = cfg.need("operator")
+        self.bench_cfg = cfg.need("bench")
+        self.max_trials = cfg.max_trials
+        self.dry_run = False
+        self.bench_id = cfg.bench_id or socket.gethostname()
+        self.lease_s = cfg.lease_s
+        self.ledger_url = None if cfg.ledger in (None, "", "sqlite") else cfg.ledger
         self.multi_bench = False       # a shared (PostgreSQL) ledger: claim scene sets, renew leases
         self.claim: str | None = None  # the scene set (evaluation id) this bench holds
         self.lease_keeper: LeaseKeeper | None = None
@@ -216,14 +202,17 @@ class Session:
     # ---- start-up, in the order that keeps the arm still until everything is known good --------
     def open(self) -> bool:
         from spabench.bench.bench import make_bench
-        from spabench.bench.config import BenchConfig
         from spabench.policy.broker import ActionBroker
         from spabench.policy.factory import make_client
         from spabench.policy.preflight import check_card_against_server
         from spabench.record.recorder import Recorder
 
+        planned = check_bench_binding(self.campaign_dir, self.bench_cfg.type, self.cfg.dry_run)
+        self.dry_run = planned is not None and planned != self.bench_cfg.type
         self.ledger = _open_ledger(self.campaign_dir, self.ledger_url)
         self._blind(Blinder.for_trials(self.ledger.trials()))
+        # every card of the plan, with its overrides: a bad cards.<name>.<field> fails before any write
+        self.cards = load_cards(list(dict.fromkeys(t.card for t in self.ledger.trials())), self.cfg)
         self.multi_bench = self.ledger.storage.multi_bench
         if self.multi_bench:  # one live process per bench id; then this bench's own leftovers only
             self.ledger.lock_bench(self.bench_id)
@@ -241,10 +230,9 @@ class Session:
         if not pending:
             self.say(f"campaign {self.campaign_dir}: every trial has a complete attempt")
             return False
-        bench_cfg = BenchConfig.from_mapping(_get(self.cfg, "bench"))  # a typo fails before anything connects
-        names = list(dict.fromkeys(t.card for t in pending))
-        self.cards = load_cards(names, self.cfg)
         self._blind(Blinder.for_trials(self.ledger.trials(), self.cards))
+        names = set(t.card for t in pending)
+        self.cards = {n: c for n, c in self.cards.items() if n in names}
         for name, card in self.cards.items():  # policies first: nothing moves if one is unreachable
             client = make_client(card)
             try:
@@ -255,7 +243,7 @@ class Session:
                 raise
             self.clients[name] = client
             self.brokers[name] = ActionBroker(client, card)
-        self.bench = make_bench(bench_cfg)
+        self.bench = make_bench(self.bench_cfg)
         self.bench.connect()
         self.recorder = Recorder(self.campaign_dir, self.op_cfg.recorder_config())
         from spabench.operator.auto import make_operator
@@ -400,7 +388,7 @@ class Session:
                                   self.op_cfg.reference_camera, self.op_cfg.reference_fallback)
         if scene is not None:
             text = checklist(scene, self.suite, ref, instruction=trial.instruction,
-                             relation_rule=_relation_rule(self.cfg))
+                             relation_rule=self.cfg.need("suite").relation)
         else:
             text = f"Scene {trial.scene_id} (no scene specification loaded)\nReference image: {ref or 'none yet'}"
         staged_by = self._stage_scene(scene)
@@ -415,7 +403,7 @@ class Session:
         attempt_id = self.ledger.begin_attempt(trial.trial_id, episode_path=f"episodes/{expected}",
                                                bench_id=self.bench_id, bench_kind=self.bench.cfg.type,
                                                operator=self.op_cfg.rater if self.op_cfg.type == "terminal"
-                                               else self.op_cfg.type)
+                                               else self.op_cfg.type, dry_run=self.dry_run)
         self.running_attempt = attempt_id
         self.ledger.log_event(attempt_id, SCENE_STAGED if staged_by else SCENE_UNSTAGED,
                               {"by": staged_by, "scene_id": trial.scene_id})
@@ -433,9 +421,11 @@ class Session:
             extra={"operator": self.op_cfg.type, "planned_timer_s": trial.timer_s,
                    "timer_override": self.op_cfg.timer_s is not None, "cell": trial.cell,
                    "instruction_variant": trial.instruction_variant, "order": trial.order,
-                   "matched_group": trial.matched_group or ""},
+                   "matched_group": trial.matched_group or "", "bench_id": self.bench_id,
+                   "bench_kind": self.bench.cfg.type, "dry_run": self.dry_run,
+                   "calibration_file": self.bench.calibration_file or ""},
         )
-        motion = MotionDetector(_onset_rule(self.cfg))
+        motion = MotionDetector(self.cfg.need("suite").motion_onset)
         # the detector ends first, so the recorder writes the onset frame into the episode's attributes
         observers = [motion, self.recorder, *self.operator.observers()]
         self.controls.clear()
@@ -469,7 +459,8 @@ class Session:
         self.ledger.log_event(attempt_id, "rollout_summary", {
             "steps": result.n_steps, "duration_s": round(result.duration_s, 3), "detail": result.detail,
             "motion_onset": motion.onset, "timer_s": timer_s, "timing": result.timing,
-            "camera_frames": result.camera_frames})
+            "camera_frames": result.camera_frames,
+            "calibration_file": self.bench.calibration_file, "calibration_id": str(self.bench.calibration_id)})
         if result.valid:
             prefill = None
             if self.op_cfg.prefill_from_motion:
@@ -582,7 +573,7 @@ class Session:
         return EXIT_OK
 
 
-def run(cfg: Any, out=None, stdin=None) -> int:
+def run(cfg: SpabenchConfig, out=None, stdin=None) -> int:
     """Entry point of `spabench run`. Returns the exit code."""
     from spabench.ledger import LedgerStorageError
     from spabench.rollout.space import NoSpaceForAttempt
@@ -595,7 +586,7 @@ def run(cfg: Any, out=None, stdin=None) -> int:
                 return EXIT_OK
         except SpabenchError as exc:  # nothing has moved: a config, ledger, policy or bench problem
             session.say(f"error: {exc}")
-            return EXIT_BENCH if type(exc).__name__ == "BenchFault" else EXIT_CONFIG
+            return EXIT_BENCH if isinstance(exc, BenchFault) else EXIT_CONFIG
         code = session.loop()
     except (LedgerStorageError, NoSpaceForAttempt) as exc:  # nothing more can be recorded: stop here
         session.running_reason = "storage_error"

@@ -13,22 +13,10 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-STOP_REASONS: tuple[str, ...] = ("timer", "operator_stop", "abort", "estop", "fault")
-VALID_STOPS: frozenset[str] = frozenset({"timer", "operator_stop"})
+import spabench.suite.rules as _rules
 
-# Invalid reasons (an invalid attempt is re-run; it is never a policy failure).
-INVALID_REASONS: tuple[str, ...] = (
-    "operator_abort",
-    "estop",
-    "server_lost",
-    "protocol_error",
-    "bus_error",
-    "camera_lost",
-    "safety_error",
-    "interrupted",
-    "harness_error",
-    "storage_error",   # the episode or the ledger could not be written (disk full, I/O error)
-)
+# The vocabulary of stop and invalid reasons is the protocol's, defined once in spabench.suite.rules.
+STOP_REASONS, VALID_STOPS, INVALID_REASONS = _rules.STOP_REASONS, _rules.VALID_STOPS, _rules.INVALID_REASONS
 
 
 @dataclass

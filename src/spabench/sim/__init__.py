@@ -1,7 +1,8 @@
 """The embedded MuJoCo twin of the Spa-Bench bench (imported only by the sim bench config and tests).
 
-Importing this package registers the LeRobot robot type "spabench_sim" (SimRobotConfig) without
-importing MuJoCo; the heavier parts load on first use:
+Importing this package registers the bench type "sim" (SimBenchConfig) with spabench's bench
+registry, importing neither MuJoCo nor LeRobot; the LeRobot robot type "spabench_sim"
+(SimRobotConfig) registers when the twin's robot is first built. The heavier parts load on first use:
 
   SimRobot             spabench.sim.sim_robot      the twin as a LeRobot Robot
   build_scene          spabench.sim.scene_builder  SceneSpec -> mujoco.MjModel
@@ -19,9 +20,11 @@ import os
 # Headless rendering: MuJoCo picks its GL backend when it is first imported.
 os.environ.setdefault("MUJOCO_GL", "egl")
 
-from spabench.sim.config_sim_robot import SimCameraConfig, SimRobotConfig  # noqa: E402
+from spabench.sim.bench_config import SimBenchConfig, SimOptions  # noqa: E402  (registers bench type "sim")
 
 _LAZY = {
+    "SimCameraConfig": "spabench.sim.config_sim_robot",
+    "SimRobotConfig": "spabench.sim.config_sim_robot",
     "SimRobot": "spabench.sim.sim_robot",
     "SimWorld": "spabench.sim.world",
     "build_scene": "spabench.sim.scene_builder",
@@ -32,7 +35,7 @@ _LAZY = {
     "ScriptedPolicy": "spabench.sim.scripted",
 }
 
-__all__ = ["SimCameraConfig", "SimRobotConfig", *_LAZY]
+__all__ = ["SimBenchConfig", "SimOptions", *_LAZY]
 
 
 def __getattr__(name: str):

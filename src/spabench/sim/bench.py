@@ -4,11 +4,9 @@ Everything a real bench does (envelope, observe/act/hold/go_home) runs unchanged
 LeRobot robot; the twin adds the privileged scene state to every Observation
 (`extras["privileged"]`) and scene/episode/evaluation hooks the auto operator uses.
 
-BenchConfig fields used: fps, max_relative_target, cameras (only width/height; `type` and
-`index_or_path` mean nothing to the twin), home_pose (the arm starts there), robot_id.
-`sim:` options (all optional): render_cameras (list; default all configured), shadows (false),
-offsamples (0), tasks_root ("tasks"), hardware_root ("hardware"), robot_xml (null), scene_id
-(null), settle_s (0.25), max_timestep_s (0.002), privileged (true: add extras["privileged"] to observations; built
+Config: spabench.sim.bench_config.SimBenchConfig (bench type "sim", registered by the twin): fps,
+max_relative_target, cameras (only width/height), home_pose (the arm starts there), robot_id, and
+the typed `sim:` options (SimOptions; `privileged` adds extras["privileged"] to observations, built
 lazily, only for the observations a policy request reads).
 """
 
@@ -24,10 +22,7 @@ import numpy as np
 from spabench.bench.bench import Bench
 from spabench.bench.config import BenchConfig
 from spabench.errors import ConfigError
-from spabench.suite.vocabulary import JOINTS
-
-SIM_OPTIONS = ("render_cameras", "render_every", "shadows", "offsamples", "tasks_root", "hardware_root", "robot_xml",
-               "scene_id", "settle_s", "max_timestep_s", "privileged")
+from spabench.sim.bench_config import SimBenchConfig
 
 
 class LazyExtras(Mapping):
@@ -63,20 +58,17 @@ class SimBench(Bench):
     kind = "sim"
     paced = False
 
-    def __init__(self, cfg: BenchConfig, *, objects=None, geometry=None, suite=None):
+    def __init__(self, cfg: SimBenchConfig, *, objects=None, geometry=None, suite=None):
+        if not isinstance(cfg, SimBenchConfig):
+            raise ConfigError(f"bench config, field 'type': {cfg.type!r} (the sim bench needs 'sim')")
         super().__init__(cfg)
-        unknown = sorted(set(cfg.sim or {}) - set(SIM_OPTIONS))
-        if unknown:
-            raise ConfigError(f"bench config, field 'sim.{unknown[0]}': unknown sim option "
-                              f"(allowed: {', '.join(SIM_OPTIONS)})")
         self._world_data = {"objects": objects, "geometry": geometry, "suite": suite}
-        self.with_privileged = bool((cfg.sim or {}).get("privileged", True))
+        self.with_privileged = cfg.sim.privileged
 
     def robot_config(self):
         from spabench.sim.config_sim_robot import SimCameraConfig, SimRobotConfig
 
-        sim = dict(self.cfg.sim or {})
-        sim.pop("privileged", None)
+        sim = self.cfg.sim.robot_options()
         cams = {name: SimCameraConfig(width=c.width, height=c.height, fps=c.fps)
                 for name, c in self.cfg.cameras.items()}
         return SimRobotConfig(id=self.cfg.robot_id, fps=self.cfg.fps,
@@ -145,9 +137,4 @@ def make_sim_bench(cfg: BenchConfig | Any, **world) -> SimBench:
     """Build (not connect) the sim bench. `world` may inject objects=, geometry=, suite= (tests)."""
     if not isinstance(cfg, BenchConfig):
         cfg = BenchConfig.from_mapping(cfg)
-    if cfg.type != "sim":
-        raise ConfigError(f"bench config, field 'type': {cfg.type!r} (make_sim_bench needs 'sim')")
-    missing = [j for j in JOINTS if j not in cfg.home_pose]
-    if missing:
-        raise ConfigError(f"bench config, field 'home_pose': missing {missing}")
     return SimBench(cfg, **world)

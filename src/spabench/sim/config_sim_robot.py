@@ -14,6 +14,7 @@ from pathlib import Path
 from lerobot.robots.config import RobotConfig
 
 from spabench.errors import ConfigError
+from spabench.sim.bench_config import SimRenderOptions
 from spabench.suite.vocabulary import CAMERAS, JOINTS
 
 DEFAULT_SIM_HOME: dict[str, float] = {
@@ -44,7 +45,7 @@ def _default_cameras() -> dict[str, SimCameraConfig]:
 
 @RobotConfig.register_subclass("spabench_sim")
 @dataclass(kw_only=True)
-class SimRobotConfig(RobotConfig):
+class SimRobotConfig(RobotConfig, SimRenderOptions):
     """The MuJoCo twin of the Spa-Bench bench as a LeRobot robot.
 
     fps: control rate; every send_action advances the physics by 1/fps seconds of sim time.
@@ -70,17 +71,7 @@ class SimRobotConfig(RobotConfig):
     fps: int = 30
     max_relative_target: float | dict[str, float] | None = 10.0
     cameras: dict[str, SimCameraConfig] = field(default_factory=_default_cameras)
-    render_cameras: list[str] | None = None
-    render_every: int = 1
-    shadows: bool = False
-    offsamples: int = 0
-    tasks_root: str = "tasks"
-    hardware_root: str = "hardware"
-    robot_xml: str | None = None
     initial_joints: dict[str, float] | None = None
-    scene_id: str | None = None
-    settle_s: float = 0.25
-    max_timestep_s: float = 0.002
 
     def __post_init__(self):
         if self.calibration_dir is None:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from spabench.suite.rules import FAILURE_MODE_TASKS
 from spabench.errors import DataError
 from spabench.suite.motion import MotionOnsetRule, motion_onset
 from spabench.suite.geometry import DIRECTION_VECTORS as _SUITE_DIRECTIONS
@@ -38,7 +39,7 @@ from spabench.suite.vocabulary import (
 IN_BOWL_Z_MARGIN_CM = 2.0
 MOVED_CM = 2.0            # an object displaced more than this (horizontally) was moved
 LIFTED_CM = 2.0           # an object raised more than this above its start was lifted
-WRONG_INSTANCE_TASKS = ("object_state", "referential_description")
+WRONG_INSTANCE_TASKS = FAILURE_MODE_TASKS["wrong_instance"]   # the protocol's rule (spabench.suite.rules)
 
 RELATION_WORDS = {"left": "left of", "right": "right of", "front": "in front of", "behind": "behind"}
 

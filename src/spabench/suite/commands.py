@@ -5,18 +5,20 @@ from __future__ import annotations
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from spabench.errors import SpabenchError
 from spabench.suite.vocabulary import SCENE_CONDITIONS
 
+if TYPE_CHECKING:  # annotations only: spabench.config builds the groups and sits above every package
+    from spabench.config import SpabenchConfig
 
-def _settings(cfg) -> tuple[Path, Path, int, Path | None]:
+
+def _settings(cfg: SpabenchConfig) -> tuple[Path, Path, int, Path | None]:
     from spabench.suite.loader import resolve_path
 
-    suite = cfg.suite if "suite" in cfg else cfg
-    out = cfg.get("out") if hasattr(cfg, "get") else None
-    return (resolve_path(str(suite.root)), resolve_path(str(suite.hardware)), int(suite.seed),
-            resolve_path(str(out)) if out else None)
+    suite = cfg.need("suite")
+    return resolve_path(suite.root), resolve_path(suite.hardware), suite.seed, cfg.out
 
 
 def _console():
@@ -45,7 +47,7 @@ def summary_table(suite):
     return table
 
 
-def generate(cfg) -> int:
+def generate(cfg: SpabenchConfig) -> int:
     """Write the seeded scenes to cfg.out (a complete suite folder) or into cfg.suite.root."""
     from spabench.suite.generator import generate_suite
 
@@ -57,7 +59,7 @@ def generate(cfg) -> int:
     return 0
 
 
-def validate(cfg) -> int:
+def validate(cfg: SpabenchConfig) -> int:
     """Load the suite and check every design contract: exit 0 when sound, 2 with the problems."""
     from rich.markup import escape
 

@@ -26,3 +26,31 @@ class SuiteConfig:
             self.motion_onset = MotionOnsetRule.from_mapping(self.motion_onset)
         if not isinstance(self.relation, RelationRule):
             self.relation = RelationRule.from_mapping(self.relation)
+
+
+def load_suite_of(cfg: SuiteConfig):
+    """The suite the config names (tasks/ and hardware/ relative to the repository root)."""
+    from spabench.paths import resolve
+    from spabench.suite.loader import load_suite
+
+    return load_suite(str(resolve(cfg.root)), str(resolve(cfg.hardware)))
+
+
+def suite_config(data) -> SuiteConfig:
+    """The `suite` group's typed object (the SpabenchConfig group builder); unknown fields fail."""
+    from dataclasses import fields
+
+    from spabench.configtools import plain_container
+
+    if isinstance(data, SuiteConfig):
+        return data
+    data = plain_container(data)
+    if not isinstance(data, dict):
+        raise ConfigError(f"conf/suite: expected a mapping with root, hardware, seed; got {data!r}")
+    allowed = [f.name for f in fields(SuiteConfig)]
+    unknown = sorted(set(data) - set(allowed))
+    if unknown:
+        raise ConfigError(f"conf/suite: unknown field '{unknown[0]}' (allowed: {', '.join(allowed)})")
+    if "seed" in data and (isinstance(data["seed"], bool) or not isinstance(data["seed"], int)):
+        raise ConfigError(f"conf/suite: field 'seed': {data['seed']!r} (allowed: an integer)")
+    return SuiteConfig(**data)

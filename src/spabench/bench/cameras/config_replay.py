@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from lerobot.cameras.configs import CameraConfig
 
-PATTERN = "pattern"
+from spabench.bench.camera_sources import PATTERN  # one definition, shared with the config check
 
 
 @CameraConfig.register_subclass("spabench_replay")

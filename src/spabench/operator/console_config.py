@@ -1,5 +1,6 @@
 """Typed settings of the browser console (`operator.console.*`, shared by `run operator=web` and
-`spabench console`). No web imports here: the CLI validates these before anything starts."""
+`spabench console`), kept with the operator config they belong to. No web imports here: the CLI
+validates these before anything starts."""
 
 from __future__ import annotations
 

@@ -1,0 +1,308 @@
+"""The root config every `spabench` command receives: the top-level keys, typed, plus its groups.
+
+The pattern (every command follows it; see CONTRACTS.md "Config (i8)"):
+
+- A top-level key of conf/config.yaml is a field of `SpabenchConfig` declared with `key(...)`: its
+  type, default, allowed range or choices, the commands that read it and one line of help (which
+  `spabench <command> --help` prints). The same key, with the same default, stays in
+  conf/config.yaml with a comment (a test checks that both agree).
+- A command's entry in cli/commands.py names the config groups it reads (bench, policy, campaign,
+  operator, suite); `from_mapping` builds exactly those into their typed objects (BenchConfig,
+  PolicyCard, CampaignConfig, OperatorConfig, SuiteConfig); groups the command does not read are None.
+- The CLI composes conf/ with Hydra, turns the result into plain data and calls
+  `SpabenchConfig.from_mapping`, which validates every top-level key and every group the command
+  reads before the command runs; the command function then takes the object
+  (`def run(cfg: SpabenchConfig) -> int`) and reads typed attributes only.
+- Tests and library callers build the same object: `SpabenchConfig.from_mapping({...}, groups=(...))`.
+
+No LeRobot, torch or Hydra imports here: configs validate on machines without the bench extra.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from spabench.errors import ConfigError
+
+__all__ = ["SpabenchConfig", "Key", "key", "GROUPS", "top_level_keys", "keys_for"]
+
+# Which builder turns each config group into its typed object (imported lazily; none imports LeRobot).
+GROUPS: dict[str, str] = {
+    "bench": "spabench.bench.config:bench_config",
+    "policy": "spabench.policy.card:card_from_mapping",
+    "campaign": "spabench.plan.config:campaign_from_mapping",
+    "operator": "spabench.operator.config:operator_config",
+    "suite": "spabench.suite.config:suite_config",
+}
+
+
+# Modules that register further bench types with BenchConfig (the twin registers "sim" itself; the
+# bench package knows nothing of it). Imported before a bench group is built.
+BENCH_TYPE_MODULES: tuple[str, ...] = ("spabench.sim.bench_config",)
+# Operator types that register themselves from outside the operator package (imported on demand).
+OPERATOR_TYPE_MODULES: dict[str, str] = {"web": "spabench.console.operator"}
+
+
+def _import(target: str):
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+@dataclass(frozen=True)
+class Key:
+    """What a top-level key takes. kind: str, int, float, bool, Path or dict."""
+
+    kind: type
+    help: str
+    commands: tuple[str, ...]
+    optional: bool = False
+    minimum: float | None = None
+    maximum: float | None = None
+    choices: tuple[Any, ...] | None = None
+
+    def allowed(self) -> str:
+        if self.choices is not None:
+            text = " | ".join(map(str, self.choices))
+        elif self.kind is bool:
+            text = "true | false"
+        elif self.kind in (int, float):
+            noun = "an integer" if self.kind is int else "a number"
+            if self.minimum is not None and self.maximum is not None:
+                text = f"{noun} {self.minimum:g}..{self.maximum:g}"
+            elif self.minimum is not None:
+                text = f"{noun} >= {self.minimum:g}"
+            else:
+                text = noun
+        elif self.kind is Path:
+            text = "a path"
+        elif self.kind is dict:
+            text = "a mapping"
+        else:
+            text = "a string"
+        return text + (", or null" if self.optional else "")
+
+    def check(self, name: str, value: Any) -> Any:
+        """The value converted to the key's type, or a ConfigError naming key, value and allowed."""
+        if value is None:
+            if self.optional:
+                return None
+            raise self._bad(name, value)
+        kind = self.kind
+        if kind is bool:
+            if not isinstance(value, bool):
+                raise self._bad(name, value)
+        elif kind is int:
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise self._bad(name, value)
+        elif kind is float:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise self._bad(name, value)
+            value = float(value)
+        elif kind is Path:
+            if not isinstance(value, (str, Path)) or not str(value).strip():
+                raise self._bad(name, value)
+            value = Path(str(value)).expanduser().resolve()
+        elif kind is dict:
+            if not isinstance(value, Mapping):
+                raise self._bad(name, value)
+            value = dict(value)
+        elif not isinstance(value, str):
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                value = str(value)   # host=10 or api_key=1234 arrive as numbers from the command line
+            else:
+                raise self._bad(name, value)
+        if self.choices is not None and value not in self.choices:
+            raise self._bad(name, value)
+        if self.minimum is not None and value < self.minimum:
+            raise self._bad(name, value)
+        if self.maximum is not None and value > self.maximum:
+            raise self._bad(name, value)
+        return value
+
+    def _bad(self, name: str, value: Any) -> ConfigError:
+        shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
+        return ConfigError(f"conf/config.yaml: key '{name}': {shown} (allowed: {self.allowed()})")
+
+
+def key(default: Any, kind: type, help: str, commands: tuple[str, ...] | str, **spec: Any) -> Any:
+    """A top-level key: a dataclass field whose metadata says how to check it and who reads it."""
+    commands = (commands,) if isinstance(commands, str) else tuple(commands)
+    meta = {"spabench": Key(kind, help, commands, **spec)}
+    if isinstance(default, (dict, list)):
+        return field(default_factory=lambda: type(default)(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+SERVE = ("serve lerobot", "serve scripted")
+ALL = ("plan", "run", "score", "console", "report", "export lerobot", "serve lerobot", "serve scripted", "demo",
+       "suite generate", "suite validate", "ledger copy", "ledger collect", "ledger status")
+
+
+@dataclass
+class SpabenchConfig:
+    """Everything one command was given, validated (see the module docstring for the pattern)."""
+
+    # ---- groups: the typed objects of the groups the command reads; None for the others
+    bench: Any = None       # spabench.bench.config.BenchConfig
+    policy: Any = None      # spabench.policy.card.PolicyCard
+    campaign: Any = None    # spabench.plan.config.CampaignConfig
+    operator: Any = None    # spabench.operator.config.OperatorConfig
+    suite: Any = None       # spabench.suite.config.SuiteConfig
+
+    # ---- top-level keys (conf/config.yaml)
+    out: Path | None = key(None, Path, "output folder", ("plan", "report", "export lerobot", "demo",
+                                                          "suite generate", "ledger collect"), optional=True)
+    campaign_dir: Path | None = key(
+        None, Path, "the campaign folder written by `spabench plan` (given as campaign=DIR)",
+        ("run", "score", "console", "report", "export lerobot", "ledger collect", "ledger status"), optional=True)
+    outcomes: Path | None = key(None, Path, "an outcomes CSV to report on (instead of campaign=DIR)",
+                                "report", optional=True)
+    checkpoint: Path | None = key(None, Path, "a local LeRobot checkpoint folder", "serve lerobot",
+                                  optional=True)
+    host: str = key("127.0.0.1", str, "where the server listens", SERVE)
+    port: int | None = key(None, int, "where the server listens (null: the policy card's port)", SERVE,
+                           optional=True, minimum=0, maximum=65535)
+    api_key: str | None = key(None, str, "require `Authorization: Api-Key <key>` from clients", SERVE,
+                              optional=True)
+    allow_insecure: bool = key(False, bool, "allow a non-loopback host without api_key (anyone on the network "
+                               "could drive it)", SERVE)
+    max_frame_bytes: int | None = key(None, int, "largest request frame (null: 4 MiB, two native 640x480 frames)",
+                                      SERVE, optional=True, minimum=1)
+    device: str = key("cpu", str, "torch device for the checkpoint", "serve lerobot")
+    mode: str = key("compositional", str, "which stand-in policy: compositional | memorising | state_blind",
+                    "serve scripted")
+    grasp_noise_cm: float = key(0.0, float, "grasp position noise of the stand-in", "serve scripted",
+                                minimum=0.0)
+    seed: int = key(0, int, "stand-in policy seed", ("serve scripted", "demo"), minimum=0)
+    bootstrap: int = key(100000, int, "bootstrap resamples (the published analysis: 100,000)", ("report", "demo"),
+                         minimum=1)
+    bootstrap_seed: int = key(20260906, int, "bootstrap seed (the published analysis's)", ("report", "demo"),
+                              minimum=0)
+    display_names: dict[str, str] = key({}, dict, "policy -> its name in figures and report.md, e.g. "
+                                        "'display_names.groot_fllm=GR00T-N1.7 F-LLM'", "report")
+    max_trials: int | None = key(None, int, "stop after this many trials (null: every pending one)",
+                                 "run", optional=True, minimum=1)
+    attempt: str | None = key(None, str, "one attempt to rescore (or invalidate), e.g. attempt=E0001-P2-a1",
+                              "score", optional=True)
+    reason: str | None = key(None, str, "why the score is corrected / the attempt is invalid (required with "
+                             "attempt=)", "score", optional=True)
+    invalidate: bool = key(False, bool, "declare the complete attempt invalid (its trial is re-run)", "score")
+    repo_id: str | None = key(None, str, "the exported dataset's repo id (org/name)", "export lerobot", optional=True)
+    include_invalid: bool = key(False, bool, "export invalid attempts too", "export lerobot")
+    reencode: bool = key(False, bool, "re-encode every camera stream instead of copying it", "export lerobot")
+    codec: str = key("libx264", str, "codec for re-encoded streams", "export lerobot")
+    crf: int = key(23, int, "quality of re-encoded streams (lower: better)", "export lerobot", minimum=0, maximum=51)
+    dry_run: bool = key(False, bool, "allow running on a bench of another kind than the campaign was "
+                        "planned for (twin vs robot); its attempts are marked dry_run", "run")
+    config_dir: Path | None = key(None, Path, "a lab's own folder with bench/, policy/, campaign/ files "
+                                  "(used before the checkout's conf/)", ALL, optional=True)
+    cards: dict[str, dict[str, Any]] = key(
+        {}, dict, "per-card field overrides: cards.<card>.<field>=value (e.g. cards.pi05.host=10.0.0.5)",
+        ("run", "demo"))
+    bench_kind: str | None = key(None, str, "report the rollouts of this bench kind only (twin and robot are "
+                                 "never pooled)", "report", optional=True, choices=("so101", "sim"))
+    ledger: str | None = key(None, str, "where the ledger lives: null/sqlite (a file in the campaign folder) or "
+                             "postgresql://[user@]host[:port]/db (no password: PGPASSWORD/PGPASSFILE)",
+                             ("plan", "run", "ledger copy", "ledger status", "ledger collect"), optional=True)
+    ledger_grant: str | None = key(None, str, "the benches' group role on a PostgreSQL ledger, granted what a "
+                                   "bench needs", ("plan", "ledger copy"), optional=True)
+    bench_id: str | None = key(None, str, "this bench's name in a shared ledger (null: the host name)", "run",
+                               optional=True)
+    src: Path | None = key(None, Path, "the campaign folder to copy (first positional)", "ledger copy",
+                           optional=True)
+    dst: Path | None = key(None, Path, "the new campaign folder (its back end: ledger=)", "ledger copy",
+                           optional=True)
+    bench_dirs: dict[str, str] = key({}, dict, "bench id -> its campaign folder (local path or "
+                                     "[user@]host:/path)", "ledger collect")
+    lease_s: float = key(60.0, float, "on a shared ledger, a claim lapses this long after its bench went "
+                         "silent (seconds)", "run", minimum=0.001)
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any] | None, groups: tuple[str, ...] | list[str] = ()
+                     ) -> SpabenchConfig:
+        """Validate the top-level keys of `data` and build the groups named in `groups`.
+
+        `data` is plain (the composed config after OmegaConf.to_container, or a test's dict). A group
+        value that is already its typed object is kept as is."""
+        data = dict(data or {})
+        spec = {f.name: f.metadata["spabench"] for f in fields(cls) if "spabench" in f.metadata}
+        unknown = sorted(k for k in data if k not in spec and k not in GROUPS)
+        if unknown:
+            raise ConfigError(f"conf/config.yaml: unknown key '{unknown[0]}' (allowed top-level keys: "
+                              f"{', '.join(spec)}; config groups: {', '.join(GROUPS)})")
+        values: dict[str, Any] = {}
+        for name, k in spec.items():
+            if name in data:
+                values[name] = k.check(name, data[name])
+        cfg = cls(**values)
+        cfg._check_cards()
+        for group in groups:
+            if group not in GROUPS:
+                raise ConfigError(f"unknown config group {group!r} (allowed: {', '.join(GROUPS)})")
+            node = data.get(group)
+            if node is None:
+                raise ConfigError(f"conf/config.yaml: config group '{group}' is not set (see conf/{group}/)")
+            setattr(cfg, group, build_group(group, node))
+        return cfg
+
+    def _check_cards(self) -> None:
+        """Each cards.<card> is a mapping; its fields are checked against PolicyCard when `run` loads
+        the campaign's cards (before anything connects or is written)."""
+        for card, overrides in self.cards.items():
+            if not isinstance(overrides, Mapping):
+                raise ConfigError(f"conf/config.yaml: key 'cards.{card}': {overrides!r} (allowed: a "
+                                  f"mapping of card fields, e.g. cards.{card}.host=10.0.0.5)")
+            self.cards[card] = dict(overrides)
+
+    def replace(self, **changes: Any) -> SpabenchConfig:
+        """A copy with some keys changed (validated like the originals)."""
+        spec = {f.name: f.metadata["spabench"] for f in fields(self) if "spabench" in f.metadata}
+        for name, value in changes.items():
+            if name in spec:
+                changes[name] = spec[name].check(name, value)
+        return dataclasses.replace(self, **changes)
+
+    def group_dirs(self, group: str) -> list[Path]:
+        """Where a group's option files live, first match wins: config_dir/<group>, then conf/<group>."""
+        from spabench.paths import conf_dir
+
+        return [d / group for d in ([self.config_dir] if self.config_dir else []) + [conf_dir()]]
+
+    def need(self, group: str) -> Any:
+        """The typed object of a group the command reads (a programming error if it was not built)."""
+        value = getattr(self, group)
+        if value is None:
+            raise ConfigError(f"config group '{group}' was not loaded for this command (see conf/{group}/)")
+        return value
+
+
+def build_group(group: str, node: Any) -> Any:
+    """One group's typed object from its plain mapping (kept as is when already typed)."""
+    if group == "bench":
+        for module in BENCH_TYPE_MODULES:
+            importlib.import_module(module)
+    built = _import(GROUPS[group])(node)
+    if group == "operator" and built.type in OPERATOR_TYPE_MODULES:
+        importlib.import_module(OPERATOR_TYPE_MODULES[built.type])
+    return built
+
+
+def top_level_keys() -> dict[str, tuple[Any, Key]]:
+    """name -> (default, Key) for every top-level key."""
+    out = {}
+    for f in fields(SpabenchConfig):
+        if "spabench" in f.metadata:
+            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+            out[f.name] = (default, f.metadata["spabench"])
+    return out
+
+
+def keys_for(command: str) -> dict[str, tuple[Any, Key]]:
+    """The top-level keys a command reads."""
+    return {n: v for n, v in top_level_keys().items() if command in v[1].commands}

@@ -1,0 +1,101 @@
+"""The twin's bench type, "sim": registered with spabench's BenchConfig registry by the twin itself.
+
+Importing spabench.sim imports this module, so `bench: {type: sim}` is known wherever the twin is;
+the bench package never imports the twin. Light: no MuJoCo, no LeRobot robot classes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from spabench.bench.config import BenchConfig, CameraSpec
+from spabench.errors import ConfigError
+
+
+@dataclass
+class SimRenderOptions:
+    """The twin robot's own options (SimRobotConfig has them too, by inheritance)."""
+
+    render_cameras: list[str] | None = None
+    render_every: int = 1
+    shadows: bool = False
+    offsamples: int = 0
+    tasks_root: str = "tasks"
+    hardware_root: str = "hardware"
+    robot_xml: str | None = None
+    scene_id: str | None = None
+    settle_s: float = 0.25
+    max_timestep_s: float = 0.002
+
+
+@dataclass
+class SimOptions(SimRenderOptions):
+    """The `sim:` block of a twin bench file (conf/bench/sim.yaml documents each option).
+
+    render_cameras: which cameras render each step (None: all configured); render_every: render on
+    every n-th step only; shadows / offsamples: rendering quality (off: ~10x cheaper under software
+    GL); tasks_root / hardware_root: where the inventory and bench geometry are read; robot_xml:
+    the arm's MJCF (None: hardware/sim/so101.xml); scene_id: a scene to load at connect;
+    settle_s: physics time after a scene loads; max_timestep_s: the longest physics step;
+    privileged: add extras["privileged"] (the scene state the scripted stand-in reads) to observations.
+    """
+
+    privileged: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("shadows", "privileged"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"bench config, field 'sim.{name}': {getattr(self, name)!r} (allowed: true | false)")
+        for name in ("render_every", "offsamples"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ConfigError(f"bench config, field 'sim.{name}': {value!r} (allowed: an integer)")
+        for name in ("settle_s", "max_timestep_s"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ConfigError(f"bench config, field 'sim.{name}': {value!r} (allowed: a number of seconds)")
+        if self.render_cameras is not None:
+            self.render_cameras = list(self.render_cameras)
+
+    def robot_options(self) -> dict[str, Any]:
+        """The options SimRobotConfig takes (everything but `privileged`, which the bench handles)."""
+        return {f.name: getattr(self, f.name) for f in fields(SimRenderOptions)}
+
+
+@BenchConfig.register_subclass("sim")
+@dataclass
+class SimBenchConfig(BenchConfig):
+    """The MuJoCo twin (conf/bench/sim.yaml): the cameras' width/height matter, `type` and
+    `index_or_path` mean nothing to the twin."""
+
+    robot_id: str = "spabench_twin"
+    sim: SimOptions = field(default_factory=SimOptions)
+
+    def __post_init__(self) -> None:
+        if isinstance(self.sim, Mapping):
+            allowed = [f.name for f in fields(SimOptions)]
+            unknown = sorted(set(self.sim) - set(allowed))
+            if unknown:
+                raise ConfigError(f"bench config, field 'sim.{unknown[0]}': unknown sim option "
+                                  f"(allowed: {', '.join(allowed)})")
+            self.sim = SimOptions(**dict(self.sim))
+        elif self.sim is None:
+            self.sim = SimOptions()
+        elif not isinstance(self.sim, SimOptions):
+            raise ConfigError(f"bench config, field 'sim': {self.sim!r} (allowed: a mapping of sim options)")
+        super().__post_init__()
+
+    def check_camera(self, name: str, spec: CameraSpec) -> None:
+        for attr in ("width", "height", "fps"):
+            value = getattr(spec, attr)
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise ConfigError(f"bench config, field 'cameras.{name}.{attr}': {value!r} "
+                                  "(allowed: a positive integer)")
+
+    def make_bench(self, **world: Any):
+        from spabench.sim.bench import SimBench
+
+        return SimBench(self, **world)
