@@ -87,7 +87,7 @@ class Rig:
     def rollout(self, seconds, extra_observers=(), controls=None):
         from spabench.policy.ema import EmaFilter
         from spabench.rollout.loop import Rollout
-        from spabench.rollout.observers import LoopStats
+        from spabench.operator.status import LoopStats
         from spabench.rollout.types import EpisodeMeta
 
         self.n += 1

@@ -58,7 +58,8 @@ def one_run(seconds: float, width: int, height: int, workdir: Path, run: int) ->
     from spabench.record.reader import EpisodeReader
     from spabench.record.recorder import Recorder
     from spabench.rollout.loop import Rollout
-    from spabench.rollout.observers import LoopStats, MotionDetector
+    from spabench.operator.status import LoopStats
+    from spabench.rollout.observers import MotionDetector
     from spabench.rollout.types import EpisodeMeta
     from spabench.serve.openpi_server import OpenPiServer
     from tests.support.feetech_bus import EmulatedBus

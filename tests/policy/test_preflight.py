@@ -7,8 +7,8 @@ from __future__ import annotations
 import io
 
 import pytest
-from omegaconf import OmegaConf
 
+from spabench.config import SpabenchConfig
 from spabench.errors import ConfigError
 from spabench.ledger import Ledger
 from spabench.policy.groot_client import GrootClient
@@ -66,7 +66,7 @@ def test_run_refuses_a_lerobot_server_whose_chunk_size_is_not_the_cards(tmp_path
     from tests.support.tiny_act import CHUNK_SIZE, build_tiny_act
 
     checkpoint = build_tiny_act(tmp_path / "act")
-    server = make_lerobot_server(OmegaConf.create({"checkpoint": str(checkpoint), "port": 0}))
+    server = make_lerobot_server(SpabenchConfig.from_mapping({"checkpoint": str(checkpoint), "port": 0}))
     campaign = make_campaign(tmp_path, n=2)
     with EmulatedBus() as bus, server:
         cfg = make_cfg(campaign, bus.port, server.port, timer_s=1.0, ema_alpha=None)
