@@ -135,7 +135,7 @@ class WebOperator(Operator):
     def _camera_rows(names, cam_cfg, counts, changed, shapes, span) -> list[dict]:
         rows = []
         for n in names:
-            cfg = cam_cfg.get(n) if hasattr(cam_cfg, "get") else None
+            cfg = cam_cfg.get(n)   # the bench config's CameraSpec (typed)
             shape = shapes.get(n)
             rows.append({"name": n, "live": bool(counts.get(n)) and shape is not None,
                          "width": shape[1] if shape else getattr(cfg, "width", None),
