@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from omegaconf import OmegaConf
 
+from spabench.config import SpabenchConfig
 from spabench.ledger import Ledger
 from spabench.plan.commands import plan
 from spabench.plan.config import campaign_from_mapping
@@ -28,8 +28,9 @@ REPO = Path(__file__).resolve().parents[2]
 def _plan(tmp_path, name, **over):
     data = yaml.safe_load((REPO / "conf" / "campaign" / f"{name}.yaml").read_text()) | over
     out = tmp_path / name
-    assert plan(OmegaConf.create({"campaign": data, "suite": {"root": "tasks", "hardware": "hardware", "seed": 0},
-                                  "out": str(out)})) == 0
+    assert plan(SpabenchConfig.from_mapping({"campaign": data, "suite": {"root": "tasks", "hardware": "hardware",
+                                                                     "seed": 0}, "out": str(out)},
+                                              groups=("campaign", "suite"))) == 0
     with Ledger.open(out / "ledger.sqlite") as led:
         return led.trials(), out
 
