@@ -299,17 +299,17 @@ def test_score_corrections_rescore_and_invalidate_then_report(tmp_path):
     base = {"campaign_dir": str(tmp_path), "operator": {"type": "terminal"}}
     out = io.StringIO()
     # a correction without a reason is refused, nothing changes
-    assert score_command(OmegaConf.create({**base, "attempt": ids[0]}), stdin=io.StringIO("n\n1\n\n"),
+    assert score_command(SpabenchConfig.from_mapping({**base, "attempt": ids[0]}, groups=("operator",)), stdin=io.StringIO("n\n1\n\n"),
                          stdout=out) == 2
     assert "a correction needs reason=" in out.getvalue()
     out = io.StringIO()
-    code = score_command(OmegaConf.create({**base, "attempt": ids[0], "reason": "gripper slipped on replay"}),
+    code = score_command(SpabenchConfig.from_mapping({**base, "attempt": ids[0], "reason": "gripper slipped on replay"}, groups=("operator",)),
                          stdin=io.StringIO("n\n1\nre-watched\n"), stdout=out)
     assert code == 0, out.getvalue()
     assert "current: success by operator" in out.getvalue() and "(alias P1" in out.getvalue()
     out = io.StringIO()
-    assert score_command(OmegaConf.create({**base, "attempt": ids[1], "invalidate": True,
-                                           "reason": "cup was upright, scene wrong"}), stdout=out) == 0
+    assert score_command(SpabenchConfig.from_mapping({**base, "attempt": ids[1], "invalidate": True,
+                                           "reason": "cup was upright, scene wrong"}, groups=("operator",)), stdout=out) == 0
     assert "is now invalid: operator_invalidated: cup was upright, scene wrong" in out.getvalue()
     ledger = Ledger.open(tmp_path / "ledger.sqlite")
     history = ledger.score_history(ids[0])

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from spabench.config import SpabenchConfig
 from spabench.ledger import Ledger
 from spabench.rollout.commands import EXIT_STORAGE
 from tests.reliability.conftest import REPO, cli
@@ -41,8 +42,8 @@ def _plan(folder: Path) -> None:
     from spabench.plan.commands import plan
 
     suite = OmegaConf.load(REPO / "conf/suite/spabench.yaml")
-    assert plan(OmegaConf.create({"campaign": OmegaConf.load(REPO / "conf/campaign/smoke.yaml"), "suite": suite,
-                                  "out": str(folder)})) == 0
+    assert plan(SpabenchConfig.from_mapping({"campaign": OmegaConf.load(REPO / "conf/campaign/smoke.yaml"), "suite": suite,
+                                  "out": str(folder)}, groups=("campaign", "suite"))) == 0
 
 
 def _run(folder: Path, timer_s: float = 20.0) -> tuple[int, str, float]:
@@ -52,8 +53,8 @@ def _run(folder: Path, timer_s: float = 20.0) -> tuple[int, str, float]:
     suite = OmegaConf.load(REPO / "conf/suite/spabench.yaml")
     card = OmegaConf.load(REPO / "conf/policy/scripted_compositional.yaml")
     port = _free_port()
-    _, server = build_server(OmegaConf.create({"policy": card, "mode": "compositional", "port": port,
-                                               "host": "127.0.0.1", "seed": 0, "suite": suite}))
+    _, server = build_server(SpabenchConfig.from_mapping({"policy": card, "mode": "compositional", "port": port,
+                                               "host": "127.0.0.1", "seed": 0, "suite": suite}, groups=("policy", "suite")))
     with server:
         started = time.monotonic()
         proc = cli("run", f"campaign={folder}", "bench=sim_demo", "operator=auto", f"operator.timer_s={timer_s}",

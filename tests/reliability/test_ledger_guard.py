@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from spabench.config import SpabenchConfig
 from spabench.ledger import Ledger, LedgerDamaged, LedgerError, LedgerLocked
 from tests.integration.harness import trial_rows
 from tests.reliability.conftest import REPO, cli, one_error
@@ -109,8 +110,8 @@ def test_two_real_runs_on_one_campaign_the_second_is_refused(tmp_path):
     suite = OmegaConf.load(REPO / "conf/suite/spabench.yaml")
     card = OmegaConf.load(REPO / "conf/policy/scripted_compositional.yaml")
     port = _free_port()
-    _, server = build_server(OmegaConf.create({"policy": card, "mode": "compositional", "port": port,
-                                               "host": "127.0.0.1", "seed": 0, "suite": suite}))
+    _, server = build_server(SpabenchConfig.from_mapping({"policy": card, "mode": "compositional", "port": port,
+                                               "host": "127.0.0.1", "seed": 0, "suite": suite}, groups=("policy", "suite")))
     args = ["run", f"campaign={folder}", "bench=sim_demo", "operator=auto", "operator.timer_s=3",
             f"+cards.scripted_compositional.port={port}"]
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "SPABENCH_ROOT": str(REPO)}
