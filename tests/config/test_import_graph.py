@@ -15,7 +15,9 @@ import re
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "spabench"
-NAMED = re.compile(r"^spabench(\.[a-z_0-9]+)+(:[A-Za-z_][A-Za-z_0-9]*)?$")
+# "spabench.x.y" (a module named for a registry) or "spabench.x:attr" (a command target); a bare
+# "spabench.x" is a logger name, not an import
+NAMED = re.compile(r"^spabench(\.[a-z_0-9]+){2,}(:[A-Za-z_][A-Za-z_0-9]*)?$|^spabench\.[a-z_0-9]+:[A-Za-z_][A-Za-z_0-9]*$")
 
 
 def _unit(module: str) -> str:

@@ -150,7 +150,7 @@ class HttpPolicyClient(PolicyClient):
         self.server = server_label(card)
         key = card.api_key() if hasattr(card, "api_key") else None
         headers = {"Authorization": f"Api-Key {key}"} if key else {}
-        from spabench.serve.security import warn_plain_key
+        from spabench.network import warn_plain_key
 
         warn_plain_key(base_url(card.host, card.port), key, getattr(card, "name", "?"))
         self.url = base_url(card.host, card.port)

@@ -122,7 +122,7 @@ class OpenPiClient(PolicyClient):
         from websockets.sync.client import connect
 
         headers = {"Authorization": f"Api-Key {self._api_key}"} if self._api_key else None
-        from spabench.serve.security import warn_plain_key
+        from spabench.network import warn_plain_key
 
         warn_plain_key(self.uri, self._api_key, self.card.name)
         try:

@@ -27,7 +27,7 @@ def build_server(cfg: SpabenchConfig):
 
     if cfg.mode not in MODES:
         raise ConfigError(f"conf/config.yaml: key 'mode': {cfg.mode!r} (allowed: {' | '.join(MODES)})")
-    from spabench.serve.security import check_bind
+    from spabench.network import check_bind
 
     card, suite = cfg.need("policy"), cfg.need("suite")
     port = cfg.port if cfg.port is not None else (card.port or DEFAULT_PORT)

@@ -1,4 +1,4 @@
-"""Who may talk to a spabench policy server: loopback, or a client holding the API key.
+"""Who may talk to a spabench policy server: loopback, or a client holding the API key (used by the servers and the clients alike).
 
 A server bound to a non-loopback address without an API key lets anyone on the network drive the
 arm's policy; it is refused unless the operator says so explicitly (`allow_insecure=true`).
