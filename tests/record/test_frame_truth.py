@@ -45,8 +45,8 @@ def stalled_episode(tmp_path_factory):
                        operator={"recorder": {"queue_frames": 120}})
         cfg.bench.connect_retries = 3  # the emulated bus shares two cores with the suite
         cams = cfg.bench.cameras
-        cams.wrist.extra = {"stall_every_s": 1.0, "stall_s": STALL_S}
-        cams.overhead.extra = {"stall_every_s": 1.3, "stall_s": BLOCK_S, "stall_blocks": True}
+        cams["wrist"].extra = {"stall_every_s": 1.0, "stall_s": STALL_S}
+        cams["overhead"].extra = {"stall_every_s": 1.3, "stall_s": BLOCK_S, "stall_blocks": True}
         out = io.StringIO()
         assert run(cfg, out=out) == EXIT_OK, out.getvalue()
     ledger = Ledger.open(campaign / "ledger.sqlite")
