@@ -43,6 +43,12 @@ def _smoke_on_the_twin(tmp_path, operator: dict):
     cfg = SpabenchConfig.from_mapping({"campaign_dir": str(tmp_path / "c"), "bench": bench, "policy": card,
                                        "suite": suite, "operator": operator},
                                       groups=("bench", "operator", "suite", "policy"))
+    return cfg, server
+
+
+def test_smoke_campaign_on_the_twin(tmp_path):
+    pytest.importorskip("mujoco")
+    cfg, server = _smoke_on_the_twin(tmp_path, {"type": "auto", "timer_s": 3.0})
     with server:
         assert run(cfg, out=io.StringIO()) == EXIT_OK
     ledger = Ledger.open(tmp_path / "c" / "ledger.sqlite")
