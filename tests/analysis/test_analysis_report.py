@@ -96,7 +96,7 @@ def test_contrasts_match_generator_pairs(published_size, synthetic):
     contrasts = pd.read_csv(published_size / "contrasts.csv")
     assert list(contrasts.columns) == ["policy", "contrast", "task", "estimate", "ci_low", "ci_high",
                                        "n_pairs", "p_value", "ci_method", "ci_low_mc_se", "ci_high_mc_se",
-                                       "degenerate", "n_resamples", "bootstrap_seed"]
+                                       "degenerate", "n_resamples", "bootstrap_seed", "family", "p_holm"]
     table = contrasts.set_index(["policy", "contrast", "task"])
     for policy in FULL_POLICIES:
         per_task = []

@@ -42,7 +42,15 @@ def _display_names(cfg: DictConfig) -> dict[str, str]:
 
 
 def load_campaign_outcomes(campaign_dir: Path):
-    """The outcomes view of a campaign's ledger, validated like a CSV."""
+    """The outcomes view of a campaign's ledger, validated like a CSV (see `load_campaign`)."""
+    return load_campaign(campaign_dir)[0]
+
+
+def load_campaign(campaign_dir: Path):
+    """(outcomes, plan, ratings) of a campaign: the validated outcomes view, the planned trials per
+    cell, and every rater's score of the attempts scored more than once."""
+    from spabench.analysis.agreement import ledger_ratings
+    from spabench.analysis.comparisons import ledger_plan
     from spabench.ledger import Ledger  # lazy: the ledger is only needed for campaign input
 
     if not Ledger.exists(campaign_dir):
@@ -50,8 +58,8 @@ def load_campaign_outcomes(campaign_dir: Path):
                           "(is it a campaign directory?)")
     with Ledger.open(campaign_dir, readonly=True) as ledger:   # the ledger alone: episodes may be elsewhere
         frame = ledger.outcomes()
-        where = ledger.path
-    return outcomes_from_frame(frame, source=f"{where} (outcomes view)")
+        outcomes = outcomes_from_frame(frame, source=f"{ledger.path} (outcomes view)")
+        return outcomes, ledger_plan(ledger), ledger_ratings(ledger, frame)
 
 
 def report(cfg: DictConfig) -> int:
@@ -68,14 +76,16 @@ def report(cfg: DictConfig) -> int:
     seed = _integer(cfg, "bootstrap_seed", DEFAULT_SEED, 0)
     n_resamples = _integer(cfg, "bootstrap", DEFAULT_BOOTSTRAP, 1)
 
+    plan = ratings = None
     if outcomes_path is not None:
         outcomes = load_outcomes(Path(outcomes_path))
     else:
-        outcomes = load_campaign_outcomes(Path(campaign_dir))
+        outcomes, plan, ratings = load_campaign(Path(campaign_dir))
     if outcomes.empty:
         raise DataError(outcomes.attrs.get("source", outcomes_path or campaign_dir),
                         "no rollouts: the outcomes table has a header but no data rows")
-    analysis = analyse(outcomes, n_resamples=n_resamples, seed=seed, names=_display_names(cfg))
+    analysis = analyse(outcomes, n_resamples=n_resamples, seed=seed, names=_display_names(cfg),
+                       plan=plan, ratings=ratings)
     written = write_report(analysis, Path(out))
     print(f"report: {len(outcomes)} rollouts, {len(analysis.policies)} policies -> {written[0].parent}")
     return 0
