@@ -39,6 +39,10 @@ COMMANDS: dict[str, Command] = {
         Command("report", "spabench.analysis.commands:report", (),
                 "statistics, tables and figures: campaign=DIR or outcomes=FILE.csv, out=DIR",
                 ("campaign_dir", "outcomes", "out")),
+        Command("power", "spabench.analysis.power:power", (),
+                "trials per cell for a target half-width, matched pairs for a paired difference: "
+                "half_width=0.1 [rate=0.5] | rates=[0.3,0.6] [discordance=] [power=0.8] [outcomes=PILOT.csv]",
+                ("outcomes", "campaign_dir")),
         Command("export lerobot", "spabench.record.commands:export_lerobot", (),
                 "export recorded episodes as a LeRobotDataset v3: campaign=DIR out=DIR",
                 ("campaign_dir", "out")),
