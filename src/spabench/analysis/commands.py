@@ -86,6 +86,9 @@ def report(cfg: DictConfig) -> int:
                         "no rollouts: the outcomes table has a header but no data rows")
     analysis = analyse(outcomes, n_resamples=n_resamples, seed=seed, names=_display_names(cfg),
                        plan=plan, ratings=ratings)
-    written = write_report(analysis, Path(out))
+    jobs = _get(cfg, "jobs")
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1):
+        raise ConfigError(f"jobs={jobs!r} must be an integer >= 1 (processes drawing the figures)")
+    written = write_report(analysis, Path(out), jobs=jobs)
     print(f"report: {len(outcomes)} rollouts, {len(analysis.policies)} policies -> {written[0].parent}")
     return 0
