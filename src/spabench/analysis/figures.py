@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import textwrap
 import threading
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -98,8 +99,9 @@ def _new_figure(width: float, height: float, insets: tuple[float, float, float, 
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    left, right, bottom, top = insets
-    full_w, full_h = width + 2 * MARGIN, height + 2 * MARGIN
+    left, right, bottom, top = insets  # width/height include the insets; the plot keeps at least 1 x 0.6 in
+    full_w = max(width, left + right + 1.0) + 2 * MARGIN
+    full_h = max(height, bottom + top + 0.6) + 2 * MARGIN
     figure = Figure(figsize=(full_w, full_h), dpi=100)
     FigureCanvasAgg(figure)
     (ax,) = figure.subplots(1, 1, squeeze=False)[0]
@@ -353,8 +355,9 @@ def fig11_failure_modes(failures: pd.DataFrame, policies: Sequence[str], names: 
               for i, m in enumerate(FAILURE_MODE_ORDER)}
     labels = {m: failure_mode_label(m) for m in modes} | dict(mode_labels or {})
     longest = max(len(f"{one_line(TASK_LABELS[t])} | {display(names, p)}") for t, p, _, _ in bars)
-    figure, (ax,) = _new_figure(5.0, 0.25 + 0.2 * len(bars) + 0.12 * len({b[0] for b in bars}),
-                                insets=(0.3 + 0.055 * longest, 0.5, 1.3, 0.4))
+    insets = (0.3 + 0.055 * longest, 0.5, 1.3, 0.4)
+    figure, (ax,) = _new_figure(5.0 + insets[0], 0.25 + 0.2 * len(bars) + 0.12 * len({b[0] for b in bars}) + 1.7,
+                                insets=insets)
     y, position, ticks = [], 0.0, []
     previous = None
     for task, policy, _, _ in bars:
@@ -459,6 +462,12 @@ def _render_forked(name: str):
     return name, _render(name, *_JOB)
 
 
+def _single_threaded() -> bool:
+    """No Python thread but this one: fork is then safe. (numpy's BLAS keeps idle native threads;
+    BLAS libraries register fork handlers for them, so they do not count.)"""
+    return threading.active_count() == 1
+
+
 def default_jobs() -> int:
     """Worker processes for the figures: two where the machine has two CPUs or more (each figure is
     independent; forked workers inherit the imported matplotlib), else one."""
@@ -481,17 +490,21 @@ def write_figures(summary: pd.DataFrame, failures: pd.DataFrame, policies: Seque
         for weight in ("normal", "bold"):
             font_manager.get_font(font_manager.findfont(font_manager.FontProperties(weight=weight)))
     results: dict[str, list[Path] | None] = {}
-    parallel = jobs > 1 and hasattr(os, "fork") and threading.active_count() == 1
+    parallel = jobs > 1 and hasattr(os, "fork") and _single_threaded()
     if parallel:
         import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor
 
         _JOB = args
         try:
-            with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("fork")) as pool:
+            # Pool forks its workers before it starts its own helper threads; Python's warning about
+            # forking a multi-threaded process counts the idle BLAS threads too
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", "This process .* is multi-threaded", DeprecationWarning)
+                pool = multiprocessing.get_context("fork").Pool(jobs)
+            with pool:
                 # the heaviest first, so the two workers finish together
                 order = sorted(FIGURES, key=lambda n: n not in ("fig6_ood_direct_per_task", "fig11_failure_modes"))
-                results = dict(pool.map(_render_forked, order))
+                results = dict(pool.map(_render_forked, order, chunksize=1))
         finally:
             _JOB = ()
     else:
