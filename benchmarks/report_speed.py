@@ -13,7 +13,7 @@ GR00T F-FT 120 and VLA-0 72 ID rollouts = 2,892, plus 72 invalid attempts of re-
 Measured per run: wall time, CPU time of the report process, and CPU time including its worker
 processes (user + sys, from the parent's RUSAGE_CHILDREN). Medians over --runs, runs interleaved.
 
-    python benchmarks/report_speed.py [--runs N] [--base REV] [--jobs J]
+    python benchmarks/report_speed.py [--quick] [--runs N] [--base REV] [--jobs J]
 """
 
 from __future__ import annotations
@@ -93,9 +93,12 @@ def run_once(src: Path, csv_path: Path, out: Path, jobs: int | None) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="one run of each path")
     parser.add_argument("--base", default=None, help="the anchor revision (default: before analysis/exact.py)")
     parser.add_argument("--jobs", type=int, default=None, help="figure worker processes of the current path")
     args = parser.parse_args()
+    if args.quick:
+        args.runs = 1
     base = args.base or base_revision()
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)

@@ -332,7 +332,7 @@ def fig10_relational_pair(cells: Cells, policies: Sequence[str], names: Mapping[
     shown = [p for p in policies if any(cells.has(p, task, c) for c in pair)]
     series = _per_policy(cells, policies, names, shown, [(task, c) for c in pair])
     return _panel([CONDITION_LABELS[c] for c in pair], series,
-                  "Relational Placement: no movement vs movement required")
+                  "Relational Placement")
 
 
 def fig11_failure_modes(failures: pd.DataFrame, policies: Sequence[str], names: Mapping[str, str],
