@@ -41,12 +41,12 @@ def _display_names(cfg: DictConfig) -> dict[str, str]:
     return {str(k): v for k, v in names.items()}
 
 
-def load_campaign_outcomes(campaign_dir: Path):
+def load_campaign_outcomes(campaign_dir: Path, unpaired: str = "exclude"):
     """The outcomes view of a campaign's ledger, validated like a CSV (see `load_campaign`)."""
-    return load_campaign(campaign_dir)[0]
+    return load_campaign(campaign_dir, unpaired)[0]
 
 
-def load_campaign(campaign_dir: Path):
+def load_campaign(campaign_dir: Path, unpaired: str = "exclude"):
     """(outcomes, plan, ratings) of a campaign: the validated outcomes view, the planned trials per
     cell, and every rater's score of the attempts scored more than once."""
     from spabench.analysis.agreement import ledger_ratings
@@ -58,7 +58,7 @@ def load_campaign(campaign_dir: Path):
                           "(is it a campaign directory?)")
     with Ledger.open(campaign_dir, readonly=True) as ledger:   # the ledger alone: episodes may be elsewhere
         frame = ledger.outcomes()
-        outcomes = outcomes_from_frame(frame, source=f"{ledger.path} (outcomes view)")
+        outcomes = outcomes_from_frame(frame, source=f"{ledger.path} (outcomes view)", unpaired=unpaired)
         return outcomes, ledger_plan(ledger), ledger_ratings(ledger, frame)
 
 
@@ -77,10 +77,19 @@ def report(cfg: DictConfig) -> int:
     n_resamples = _integer(cfg, "bootstrap", DEFAULT_BOOTSTRAP, 1)
 
     plan = ratings = None
+    unpaired = _get(cfg, "unpaired")
+    if unpaired is not None and unpaired not in ("error", "exclude"):
+        raise ConfigError(f"unpaired={unpaired!r} (allowed: error, exclude; default error for a CSV, "
+                          "exclude for a campaign whose partner trials may still be pending)")
     if outcomes_path is not None:
-        outcomes = load_outcomes(Path(outcomes_path))
+        outcomes = load_outcomes(Path(outcomes_path), unpaired=unpaired or "error")
     else:
-        outcomes, plan, ratings = load_campaign(Path(campaign_dir))
+        outcomes, plan, ratings = load_campaign(Path(campaign_dir), unpaired or "exclude")
+    left_out = outcomes.attrs.get("unpaired_rows") or []
+    if left_out:
+        shown_rows = ", ".join(map(str, left_out[:20])) + (" ..." if len(left_out) > 20 else "")
+        print(f"report: {len(left_out)} unpaired direct/paraphrase row(s) left out (no partner row on the "
+              f"same matched OOD scene): rows {shown_rows}")
     if outcomes.empty:
         raise DataError(outcomes.attrs.get("source", outcomes_path or campaign_dir),
                         "no rollouts: the outcomes table has a header but no data rows")
