@@ -56,7 +56,7 @@ def _import(target: str):
 
 @dataclass(frozen=True)
 class Key:
-    """What a top-level key takes. kind: str, int, float, bool, Path or dict."""
+    """What a top-level key takes. kind: str, int, float, bool, Path, dict or list."""
 
     kind: type
     help: str
@@ -83,6 +83,8 @@ class Key:
             text = "a path"
         elif self.kind is dict:
             text = "a mapping"
+        elif self.kind is list:
+            text = "a list, e.g. [0.3,0.6]"
         else:
             text = "a string"
         return text + (", or null" if self.optional else "")
@@ -112,6 +114,10 @@ class Key:
             if not isinstance(value, Mapping):
                 raise self._bad(name, value)
             value = dict(value)
+        elif kind is list:
+            if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, (list, tuple)):
+                raise self._bad(name, value)
+            value = list(value)
         elif not isinstance(value, str):
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 value = str(value)   # host=10 or api_key=1234 arrive as numbers from the command line
@@ -140,7 +146,7 @@ def key(default: Any, kind: type, help: str, commands: tuple[str, ...] | str, **
 
 
 SERVE = ("serve lerobot", "serve scripted")
-ALL = ("plan", "run", "score", "console", "report", "export lerobot", "serve lerobot", "serve scripted", "demo",
+ALL = ("plan", "run", "score", "console", "report", "power", "export lerobot", "serve lerobot", "serve scripted", "demo",
        "suite generate", "suite validate", "ledger copy", "ledger collect", "ledger status")
 
 
@@ -160,9 +166,10 @@ class SpabenchConfig:
                                                           "suite generate", "ledger collect"), optional=True)
     campaign_dir: Path | None = key(
         None, Path, "the campaign folder written by `spabench plan` (given as campaign=DIR)",
-        ("run", "score", "console", "report", "export lerobot", "ledger collect", "ledger status"), optional=True)
+        ("run", "score", "console", "report", "power", "export lerobot", "ledger collect", "ledger status"),
+        optional=True)
     outcomes: Path | None = key(None, Path, "an outcomes CSV to report on (instead of campaign=DIR)",
-                                "report", optional=True)
+                                ("report", "power"), optional=True)
     checkpoint: Path | None = key(None, Path, "a local LeRobot checkpoint folder", "serve lerobot",
                                   optional=True)
     host: str = key("127.0.0.1", str, "where the server listens", SERVE)
@@ -180,10 +187,24 @@ class SpabenchConfig:
     grasp_noise_cm: float = key(0.0, float, "grasp position noise of the stand-in", "serve scripted",
                                 minimum=0.0)
     seed: int = key(0, int, "stand-in policy seed", ("serve scripted", "demo"), minimum=0)
+    unpaired: str | None = key(None, str, "a direct/paraphrase row without its partner: error (the default for a "
+                               "CSV) | exclude (the default for a campaign, whose partner trials may still be "
+                               "pending)", ("report", "demo"), optional=True, choices=("error", "exclude"))
     bootstrap: int = key(100000, int, "bootstrap resamples (the published analysis: 100,000)", ("report", "demo"),
                          minimum=1)
     bootstrap_seed: int = key(20260906, int, "bootstrap seed (the published analysis's)", ("report", "demo"),
                               minimum=0)
+    half_width: float | None = key(None, float, "target half-width of the 95% interval per cell (0.1 = +-10 pp)",
+                                   "power", optional=True)
+    rate: float = key(0.5, float, "assumed success rate for half_width (0.5 = the worst case)", "power")
+    rates: list[float] | None = key(None, list, "assumed rates of a paired contrast, e.g. rates=[0.3,0.6] "
+                                    "(matched pairs needed)", "power", optional=True)
+    discordance: float | None = key(None, float, "assumed share of discordant pairs (null: the outcomes "
+                                    "independent)", "power", optional=True)
+    alpha: float = key(0.05, float, "two-sided test level", "power")
+    power: float = key(0.8, float, "target power of the paired test", "power")
+    jobs: int | None = key(None, int, "processes drawing the figures (null: 2 on a machine with 2+ CPUs)",
+                           ("report", "demo"), optional=True, minimum=1)
     display_names: dict[str, str] = key({}, dict, "policy -> its name in figures and report.md, e.g. "
                                         "'display_names.groot_fllm=GR00T-N1.7 F-LLM'", "report")
     max_trials: int | None = key(None, int, "stop after this many trials (null: every pending one)",

@@ -25,7 +25,8 @@ FIGURES = ("fig5_id_per_task", "fig6_ood_direct_per_task", "fig7_paraphrase", "f
 def run_report(tmp_path: Path, csv_path: Path, **extra) -> Path:
     out = tmp_path / "report"
     cfg = SpabenchConfig.from_mapping({"outcomes": str(csv_path), "campaign_dir": None, "out": str(out),
-                                       "bootstrap_seed": 0, "bootstrap": 500, **extra})
+                                       "bootstrap_seed": 0, "bootstrap": 500,
+                                       "unpaired": "exclude", **extra})  # slices of the synthetic campaign cut pairs
     assert report(cfg) == 0
     return out
 
@@ -97,7 +98,7 @@ def test_contrasts_match_generator_pairs(published_size, synthetic):
     contrasts = pd.read_csv(published_size / "contrasts.csv")
     assert list(contrasts.columns) == ["policy", "contrast", "task", "estimate", "ci_low", "ci_high",
                                        "n_pairs", "p_value", "ci_method", "ci_low_mc_se", "ci_high_mc_se",
-                                       "degenerate", "n_resamples", "bootstrap_seed"]
+                                       "degenerate", "n_resamples", "bootstrap_seed", "family", "p_holm"]
     table = contrasts.set_index(["policy", "contrast", "task"])
     for policy in FULL_POLICIES:
         per_task = []
@@ -244,7 +245,8 @@ def test_failure_while_writing_leaves_no_partial_output(tmp_path, synthetic, mon
     assert (out / "summary.csv").read_bytes() == before  # the earlier report is untouched
     assert sorted(p.name for p in tmp_path.iterdir()) == ["o.csv", "o2.csv", "report"]
     fresh = tmp_path / "fresh"
-    cfg = SpabenchConfig.from_mapping({"outcomes": str(csv_path), "out": str(fresh), "bootstrap": 10})
+    cfg = SpabenchConfig.from_mapping({"outcomes": str(csv_path), "out": str(fresh), "bootstrap": 10,
+                                       "unpaired": "exclude"})
     with pytest.raises(RuntimeError):
         report(cfg)
     assert not fresh.exists()

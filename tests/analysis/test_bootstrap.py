@@ -9,7 +9,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from spabench.analysis import commands
 from spabench.analysis.contrasts import (
     DEFAULT_RESAMPLES,
     PUBLISHED_SEED,
@@ -18,6 +17,7 @@ from spabench.analysis.contrasts import (
     resampled_means,
 )
 from spabench.analysis.report import format_contrast
+from spabench.config import SpabenchConfig
 
 
 @pytest.mark.parametrize("values", [
@@ -36,7 +36,8 @@ def test_resampled_means_have_the_index_resampling_law(values):
 
 def test_published_defaults():
     assert DEFAULT_RESAMPLES == 100_000 and PUBLISHED_SEED == 20260906
-    assert commands.DEFAULT_BOOTSTRAP == 100_000 and commands.DEFAULT_SEED == 20260906
+    defaults = SpabenchConfig.from_mapping({})  # the typed root config's (and conf/config.yaml's) defaults
+    assert defaults.bootstrap == DEFAULT_RESAMPLES and defaults.bootstrap_seed == PUBLISHED_SEED
 
 
 def test_degenerate_interval_is_flagged_not_zero_width():

@@ -109,3 +109,38 @@ def test_serve_refuses_bad_ports_and_open_binds():
     assert "0..65535" in one_error(cli("serve", "scripted", "port=99999"))
     text = one_error(cli("serve", "scripted", "host=0.0.0.0", "port=0"))
     assert "without an api_key" in text
+
+
+def _pairing_csv(tmp_path, rows: list[str]) -> Path:
+    path = tmp_path / "pairs.csv"
+    path.write_text("policy,task,condition,evaluation_id,success,matched_group,instruction_variant,failure_mode,valid\n"
+                    + "\n".join(rows) + "\n")
+    return path
+
+
+def test_unpaired_rows_are_one_error_or_excluded_and_listed(tmp_path, capsys):
+    from spabench.analysis.commands import report
+    from spabench.analysis.outcomes import load_outcomes
+    from spabench.config import SpabenchConfig
+
+    rows = ["p,counting,ood,E1,1,g1,original,,true",
+            "p,counting,direct,E2,1,g1,original,,true",               # paired
+            "p,counting,direct,E3,0,g9,original,,true",               # g9 belongs to another task
+            "p,object_state,ood,E4,1,g9,original,,true",
+            "p,counting,paraphrase_ood,E5,1,g7,paraphrase,,true"]     # a paraphrase without its original
+    src = _pairing_csv(tmp_path, rows)
+    with pytest.raises(DataError, match=r"row 4, field 'matched_group'.*unpaired"):
+        load_outcomes(src)
+    kept = load_outcomes(src, unpaired="exclude")
+    assert kept.attrs["unpaired_rows"] == [4, 6] and len(kept) == 3
+    assert report(SpabenchConfig.from_mapping({"outcomes": str(src), "out": str(tmp_path / "r"), "bootstrap": 10,
+                                               "unpaired": "exclude"})) == 0
+    assert "rows 4, 6" in capsys.readouterr().out
+
+
+def test_a_success_with_a_failure_mode_is_an_error(tmp_path):
+    from spabench.analysis.outcomes import load_outcomes
+
+    src = _pairing_csv(tmp_path, ["p,counting,id,E1,1,,original,wrong_target,true"])
+    with pytest.raises(DataError, match="row 2, field 'failure_mode': a successful rollout has no failure mode"):
+        load_outcomes(src)

@@ -14,8 +14,16 @@ if TYPE_CHECKING:  # annotations only: spabench.config builds the groups and sit
     from spabench.config import SpabenchConfig
 
 
-def load_campaign_outcomes(campaign_dir: Path):
-    """The outcomes view of a campaign's ledger, validated like a CSV."""
+def load_campaign_outcomes(campaign_dir: Path, unpaired: str = "exclude"):
+    """The outcomes view of a campaign's ledger, validated like a CSV (see `load_campaign`)."""
+    return load_campaign(campaign_dir, unpaired)[0]
+
+
+def load_campaign(campaign_dir: Path, unpaired: str = "exclude"):
+    """(outcomes, plan, ratings) of a campaign: the validated outcomes view, the planned trials per
+    cell, and every rater's score of the attempts scored more than once."""
+    from spabench.analysis.agreement import ledger_ratings
+    from spabench.analysis.comparisons import ledger_plan
     from spabench.ledger import Ledger  # lazy: the ledger is only needed for campaign input
 
     if not Ledger.exists(campaign_dir):
@@ -23,8 +31,8 @@ def load_campaign_outcomes(campaign_dir: Path):
                           "(is it a campaign folder written by `spabench plan`?)")
     with Ledger.open(campaign_dir, readonly=True) as ledger:   # the ledger alone: episodes may be elsewhere
         frame = ledger.outcomes()
-        where = ledger.path
-    return outcomes_from_frame(frame, source=f"{where} (outcomes view)")
+        outcomes = outcomes_from_frame(frame, source=f"{ledger.path} (outcomes view)", unpaired=unpaired)
+        return outcomes, ledger_plan(ledger), ledger_ratings(ledger, frame)
 
 
 def _display_names(names: dict) -> dict[str, str]:
@@ -79,16 +87,23 @@ def report(cfg: SpabenchConfig) -> int:
                           f"(got outcomes={cfg.outcomes}, campaign={cfg.campaign_dir})")
     if cfg.out is None:
         raise ConfigError("report needs out=DIR (the report directory to write)")
+    plan = ratings = None
     if cfg.outcomes is not None:
-        outcomes = load_outcomes(cfg.outcomes)
+        outcomes = load_outcomes(cfg.outcomes, unpaired=cfg.unpaired or "error")
     else:
-        outcomes = load_campaign_outcomes(campaign_folder(cfg.campaign_dir, "report"))
+        outcomes, plan, ratings = load_campaign(campaign_folder(cfg.campaign_dir, "report"),
+                                                cfg.unpaired or "exclude")
     source = outcomes.attrs.get("source", cfg.outcomes or cfg.campaign_dir)
+    left_out = outcomes.attrs.get("unpaired_rows") or []
+    if left_out:
+        shown_rows = ", ".join(map(str, left_out[:20])) + (" ..." if len(left_out) > 20 else "")
+        print(f"report: {len(left_out)} unpaired direct/paraphrase row(s) left out (no partner row on the "
+              f"same matched OOD scene): rows {shown_rows}")
     outcomes = one_bench_kind(outcomes, cfg.bench_kind)
     if outcomes.empty:
         raise DataError(source, "no rollouts: the outcomes table has a header but no data rows")
     analysis = analyse(outcomes, n_resamples=cfg.bootstrap, seed=cfg.bootstrap_seed,
-                       names=_display_names(cfg.display_names))
-    written = write_report(analysis, cfg.out)
+                       names=_display_names(cfg.display_names), plan=plan, ratings=ratings)
+    written = write_report(analysis, cfg.out, jobs=cfg.jobs)
     print(f"report: {len(outcomes)} rollouts, {len(analysis.policies)} policies -> {written[0].parent}")
     return 0

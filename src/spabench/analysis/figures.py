@@ -11,7 +11,10 @@ computed from every label so nothing is clipped, and policies shown by their dis
 
 from __future__ import annotations
 
+import os
 import textwrap
+import threading
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -83,15 +86,28 @@ def display(names: Mapping[str, str], policy: str) -> str:
 
 # ---------------------------------------------------------------- drawing primitives
 
-def _new_figure(width: float, height: float, ncols: int = 1, width_ratios=None):
+# Every figure is laid out on a canvas with a wide white margin (inches) and cropped to its ink
+# after the 300 dpi raster: one draw gives the PNG and the bounding box of the PDF/SVG, and a label
+# can only be cut off if it runs past the margin, which `save` detects and handles.
+MARGIN = 0.5
+# Plot-area insets inside the margin (inches): left, right, bottom, top (ticks, title, legend).
+INSETS = (0.75, 0.2, 0.65, 0.8)
+MAX_WIDTH = 7.2  # a double-column figure
+
+
+def _new_figure(width: float, height: float, insets: tuple[float, float, float, float] = INSETS):
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(width, height), dpi=100)
+    left, right, bottom, top = insets  # width/height include the insets; the plot keeps at least 1 x 0.6 in
+    full_w = max(width, left + right + 1.0) + 2 * MARGIN
+    full_h = max(height, bottom + top + 0.6) + 2 * MARGIN
+    figure = Figure(figsize=(full_w, full_h), dpi=100)
     FigureCanvasAgg(figure)
-    axes = figure.subplots(1, ncols, squeeze=False, sharey=True,
-                           gridspec_kw={"width_ratios": width_ratios} if width_ratios else None)[0]
-    return figure, list(axes)
+    (ax,) = figure.subplots(1, 1, squeeze=False)[0]
+    figure.subplots_adjust(left=(MARGIN + left) / full_w, right=1 - (MARGIN + right) / full_w,
+                           bottom=(MARGIN + bottom) / full_h, top=1 - (MARGIN + top) / full_h)
+    return figure, [ax]
 
 
 def _style(ax, ylabel: bool = True) -> None:
@@ -165,18 +181,46 @@ def _legend(figure, axes, ncol: int | None = None) -> None:
 
 
 def save(figure, stem: Path, formats: Sequence[str] = FORMATS) -> list[Path]:
-    """Lay out once, compute the bounding box of every artist once, then write each format."""
+    """Draw the 300 dpi raster once, crop it to its ink (plus a small pad): that is the PNG, and
+    the crop box, in inches, is the bounding box the PDF and SVG are written with."""
     from matplotlib.transforms import Bbox
+    from PIL import Image
 
-    renderer = figure.canvas.get_renderer()
-    box = figure.get_tightbbox(renderer)
-    box = Bbox.from_extents(box.x0 - 0.06, box.y0 - 0.06, box.x1 + 0.06, box.y1 + 0.06)
+    figure.set_dpi(PNG_DPI)
+    figure.canvas.draw()
+    rgba = np.asarray(figure.canvas.buffer_rgba())
+    ink = rgba.view(np.uint32)[..., 0] != np.uint32(0xFFFFFFFF)  # anything but opaque white
+    rows, cols = np.flatnonzero(ink.any(axis=1)), np.flatnonzero(ink.any(axis=0))
+    height, width = ink.shape
+    pad = int(0.05 * PNG_DPI)
+    if len(rows) == 0:
+        y0, y1, x0, x1 = 0, height, 0, width
+    else:
+        y0, y1 = max(rows[0] - pad, 0), min(rows[-1] + 1 + pad, height)
+        x0, x1 = max(cols[0] - pad, 0), min(cols[-1] + 1 + pad, width)
+    if len(rows) and (rows[0] == 0 or cols[0] == 0 or rows[-1] == height - 1 or cols[-1] == width - 1):
+        return _save_tight(figure, stem, formats)  # ink reaches the canvas edge: lay out again
+    box = Bbox.from_extents(x0 / PNG_DPI, (height - y1) / PNG_DPI, x1 / PNG_DPI, (height - y0) / PNG_DPI)
     written = []
     for fmt in formats:
         path = stem.with_suffix("." + fmt)
-        kwargs = {"pil_kwargs": {"compress_level": 1}} if fmt == "png" else {}  # zlib 6: 4x the time
-        figure.savefig(path, format=fmt, dpi=PNG_DPI if fmt == "png" else 72, bbox_inches=box,
-                       metadata=_METADATA[fmt], **kwargs)
+        if fmt == "png":  # zlib level 1: level 6 took four times as long for 10% smaller files
+            Image.fromarray(np.ascontiguousarray(rgba[y0:y1, x0:x1, :3])).save(
+                path, format="png", compress_level=1, dpi=(PNG_DPI, PNG_DPI))
+        else:
+            figure.savefig(path, format=fmt, dpi=72, bbox_inches=box, metadata=_METADATA[fmt])
+        written.append(path)
+    return written
+
+
+def _save_tight(figure, stem: Path, formats: Sequence[str]) -> list[Path]:
+    """The slow path: matplotlib's own tight bounding box around every artist."""
+    written = []
+    for fmt in formats:
+        path = stem.with_suffix("." + fmt)
+        kwargs = {"pil_kwargs": {"compress_level": 1}} if fmt == "png" else {}
+        figure.savefig(path, format=fmt, dpi=PNG_DPI if fmt == "png" else 72, bbox_inches="tight",
+                       pad_inches=0.05, metadata=_METADATA[fmt], **kwargs)
         written.append(path)
     return written
 
@@ -190,7 +234,8 @@ RC = {"text.parse_math": False, "svg.hashsalt": "spabench", "svg.fonttype": "non
 
 
 def _width(groups: int, bars: int) -> float:
-    return max(4.0, 1.0 + groups * (0.35 + 0.2 * bars))
+    """Plot width in inches: room per bar, at most a double-column figure."""
+    return min(MAX_WIDTH, max(3.2, 0.4 + groups * (0.3 + 0.17 * bars)))
 
 
 def policy_color(policies: Sequence[str], policy: str) -> str:
@@ -287,7 +332,7 @@ def fig10_relational_pair(cells: Cells, policies: Sequence[str], names: Mapping[
     shown = [p for p in policies if any(cells.has(p, task, c) for c in pair)]
     series = _per_policy(cells, policies, names, shown, [(task, c) for c in pair])
     return _panel([CONDITION_LABELS[c] for c in pair], series,
-                  "Relational Placement: no movement vs movement required")
+                  "Relational Placement")
 
 
 def fig11_failure_modes(failures: pd.DataFrame, policies: Sequence[str], names: Mapping[str, str],
@@ -309,7 +354,10 @@ def fig11_failure_modes(failures: pd.DataFrame, policies: Sequence[str], names: 
               else palette.FAILURE_COLORS[i % len(palette.FAILURE_COLORS)]
               for i, m in enumerate(FAILURE_MODE_ORDER)}
     labels = {m: failure_mode_label(m) for m in modes} | dict(mode_labels or {})
-    figure, (ax,) = _new_figure(7.2, 1.2 + 0.2 * len(bars) + 0.12 * len({b[0] for b in bars}))
+    longest = max(len(f"{one_line(TASK_LABELS[t])} | {display(names, p)}") for t, p, _, _ in bars)
+    insets = (0.3 + 0.055 * longest, 0.5, 1.3, 0.4)
+    figure, (ax,) = _new_figure(5.0 + insets[0], 0.25 + 0.2 * len(bars) + 0.12 * len({b[0] for b in bars}) + 1.7,
+                                insets=insets)
     y, position, ticks = [], 0.0, []
     previous = None
     for task, policy, _, _ in bars:
@@ -350,7 +398,8 @@ def fig11_failure_modes(failures: pd.DataFrame, policies: Sequence[str], names: 
                  fontweight="bold", loc="left")
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.0, -0.5 / figure.get_figheight()),
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.0, -0.55 / (ax.get_position().height
+                                                                               * figure.get_figheight())),
               frameon=False, fontsize=7, ncol=3)
     return figure
 
@@ -396,21 +445,68 @@ def draw(name: str, summary: pd.DataFrame, failures: pd.DataFrame, policies: Seq
         return function(Cells(summary), list(policies), names)
 
 
-def write_figures(summary: pd.DataFrame, failures: pd.DataFrame, policies: Sequence[str], out_dir: Path,
-                  names: Mapping[str, str] | None = None, formats: Sequence[str] = FORMATS,
-                  mode_labels: Mapping[str, str] | None = None) -> dict[str, list[Path]]:
-    """Every figure that has data, in every format; returns {figure name: written paths}."""
+def _render(name: str, summary, failures, policies, names, out_dir, formats, mode_labels) -> list[Path] | None:
+    figure = draw(name, summary, failures, policies, names, mode_labels)
+    if figure is None:
+        return None
     import matplotlib
 
-    names = dict(names or {})
-    written: dict[str, list[Path]] = {}
-    cells = Cells(summary)
     with matplotlib.rc_context(RC):
-        for name, (function, _) in FIGURES.items():
-            if name == "fig11_failure_modes":
-                figure = function(failures, list(policies), names, mode_labels)
-            else:
-                figure = function(cells, list(policies), names)
-            if figure is not None:
-                written[name] = save(figure, Path(out_dir) / name, formats)
-    return written
+        return save(figure, Path(out_dir) / name, formats)
+
+
+_JOB: tuple = ()  # the arguments of the figures being drawn, inherited by forked workers
+
+
+def _render_forked(name: str):
+    return name, _render(name, *_JOB)
+
+
+def _single_threaded() -> bool:
+    """No Python thread but this one: fork is then safe. (numpy's BLAS keeps idle native threads;
+    BLAS libraries register fork handlers for them, so they do not count.)"""
+    return threading.active_count() == 1
+
+
+def default_jobs() -> int:
+    """Worker processes for the figures: two where the machine has two CPUs or more (each figure is
+    independent; forked workers inherit the imported matplotlib), else one."""
+    return 2 if (os.cpu_count() or 1) >= 2 else 1
+
+
+def write_figures(summary: pd.DataFrame, failures: pd.DataFrame, policies: Sequence[str], out_dir: Path,
+                  names: Mapping[str, str] | None = None, formats: Sequence[str] = FORMATS,
+                  mode_labels: Mapping[str, str] | None = None, jobs: int | None = None) -> dict[str, list[Path]]:
+    """Every figure that has data, in every format; returns {figure name: written paths} in the
+    paper's order. With jobs > 1 the figures are drawn by forked worker processes (POSIX, and only
+    from a single-threaded caller: forking a threaded process can deadlock); else one by one."""
+    global _JOB
+    import matplotlib
+    from matplotlib import font_manager
+
+    args = (summary, failures, list(policies), dict(names or {}), Path(out_dir), tuple(formats), mode_labels)
+    jobs = default_jobs() if jobs is None else max(1, int(jobs))
+    with matplotlib.rc_context(RC):  # load the fonts once, before any fork
+        for weight in ("normal", "bold"):
+            font_manager.get_font(font_manager.findfont(font_manager.FontProperties(weight=weight)))
+    results: dict[str, list[Path] | None] = {}
+    parallel = jobs > 1 and hasattr(os, "fork") and _single_threaded()
+    if parallel:
+        import multiprocessing
+
+        _JOB = args
+        try:
+            # Pool forks its workers before it starts its own helper threads; Python's warning about
+            # forking a multi-threaded process counts the idle BLAS threads too
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", "This process .* is multi-threaded", DeprecationWarning)
+                pool = multiprocessing.get_context("fork").Pool(jobs)
+            with pool:
+                # the heaviest first, so the two workers finish together
+                order = sorted(FIGURES, key=lambda n: n not in ("fig6_ood_direct_per_task", "fig11_failure_modes"))
+                results = dict(pool.map(_render_forked, order, chunksize=1))
+        finally:
+            _JOB = ()
+    else:
+        results = {name: _render(name, *args) for name in FIGURES}
+    return {name: results[name] for name in FIGURES if results.get(name)}

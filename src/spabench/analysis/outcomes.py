@@ -51,7 +51,7 @@ FRAME_COLUMNS: tuple[str, ...] = (
 DUPLICATE_KEY: tuple[str, ...] = ("policy", "task", "condition", "evaluation_id", "instruction_variant")
 
 
-def load_outcomes(path: str | Path) -> pd.DataFrame:
+def load_outcomes(path: str | Path, unpaired: str = "error") -> pd.DataFrame:
     """Read and validate an outcomes CSV; see `validate_outcomes` for the returned frame."""
     path = Path(path)
     if not path.is_file():
@@ -77,15 +77,16 @@ def load_outcomes(path: str | Path) -> pd.DataFrame:
     except csv.Error as exc:
         raise DataError(path, f"not a readable CSV file ({exc})") from None
     columns = [name.strip().lower() for name in header]
-    return validate_outcomes(columns, records, rows, source=str(path))
+    return validate_outcomes(columns, records, rows, source=str(path), unpaired=unpaired)
 
 
-def outcomes_from_frame(frame: pd.DataFrame, source: str) -> pd.DataFrame:
-    """Validate an outcomes frame produced in memory (the ledger's `outcomes()` view)."""
+def outcomes_from_frame(frame: pd.DataFrame, source: str, unpaired: str = "exclude") -> pd.DataFrame:
+    """Validate an outcomes frame produced in memory (the ledger's `outcomes()` view). A live
+    campaign's partner rows may still be pending, so unpaired rows are left out and listed."""
     columns = [str(c).strip().lower() for c in frame.columns]
     records = [[_as_text(v) for v in values] for values in frame.itertuples(index=False, name=None)]
     rows = list(range(2, len(records) + 2))
-    return validate_outcomes(columns, records, rows, source=source)
+    return validate_outcomes(columns, records, rows, source=source, unpaired=unpaired)
 
 
 def _as_text(value: object) -> str:
@@ -103,7 +104,15 @@ def _as_text(value: object) -> str:
 
 
 def validate_outcomes(columns: Sequence[str], records: Sequence[Sequence[str]], rows: Sequence[int],
-                      source: str) -> pd.DataFrame:
+                      *args, unpaired: str = "error", **kwargs) -> pd.DataFrame:
+    """`_validate_outcomes` plus the pairing rule (`unpaired`: error | exclude | ignore)."""
+    if unpaired not in UNPAIRED_CHOICES:
+        raise DataError("unpaired", f"unknown choice {unpaired!r}", allowed=UNPAIRED_CHOICES)
+    return _validate_outcomes(columns, records, rows, *args, unpaired=unpaired, **kwargs)
+
+
+def _validate_outcomes(columns: Sequence[str], records: Sequence[Sequence[str]], rows: Sequence[int],
+                       source: str, unpaired: str = "error") -> pd.DataFrame:
     """Check every row and return the normalised frame.
 
     The frame has FRAME_COLUMNS plus any extra input columns. `success` is a nullable Int64 (an
@@ -135,6 +144,9 @@ def validate_outcomes(columns: Sequence[str], records: Sequence[Sequence[str]], 
     frame["success"] = frame["success"].astype("Int64")
     frame["valid"] = frame["valid"].astype(bool)
     _check_unique(frame, source)
+    frame.attrs["unpaired_rows"] = []
+    if has_matched_group and unpaired != "ignore":
+        frame = _check_pairing(frame, source, unpaired)
     frame.attrs["source"] = source
     frame.attrs["has_matched_group"] = has_matched_group
     return frame
@@ -208,6 +220,9 @@ def _validate_row(record: Mapping[str, str], row: int, source: str, has_matched_
         problem = failure_mode_applies(failure_mode, task, condition)
         if problem:
             _fail(source, row, "failure_mode", problem, ("(empty)",) + tuple(failure_modes_for(task, condition)))
+        if success == 1 and valid:  # the ledger refuses the same (i10)
+            _fail(source, row, "failure_mode", f"a successful rollout has no failure mode (got "
+                  f"'{failure_text}')", "(empty) when success is 1")
 
     out = {
         "row": row, "policy": policy_name(record["policy"]), "task": task, "condition": condition,
@@ -241,6 +256,41 @@ def _check_unique(frame: pd.DataFrame, source: str) -> None:
               f"matched group '{later['matched_group']}' already has a valid '{later['condition']}' "
               f"rollout for policy '{later['policy']}' (row {int(first['row'])})",
               "one valid rollout per condition in a matched group")
+
+
+# The row a matched-scene condition must be paired with (same policy, task and matched_group).
+PAIRED_WITH: dict[str, str] = {"direct": "ood", "paraphrase_ood": "ood", "paraphrase_direct": "direct"}
+
+
+UNPAIRED_CHOICES = ("error", "exclude", "ignore")
+
+
+def _check_pairing(frame: pd.DataFrame, source: str, unpaired: str) -> pd.DataFrame:
+    """A direct or paraphrase rollout counts only beside its partner on the same matched OOD scene:
+    an unpaired row (its matched_group belongs to another task or policy, or has no original) is one
+    clear error naming the row (`unpaired=error`), or dropped and listed in attrs['unpaired_rows']
+    (`unpaired=exclude`); never silently counted in the rates."""
+    present = {(r.policy, r.task, r.matched_group, r.condition) for r in frame.itertuples()}
+    dropped = []
+    for r in frame.itertuples():
+        partner = PAIRED_WITH.get(r.condition)
+        if partner is None or not r.matched_group:
+            continue
+        if (r.policy, r.task, r.matched_group, partner) not in present:
+            if unpaired == "exclude":
+                dropped.append(int(r.row))
+                continue
+            _fail(source, int(r.row), "matched_group",
+                  f"this '{r.condition}' rollout of policy '{r.policy}' on task '{r.task}' is unpaired: no "
+                  f"'{partner}' row of the same policy and task has matched_group '{r.matched_group}'",
+                  f"the matched_group of a '{partner}' row of the same policy and task (or report with "
+                  "unpaired=exclude to leave such rows out, listed)")
+    if not dropped:
+        return frame
+    kept = frame[~frame["row"].isin(dropped)].reset_index(drop=True)
+    kept.attrs.update(frame.attrs)
+    kept.attrs["unpaired_rows"] = dropped
+    return kept
 
 
 def invalid_rollouts(outcomes: pd.DataFrame) -> pd.DataFrame:

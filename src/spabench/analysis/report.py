@@ -16,7 +16,11 @@ import pandas as pd
 from spabench.analysis import figures
 from spabench.analysis.html import markdown_to_html
 from spabench.analysis.labels import display_names
+from spabench.analysis.agreement import AGREEMENT_COLUMNS, rater_agreement
+from spabench.analysis.comparisons import (OVERALL, between_policy_table, completeness_table, contrasts_with_holm,
+                                           protocol_plan)
 from spabench.analysis.contrasts import DEFAULT_RESAMPLES, PAIRED_CONTRASTS, PUBLISHED_SEED, contrast_table
+from spabench.analysis.ranking import bradley_terry_ranking
 from spabench.analysis.failures import FAILURE_MODE_ORDER, failure_mode_label, failure_mode_table
 from spabench.analysis.outcomes import invalid_rollouts, policies_in_order
 from spabench.analysis.rates import (ALL_TASKS, NON_RELATIONAL, NON_RELATIONAL_TASKS, TASK_ORDER, rate_of,
@@ -24,8 +28,12 @@ from spabench.analysis.rates import (ALL_TASKS, NON_RELATIONAL, NON_RELATIONAL_T
 from spabench.escaping import csv_safe_frame, markdown_text, printable
 from spabench.outputs import replace_output
 
-OUTPUT_FILES = ("summary.csv", "contrasts.csv", "failure_modes.csv", "invalid.csv", "report.md", "report.html")
+OUTPUT_FILES = ("summary.csv", "contrasts.csv", "failure_modes.csv", "invalid.csv", "comparisons.csv",
+                "ranking.csv", "completeness.csv", "agreement.csv", "report.md", "report.html")
 
+# Between-policy comparisons are beyond the published analysis: 10,000 resamples put the Monte Carlo
+# error of a percentile bound well under the interval's own width, at a tenth of the cost.
+COMPARISON_RESAMPLES = 10_000
 HEADLINE_CONDITIONS = ("id", "ood", "ood_matched", "direct", "paraphrase_ood", "paraphrase_direct",
                        "cross_task", "novel_object", "no_intervention", "no_movement", "movement_required")
 # (title, context conditions shown only beside the section's own, the section's own conditions)
@@ -55,22 +63,35 @@ class Analysis:
     seed: int
     id_only: list[str] = field(default_factory=list)
     names: dict[str, str] = field(default_factory=dict)  # policy id -> display name
+    comparisons: pd.DataFrame = field(default_factory=pd.DataFrame)  # between policies, same scenes
+    ranking: pd.DataFrame = field(default_factory=pd.DataFrame)      # Bradley-Terry (secondary)
+    tie_parameter: float = float("nan")
+    completeness: pd.DataFrame = field(default_factory=pd.DataFrame)
+    plan_source: str = "the protocol's trial counts"
+    agreement: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(AGREEMENT_COLUMNS)))
 
     def name(self, policy: str) -> str:
         return self.names.get(policy, policy)
 
 
 def analyse(outcomes: pd.DataFrame, n_resamples: int = DEFAULT_RESAMPLES, seed: int = PUBLISHED_SEED,
-            names: dict[str, str] | None = None) -> Analysis:
-    """Compute every table of the protocol from a validated outcomes frame."""
+            names: dict[str, str] | None = None, plan: pd.DataFrame | None = None,
+            ratings: pd.DataFrame | None = None, plan_source: str | None = None) -> Analysis:
+    """Compute every table of the report from a validated outcomes frame.
+
+    `plan`: planned trials per policy x task x condition (a campaign's ledger); without it the
+    protocol's counts for the cells each policy took part in. `ratings`: attempt_id, rater,
+    success, failure_mode of attempts scored by more than one rater (for rater agreement).
+    """
     valid = outcomes[outcomes["valid"]]
     policies = policies_in_order(valid)  # a policy with invalid attempts only appears in invalid.csv
     id_only = [p for p in policies
                if set(valid.loc[valid["policy"] == p, "condition"]) == {"id"}]
+    ranking, tie_parameter = bradley_terry_ranking(outcomes, n_resamples=min(n_resamples, 1000), seed=seed)
     return Analysis(
         outcomes=outcomes,
         summary=success_table(outcomes),
-        contrasts=contrast_table(outcomes, n_resamples=n_resamples, seed=seed),
+        contrasts=contrasts_with_holm(contrast_table(outcomes, n_resamples=n_resamples, seed=seed)),
         failures=failure_mode_table(outcomes),
         invalid=invalid_rollouts(outcomes),
         policies=policies,
@@ -78,6 +99,12 @@ def analyse(outcomes: pd.DataFrame, n_resamples: int = DEFAULT_RESAMPLES, seed: 
         seed=seed,
         id_only=id_only,
         names=display_names(policies_in_order(outcomes), names),
+        comparisons=between_policy_table(outcomes, n_resamples=min(n_resamples, COMPARISON_RESAMPLES), seed=seed),
+        ranking=ranking,
+        tie_parameter=tie_parameter,
+        completeness=completeness_table(outcomes, protocol_plan(outcomes) if plan is None else plan),
+        plan_source=plan_source or ("the campaign's plan" if plan is not None else "the protocol's trial counts"),
+        agreement=rater_agreement(ratings if ratings is not None else pd.DataFrame(), seed=seed),
     )
 
 
@@ -208,9 +235,10 @@ def render_markdown(analysis: Analysis, drawn: dict[str, list[Path]] | None = No
         if not mine_contrasts.empty:
             lines += ["### Contrasts", ""]
             lines += _table(
-                ["contrast", "task", "difference [95% CI]", "n", "p"],
+                ["contrast", "task", "difference [95% CI]", "n", "p", "p (Holm)"],
                 [[r.contrast, _task_label(r.task), format_contrast(r),
-                  str(int(r.n_pairs)), format_p(r.p_value)] for r in mine_contrasts.itertuples()])
+                  str(int(r.n_pairs)), format_p(r.p_value), format_p(r.p_holm)]
+                 for r in mine_contrasts.itertuples()])
         mine_failures = analysis.failures[(analysis.failures["policy"] == policy)
                                           & (analysis.failures["task"] == ALL_TASKS)]
         if not mine_failures.empty:
@@ -234,6 +262,7 @@ def render_markdown(analysis: Analysis, drawn: dict[str, list[Path]] | None = No
         lines += _table(columns, [[markdown_text(r[c]) for c in columns]
                                   for _, r in analysis.invalid.iterrows()])
 
+    lines += beyond_the_paper(analysis)
     if drawn:
         lines += ["## Figures", "",
                   "Success rates with Wilson 95% whiskers; `k/n` above every bar; a 0% bar is drawn as a "
@@ -246,13 +275,85 @@ def render_markdown(analysis: Analysis, drawn: dict[str, list[Path]] | None = No
     return "\n".join(lines)
 
 
+def _md(analysis: Analysis, policy: str) -> str:
+    return markdown_text(analysis.name(policy))
+
+
+def beyond_the_paper(analysis: Analysis) -> list[str]:
+    """Between-policy comparisons, ranking, multiplicity, completeness and rater agreement."""
+    lines: list[str] = []
+    table = analysis.comparisons
+    if not table.empty:
+        lines += ["## Between policies on the same scenes", "",
+                  "Difference in success rate, policy A minus policy B, on the evaluations both ran "
+                  "(the same scene specification). Per condition the tasks weigh equally; `overall` "
+                  "pools every shared evaluation. `A only` / `B only` are the discordant pairs.", ""]
+        lines += _table(
+            ["A", "B", "condition", "difference [95% CI]", "pairs", "A only", "B only", "p", "p (Holm)"],
+            [[_md(analysis, r.policy_a), _md(analysis, r.policy_b), _label(r.condition),
+              format_difference(r.estimate, r.ci_low, r.ci_high), str(r.n_pairs), str(r.a_only),
+              str(r.b_only), format_p(r.p_value), format_p(r.p_holm)] for r in table.itertuples()])
+    if not analysis.ranking.empty:
+        lines += ["## Ranking (secondary)", "",
+                  "Bradley-Terry with ties (Davidson) from every same-scene pair: a win where one "
+                  "policy succeeded and the other failed, a tie otherwise. Secondary to the "
+                  "per-condition rates above: it mixes conditions of unequal difficulty. Strength is "
+                  f"a centred log-worth; tie parameter nu = {analysis.tie_parameter:.2f}.", ""]
+        lines += _table(["rank", "policy", "strength [95% CI]", "rank range", "wins", "losses", "ties"],
+                        [[str(r.rank), _md(analysis, r.policy),
+                          f"{r.strength:+.2f} [{r.ci_low:+.2f}, {r.ci_high:+.2f}]",
+                          f"{r.rank_low}-{r.rank_high}" if r.rank_low != r.rank_high else str(r.rank_low),
+                          str(r.wins), str(r.losses), str(r.ties)] for r in analysis.ranking.itertuples()])
+    parts = [t[["family", "p_value"]] for t in (analysis.contrasts, table) if not t.empty]
+    families = pd.concat(parts) if parts else pd.DataFrame(columns=["family", "p_value"])
+    if not families.empty:
+        sizes = families.groupby("family", sort=False).size()
+        lines += ["## Multiplicity", "",
+                  f"This report holds {len(families)} p-values. At the 5% level about "
+                  f"{0.05 * len(families):.1f} would fall below 0.05 by chance if no difference were "
+                  "real, so each p-value also has a Holm-adjusted value (family-wise error control) "
+                  "within its family: "
+                  + "; ".join(f"`{f}` ({n})" for f, n in sizes.items()) + ".", ""]
+    lines += _completeness_lines(analysis)
+    if not analysis.agreement.empty:
+        lines += ["## Rater agreement", "",
+                  "Cohen's kappa between raters on the attempts both scored (failure mode: on the "
+                  "attempts both scored as failures), with a 95% percentile bootstrap interval.", ""]
+        lines += _table(["rater A", "rater B", "score", "attempts", "agreement", "kappa [95% CI]"],
+                        [[markdown_text(r.rater_a), markdown_text(r.rater_b), r.score, str(r.n),
+                          f"{100 * r.observed_agreement:.1f}%", f"{r.kappa:.2f} [{r.ci_low:.2f}, {r.ci_high:.2f}]"]
+                         for r in analysis.agreement.itertuples()])
+    return lines
+
+
+def _completeness_lines(analysis: Analysis) -> list[str]:
+    table = analysis.completeness
+    if table.empty:
+        return []
+    per = table.groupby(["policy", "condition"], sort=False)[
+        ["planned", "valid", "missing", "invalid_attempts", "successes"]].sum().reset_index()
+    lines = ["## Completeness against the plan", "",
+             f"Planned trials from {analysis.plan_source}; valid = scored valid rollouts. The bounds "
+             "show each rate if every invalid attempt had been scored a failure or a success "
+             "(`completeness.csv` has every task).", ""]
+    rows = []
+    for r in per.itertuples():
+        n, k, m = r.valid, r.successes, r.invalid_attempts
+        rate = f"{100 * k / n:.1f}%" if n else ""
+        bounds = f"{100 * k / (n + m):.1f}% to {100 * (k + m) / (n + m):.1f}%" if n + m else ""
+        rows.append([_md(analysis, r.policy), _label(r.condition), str(r.planned), str(n), str(r.missing),
+                     str(m), rate, bounds])
+    return lines + _table(["policy", "condition", "planned", "valid", "missing", "invalid attempts", "rate",
+                           "rate if invalid = fail .. success"], rows)
+
+
 def method_notes(analysis: Analysis) -> list[str]:
     paired = ", ".join(f"`{name}` ({a} minus {b})" for name, (a, b) in PAIRED_CONTRASTS.items())
     return [
         "## Methods", "",
         "- Only valid, scored rollouts count. Invalid attempts (infrastructure faults, aborts) are "
         "listed above and in `invalid.csv`; they are re-run, never scored as failures.",
-        "- Success rates use two-sided 95% Wilson score intervals (statsmodels "
+        "- Success rates use two-sided 95% Wilson score intervals (closed form; equal to statsmodels' "
         "`proportion_confint(method='wilson')`). `task=all` pools the counts of all tasks of a "
         "condition; `task=non_relational` pools `no_intervention` over "
         f"{', '.join(NON_RELATIONAL_TASKS)} (80 trials per policy under the protocol).",
@@ -264,16 +365,32 @@ def method_notes(analysis: Analysis) -> list[str]:
         "pilot is excluded from the strict cross-task aggregate). Cross-task rates are "
         "descriptive: the scenes are not paired.",
         f"- Paired contrasts {paired} pair the two rollouts of one matched group (same policy, task "
-        "and scene). Estimate: mean paired difference; p: exact McNemar test (statsmodels, "
-        "`exact=True`); interval: percentile paired bootstrap resampling matched groups within each "
+        "and scene). Estimate: mean paired difference; p: exact (binomial) McNemar test on the "
+        "discordant pairs; interval: percentile paired bootstrap resampling matched groups within each "
         f"task ({analysis.n_resamples:,} resamples, seed {analysis.seed}; the published analysis: "
         "100,000 resamples, seed 20260906). Each bootstrap bound is followed by its Monte Carlo "
         "standard error (batch method, 20 batches); a per-task interval whose bootstrap "
         "distribution is a single value (every pair differs the same way, common at n = 10-20) is "
         "flagged `degenerate` instead of printed as a zero-width interval.",
         "- `id_minus_ood` is unpaired (different scenes): per task, Newcombe's hybrid score interval "
-        "(statsmodels `confint_proportions_2indep(method='newcomb')`) and a two-sided Fisher exact "
-        "p-value.",
+        "(method 10, from the two Wilson intervals) and a two-sided Fisher exact p-value.",
+        "- Between policies: rollouts of two policies with the same task, condition, evaluation id and "
+        "instruction variant are a matched pair (evaluation N is the same scene for every policy). "
+        "Per condition: equal-weight mean over tasks of the mean paired difference, percentile paired "
+        "bootstrap resampling pairs within task, exact McNemar p on the pooled pairs; `overall`: the "
+        "mean over all shared pairs, bootstrap over all pairs "
+        f"({min(analysis.n_resamples, COMPARISON_RESAMPLES):,} resamples).",
+        "- Ranking: Bradley-Terry with ties (Davidson 1970) fitted by its fixed-point iteration, half a "
+        "virtual tie per compared pair; 95% percentile intervals of strength and rank from "
+        f"{min(analysis.n_resamples, 1000)} bootstrap resamples of the shared evaluations (all pairs "
+        "of one scene stay together). Secondary: it pools conditions of unequal difficulty.",
+        "- Multiplicity: Holm's step-down adjustment within each family: one family per contrast "
+        "(its policies and tasks), the between-policy per-condition tests, the between-policy overall "
+        "tests. Unadjusted p-values are reported beside the adjusted ones.",
+        "- Completeness: planned vs valid per cell; bounds k/(n+m) and (k+m)/(n+m) with k successes, n "
+        "valid rollouts and m invalid attempts of the cell (a re-run trial has both).",
+        "- Rater agreement: Cohen's kappa on shared attempts, percentile bootstrap interval (2000 "
+        "multinomial resamples of the raters' cross-table).",
         "- `task=all` contrasts weight every task equally: the estimate is the mean of the per-task "
         "differences and the bootstrap averages per-task resampled means (for `id_minus_ood`, "
         "rollouts are resampled within task and condition). The `all` p-values test the pooled "
@@ -289,7 +406,7 @@ def method_notes(analysis: Analysis) -> list[str]:
 
 # ---------------------------------------------------------------- writing
 
-def write_report(analysis: Analysis, out: str | Path) -> list[Path]:
+def write_report(analysis: Analysis, out: str | Path, jobs: int | None = None) -> list[Path]:
     """Write every output into `out` at once (spabench.outputs: a folder holding anything but an
     earlier report is refused, nothing of the user's is deleted); returns the written files."""
     out = Path(out)
@@ -298,8 +415,12 @@ def write_report(analysis: Analysis, out: str | Path) -> list[Path]:
         csv_safe_frame(analysis.contrasts).to_csv(staging / "contrasts.csv", index=False)
         csv_safe_frame(analysis.failures).to_csv(staging / "failure_modes.csv", index=False)
         csv_safe_frame(analysis.invalid).to_csv(staging / "invalid.csv", index=False)
+        csv_safe_frame(analysis.comparisons).to_csv(staging / "comparisons.csv", index=False)
+        csv_safe_frame(analysis.ranking).to_csv(staging / "ranking.csv", index=False)
+        csv_safe_frame(analysis.completeness).to_csv(staging / "completeness.csv", index=False)
+        csv_safe_frame(analysis.agreement).to_csv(staging / "agreement.csv", index=False)
         drawn = figures.write_figures(analysis.summary, analysis.failures, analysis.policies, staging,
-                                      names=analysis.names)
+                                      names=analysis.names, jobs=jobs)
         markdown = render_markdown(analysis, drawn)
         (staging / "report.md").write_text(markdown, encoding="utf-8")
         inline = {p.name: p.with_suffix(".svg") for paths in drawn.values() for p in paths if p.suffix == ".png"}

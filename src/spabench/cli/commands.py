@@ -52,6 +52,10 @@ COMMANDS: dict[str, Command] = {
         Command("report", "spabench.analysis.commands:report", (),
                 "statistics, tables and figures", CAMPAIGN_FOLDER,
                 usage="campaign=DIR | outcomes=FILE.csv, out=DIR"),
+        Command("power", "spabench.analysis.power:power", (),
+                "trials per cell for a target half-width, matched pairs for a paired difference", CAMPAIGN_FOLDER,
+                usage="half_width=0.1 [rate=0.5] | rates=[0.3,0.6] [discordance=] [power=0.8] "
+                      "[outcomes=PILOT.csv | campaign=DIR]"),
         Command("export lerobot", "spabench.record.commands:export_lerobot", (),
                 "export recorded episodes as a LeRobotDataset v3", CAMPAIGN_FOLDER,
                 usage="campaign=DIR out=DIR"),

@@ -4,25 +4,13 @@ validates these before anything starts."""
 
 from __future__ import annotations
 
-import ipaddress
 import math
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from spabench.configtools import plain_container
 from spabench.errors import ConfigError
-
-LOOPBACK_NAMES = ("localhost",)
-
-
-def is_loopback(host: str) -> bool:
-    """True for 127.0.0.0/8, ::1 and 'localhost'; anything else (0.0.0.0 included) is exposed."""
-    if host in LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+from spabench.network import is_loopback  # one loopback rule for policy servers and the console
 
 
 @dataclass

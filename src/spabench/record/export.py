@@ -200,10 +200,17 @@ def _video_stats(path: Path) -> dict:
     images = []
     with av.open(str(path)) as c:
         stream = c.streams.video[0]
-        stream.codec_context.skip_frame = "NONKEY"
-        for frame in c.decode(stream):
-            img = frame.to_ndarray(format="rgb24").transpose(2, 0, 1)
-            images.append(auto_downsample_height_width(img))
+        for packet in c.demux(stream):  # key frames decode on their own: the rest is never decoded
+            if not packet.is_keyframe or not packet.size:
+                continue
+            for frame in stream.codec_context.decode(packet):
+                img = frame.to_ndarray(format="rgb24").transpose(2, 0, 1)
+                images.append(auto_downsample_height_width(img))
+            stream.codec_context.flush_buffers()
+    if not images:  # a decoder with delay (B-frames) yields nothing per packet: decode it all
+        with av.open(str(path)) as c:
+            for frame in c.decode(video=0):
+                images.append(auto_downsample_height_width(frame.to_ndarray(format="rgb24").transpose(2, 0, 1)))
     if not images:
         raise DataError(path, "no decodable frame for the dataset statistics")
     stats = get_feature_stats(np.stack(images), axis=(0, 2, 3), keepdims=True, quantile_list=DEFAULT_QUANTILES)

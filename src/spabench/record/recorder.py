@@ -288,9 +288,13 @@ class Recorder:
 
     def wait_finished(self, attempt_id: str, timeout: float | None = None) -> bool:
         """Wait until one episode's videos are written (or failed) and its folder is final."""
+        return self._wait_until(lambda: str(attempt_id) not in self._closing, timeout)
+
+    def _wait_until(self, done, timeout: float | None) -> bool:
+        """Wait (holding the condition) until `done()`; False on timeout or dead encoders."""
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._done:
-            while str(attempt_id) in self._closing:
+            while not done():
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
                     return False
@@ -305,16 +309,7 @@ class Recorder:
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Wait until every closed episode's videos are written and its folder renamed."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self._done:
-            while self._closing:
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return False
-                if self._pool is not None and not self._pool.alive():
-                    return False
-                self._done.wait(0.2 if remaining is None else min(remaining, 0.2))
-        return True
+        return self._wait_until(lambda: not self._closing, timeout)
 
     def close(self, timeout: float = 120.0) -> None:
         if self._arrays is not None:  # an episode left open by a failing harness: keep what is there

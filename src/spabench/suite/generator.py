@@ -200,13 +200,15 @@ class TaskGenerator:
             return self.task.withheld_cells
         return self.task.observed
 
+    def planned(self, rng_for: Callable[[str], random.Random], counts: dict[str, int]):
+        """(condition, scene count, its own seeded rng) for each condition with scenes to generate."""
+        for condition in self.conditions:
+            if counts.get(condition, 0):
+                yield condition, counts[condition], rng_for(condition)
+
     def generate(self, rng_for: Callable[[str], random.Random], counts: dict[str, int]) -> dict[str, list[SceneSpec]]:
         out: dict[str, list[SceneSpec]] = {}
-        for condition in self.conditions:
-            n = counts.get(condition, 0)
-            if n == 0:
-                continue
-            rng = rng_for(condition)
+        for condition, n, rng in self.planned(rng_for, counts):
             if condition == "cross_task":
                 drafts = self.cross_task_pairs(rng, n)
             else:
@@ -481,11 +483,7 @@ class RelationalPlacementGenerator(TaskGenerator):
 
     def generate(self, rng_for, counts):
         out: dict[str, list[SceneSpec]] = {}
-        for condition in self.conditions:
-            n = counts.get(condition, 0)
-            if n == 0:
-                continue
-            rng = rng_for(condition)
+        for condition, n, rng in self.planned(rng_for, counts):
             families = self.families(condition)
             if condition != "ood":
                 rng.shuffle(families)

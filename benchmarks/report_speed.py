@@ -1,0 +1,133 @@
+"""The full report for the published campaign's 2,892 rollouts, side by side with the earlier path.
+
+Both paths run `spabench report` in a fresh interpreter (imports included) on the same outcomes
+CSV: tests/analysis' generator of the campaign facts (MolmoAct2, pi0.5 and GR00T F-LLM 900 each,
+GR00T F-FT 120 and VLA-0 72 ID rollouts = 2,892, plus 72 invalid attempts of re-run trials).
+
+  anchor    the report as it was before this work (`git archive` of --base: statsmodels/scipy
+            imported for three formulas, seven 120 dpi PNG figures, no report.html, no statistics
+            beyond the paper)
+  current   this tree: Figs. 5-11 each as 300 dpi PNG + PDF + SVG, report.html, between-policy
+            comparisons, ranking, completeness, Holm; --jobs worker processes for the figures
+
+Measured per run: wall time, CPU time of the report process, and CPU time including its worker
+processes (user + sys, from the parent's RUSAGE_CHILDREN). Medians over --runs, runs interleaved.
+
+    python benchmarks/report_speed.py [--quick] [--runs N] [--base REV] [--jobs J]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _common import ROOT, median, table, write_result
+
+CHILD = r"""
+import json, resource, sys, time
+start = time.perf_counter()
+from spabench.analysis.commands import report
+try:  # the typed root config (this checkout); an older revision's report takes a DictConfig
+    from spabench.config import SpabenchConfig
+    typed = SpabenchConfig.from_mapping
+except ImportError:
+    from omegaconf import OmegaConf
+    typed = OmegaConf.create
+imported = time.process_time()
+cfg = {"outcomes": sys.argv[1], "out": sys.argv[2], "campaign_dir": None}
+if len(sys.argv) > 3:
+    cfg["jobs"] = int(sys.argv[3])
+cfg = typed(cfg)
+report(cfg)
+me = resource.getrusage(resource.RUSAGE_SELF)
+kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"import_cpu": imported, "self_cpu": me.ru_utime + me.ru_stime,
+                  "workers_cpu": kids.ru_utime + kids.ru_stime, "inner_wall": time.perf_counter() - start}))
+"""
+
+
+def base_revision() -> str:
+    """The commit before the first one that added analysis/exact.py (the numpy formulas)."""
+    added = subprocess.run(["git", "-C", str(ROOT), "log", "--diff-filter=A", "--format=%H", "--",
+                            "src/spabench/analysis/exact.py"], capture_output=True, text=True, check=True)
+    commits = added.stdout.split()
+    if not commits:
+        raise SystemExit("no commit adds src/spabench/analysis/exact.py; pass --base REV")
+    return commits[-1] + "~1"
+
+
+def export_source(revision: str, into: Path) -> Path:
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", revision, "src", "conf"],
+                             capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into / "src"
+
+
+def outcomes_csv(path: Path) -> Path:
+    sys.path.insert(0, str(ROOT / "tests" / "analysis"))
+    from analysis_synthetic import synthetic_campaign, write_csv
+
+    campaign = synthetic_campaign()
+    valid = sum(1 for r in campaign.rows if r["valid"] == "true")
+    assert valid == 2892, valid
+    return write_csv(path, campaign.rows)
+
+
+def run_once(src: Path, csv_path: Path, out: Path, jobs: int | None) -> dict:
+    import resource
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    args = [sys.executable, "-c", CHILD, str(csv_path), str(out)] + ([str(jobs)] if jobs else [])
+    done = subprocess.run(args, capture_output=True, text=True, env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin",
+                                                                     "HOME": str(Path.home())}, cwd=src.parent)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise SystemExit(f"report failed ({src}):\n{done.stderr[-2000:]}")
+    inner = json.loads(done.stdout.strip().splitlines()[-1])
+    total = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    files = sorted(p.name for p in out.iterdir())
+    return {"wall": wall, "cpu_total": total, "cpu_report_process": inner["self_cpu"],
+            "cpu_imports": inner["import_cpu"], "files": len(files)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--quick", action="store_true", help="one run of each path")
+    parser.add_argument("--base", default=None, help="the anchor revision (default: before analysis/exact.py)")
+    parser.add_argument("--jobs", type=int, default=None, help="figure worker processes of the current path")
+    args = parser.parse_args()
+    if args.quick:
+        args.runs = 1
+    base = args.base or base_revision()
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        (tmp / "anchor").mkdir()
+        anchor_src = export_source(base, tmp / "anchor")
+        current_src = ROOT / "src"
+        csv_path = outcomes_csv(tmp / "outcomes.csv")
+        paths = {"anchor": (anchor_src, None), "current": (current_src, args.jobs),
+                 "current_serial": (current_src, 1)}
+        results: dict[str, list[dict]] = {name: [] for name in paths}
+        for run in range(args.runs):
+            for name, (src, jobs) in paths.items():
+                results[name].append(run_once(src, csv_path, tmp / f"out_{name}_{run}", jobs))
+    summary = {name: {key: median([r[key] for r in runs]) for key in runs[0]} for name, runs in results.items()}
+    anchor = summary["anchor"]
+    rows = [(name, s["wall"], s["cpu_total"], s["cpu_report_process"], s["cpu_imports"], int(s["files"]),
+             anchor["wall"] / s["wall"], anchor["cpu_total"] / s["cpu_total"]) for name, s in summary.items()]
+    print(f"report of 2,892 rollouts: medians of {args.runs} interleaved runs (anchor = {base})")
+    print(table(rows, ("path", "wall s", "cpu s (all)", "cpu s (report proc)", "cpu s imports", "files",
+                       "wall ratio", "cpu ratio")))
+    write_result("report_speed", {"base": base, "runs": args.runs, "jobs": args.jobs, "summary": summary,
+                                  "raw": results})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,136 @@
+"""Statistics beyond the paper: policies compared on shared evaluations, multiplicity, completeness.
+
+Between policies: evaluation N is the same scene specification for every policy, so two policies'
+rollouts of one (task, condition, evaluation_id, instruction variant) are a matched pair. Per
+condition the estimate weights tasks equally (as the published matched-control gap does), the
+interval is the published paired bootstrap (contrasts.paired_bootstrap: matched pairs resampled
+within task) and the p-value an exact McNemar test on the pooled pairs. 'overall' pools every
+shared evaluation of the two policies (plain mean; bootstrap over all pairs as one stratum).
+
+Multiplicity: every p-value of the report belongs to one family (one contrast across policies and
+tasks; the between-policy per-condition tests; the between-policy overall tests), and each gets a
+Holm-adjusted p-value within its family.
+"""
+
+from __future__ import annotations
+
+from itertools import combinations
+
+import numpy as np
+import pandas as pd
+
+from spabench.analysis.contrasts import contrast_rng, paired_bootstrap
+from spabench.analysis.exact import holm, mcnemar_exact_counts
+from spabench.analysis.matching import valid_rollouts
+from spabench.analysis.outcomes import policies_in_order
+from spabench.suite.vocabulary import CONDITION_COUNTS, CONDITIONS, TASKS
+
+OVERALL = "overall"
+SHARED_KEY: tuple[str, ...] = ("task", "condition", "evaluation_id", "instruction_variant")
+COMPARISON_COLUMNS: tuple[str, ...] = (
+    "policy_a", "policy_b", "condition", "n_pairs", "a_only", "b_only", "estimate", "ci_low", "ci_high",
+    "p_value", "family", "p_holm",
+)
+COMPLETENESS_COLUMNS: tuple[str, ...] = (
+    "policy", "task", "condition", "planned", "valid", "missing", "invalid_attempts", "successes",
+    "rate", "rate_if_invalid_failed", "rate_if_invalid_succeeded",
+)
+
+
+def shared_outcomes(outcomes: pd.DataFrame) -> pd.DataFrame:
+    """One row per shared evaluation (SHARED_KEY), one column per policy: 1/0, NaN when not run."""
+    valid = valid_rollouts(outcomes)
+    if valid.empty:
+        return pd.DataFrame()
+    wide = valid.pivot_table(index=list(SHARED_KEY), columns="policy", values="success", aggfunc="first")
+    return wide.reindex(columns=[p for p in policies_in_order(valid) if p in wide.columns])
+
+
+def between_policy_table(outcomes: pd.DataFrame, n_resamples: int = 2000, seed: int = 0,
+                         alpha: float = 0.05) -> pd.DataFrame:
+    """Every pair of policies with shared evaluations: per condition and overall (a minus b)."""
+    wide = shared_outcomes(outcomes)
+    rows = []
+    for a, b in combinations(list(wide.columns), 2):
+        both = wide[[a, b]].dropna()
+        if both.empty:
+            continue
+        diff = (both[a] - both[b]).to_numpy()
+        tasks = both.index.get_level_values("task").to_numpy()
+        conditions = both.index.get_level_values("condition").to_numpy()
+        for condition in [c for c in CONDITIONS if (conditions == c).any()]:
+            mine = conditions == condition
+            by_task = {t: diff[mine & (tasks == t)] for t in TASKS if (mine & (tasks == t)).any()}
+            low, high = paired_bootstrap(by_task, n_resamples, contrast_rng(seed, a, b, condition), alpha)
+            estimate = float(np.mean([d.mean() for d in by_task.values()]))
+            rows.append(_row(a, b, condition, diff[mine], estimate, low, high, "between_policy_by_condition"))
+        low, high = paired_bootstrap({OVERALL: diff}, n_resamples, contrast_rng(seed, a, b, OVERALL), alpha)
+        rows.append(_row(a, b, OVERALL, diff, float(diff.mean()), low, high, "between_policy_overall"))
+    table = pd.DataFrame(rows, columns=[c for c in COMPARISON_COLUMNS if c != "p_holm"])
+    return with_holm(table)
+
+
+def _row(a, b, condition, diff, estimate, low, high, family):
+    a_only, b_only = int((diff > 0).sum()), int((diff < 0).sum())
+    return (a, b, condition, len(diff), a_only, b_only, estimate, low, high,
+            mcnemar_exact_counts(a_only, b_only), family)
+
+
+def with_holm(table: pd.DataFrame, family: str | None = None) -> pd.DataFrame:
+    """`table` with a `p_holm` column: Holm's adjustment within each `family` (given, or the column)."""
+    table = table.copy()
+    if family is not None:
+        table["family"] = family
+    table["p_holm"] = np.nan
+    for _, index in table.groupby("family", sort=False).groups.items():
+        table.loc[index, "p_holm"] = holm(table.loc[index, "p_value"].to_numpy())
+    return table
+
+
+def contrasts_with_holm(contrasts: pd.DataFrame) -> pd.DataFrame:
+    """The protocol's contrasts with their family (one per contrast name) and Holm-adjusted p."""
+    if contrasts.empty:
+        return contrasts.assign(family=pd.Series(dtype=str), p_holm=pd.Series(dtype=float))
+    return with_holm(contrasts.assign(family=contrasts["contrast"]))
+
+
+def protocol_plan(outcomes: pd.DataFrame) -> pd.DataFrame:
+    """The protocol's trial counts for the cells a policy took part in (any attempt, valid or not):
+    the plan of an outcomes CSV, which carries no plan of its own."""
+    present = outcomes[["policy", "condition"]].drop_duplicates()
+    rows = []
+    for policy, condition in present.itertuples(index=False, name=None):
+        for task in TASKS:
+            planned = CONDITION_COUNTS[task].get(condition)
+            if planned:
+                rows.append((policy, task, condition, planned))
+    return pd.DataFrame(rows, columns=["policy", "task", "condition", "planned"])
+
+
+def completeness_table(outcomes: pd.DataFrame, plan: pd.DataFrame) -> pd.DataFrame:
+    """Planned vs valid trials per cell, and each rate's bounds if every invalid attempt of the cell
+    had been scored a failure (k / (n + m)) or a success ((k + m) / (n + m))."""
+    valid = valid_rollouts(outcomes)
+    keys = ["policy", "task", "condition"]
+    counts = valid.groupby(keys)["success"].agg(valid="size", successes="sum")
+    invalid = outcomes[~outcomes["valid"]].groupby(keys).size().rename("invalid_attempts")
+    table = plan.groupby(keys)["planned"].sum().to_frame().join(counts, how="outer").join(invalid, how="outer")
+    table = table.fillna(0).astype(int).reset_index()
+    n, k, m = table["valid"], table["successes"], table["invalid_attempts"]
+    table["missing"] = (table["planned"] - n).clip(lower=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        table["rate"] = np.where(n > 0, k / n.where(n > 0, 1), np.nan)
+        table["rate_if_invalid_failed"] = np.where(n + m > 0, k / (n + m).where(n + m > 0, 1), np.nan)
+        table["rate_if_invalid_succeeded"] = np.where(n + m > 0, (k + m) / (n + m).where(n + m > 0, 1), np.nan)
+    order = {p: i for i, p in enumerate(policies_in_order(outcomes))}
+    table = table.sort_values(["policy", "task", "condition"], key=lambda c: c.map(
+        order if c.name == "policy" else {v: i for i, v in enumerate(TASKS if c.name == "task" else CONDITIONS)}),
+        kind="stable")
+    return table.reset_index(drop=True)[list(COMPLETENESS_COLUMNS)]
+
+
+def ledger_plan(ledger) -> pd.DataFrame:
+    """The plan of a campaign: its planned trials per policy x task x condition."""
+    rows = [(t.policy, t.task, t.condition) for t in ledger.trials()]
+    frame = pd.DataFrame(rows, columns=["policy", "task", "condition"])
+    return frame.groupby(["policy", "task", "condition"]).size().rename("planned").reset_index()

@@ -1,0 +1,232 @@
+"""`spabench power`: how many trials a cell needs, and how many matched pairs a paired contrast needs.
+
+- Trials per cell for a target half-width h of the 95% interval at an assumed success rate p: the
+  Wilson answer (smallest n whose Wilson interval at observed rate p has half-width <= h) beside
+  the textbook normal-approximation answer n = ceil(z^2 p (1 - p) / h^2) (97 for +-10 pp at
+  p = 0.5, 385 for +-5 pp).
+- Matched pairs to detect a paired difference d = p1 - p2 with the exact McNemar test at level
+  alpha and the given power, from the two rates and the share of discordant pairs psi (default:
+  the two outcomes independent, psi = p1 (1 - p2) + p2 (1 - p1)): Connor's (1987) normal
+  approximation n = (z_{a/2} sqrt(psi) + z_b sqrt(psi - d^2))^2 / d^2, and the smallest n whose
+  exact power (summed over the binomial number of discordant pairs) reaches the target.
+- From a pilot campaign (outcomes CSV or campaign ledger) the same numbers with each cell's observed
+  rate and each paired contrast's observed rates and discordance.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+import numpy as np
+
+from spabench.analysis.exact import wilson_half_width, z_value
+from spabench.errors import ConfigError
+from spabench.paths import campaign_folder
+
+if TYPE_CHECKING:  # annotations only: spabench.config builds the groups and sits above every package
+    from spabench.config import SpabenchConfig
+
+MAX_TRIALS = 10 ** 6
+
+
+@dataclass(frozen=True)
+class PowerConfig:
+    """What `spabench power` computes; one of half_width / rates, or a pilot with either."""
+    half_width: float | None = None        # target half-width of the 95% interval (0.10 = +-10 pp)
+    rate: float = 0.5                      # assumed success rate for half_width (0.5: the worst case)
+    rates: tuple[float, float] | None = None  # assumed rates (first, second) of a paired contrast
+    discordance: float | None = None       # assumed share of discordant pairs (None: independence)
+    alpha: float = 0.05
+    power: float = 0.8
+    outcomes: Path | None = None           # a pilot campaign's outcomes CSV ...
+    campaign_dir: Path | None = None       # ... or its campaign folder
+
+    def __post_init__(self):
+        if self.half_width is None and self.rates is None and self.outcomes is None and self.campaign_dir is None:
+            raise ConfigError("power needs half_width=H (trials per cell), rates=[P1,P2] (matched pairs), "
+                              "or a pilot: outcomes=FILE.csv | campaign=DIR with half_width= and/or power=")
+        if self.half_width is not None and not 0 < self.half_width < 0.5:
+            raise ConfigError(f"half_width={self.half_width!r} must be in (0, 0.5), e.g. 0.10 for +-10 pp")
+        if not 0 <= self.rate <= 1:
+            raise ConfigError(f"rate={self.rate!r} must be in [0, 1]")
+        if not 0 < self.alpha < 1:
+            raise ConfigError(f"alpha={self.alpha!r} must be in (0, 1)")
+        if not 0 < self.power < 1:
+            raise ConfigError(f"power={self.power!r} must be in (0, 1)")
+        if self.rates is not None:
+            if len(self.rates) != 2 or not all(0 <= r <= 1 for r in self.rates):
+                raise ConfigError(f"rates={list(self.rates)!r} must be two rates in [0, 1], e.g. rates=[0.3,0.6]")
+            discordant_shares(*self.rates, self.discordance)  # raises on an impossible combination
+        if self.outcomes is not None and self.campaign_dir is not None:
+            raise ConfigError("power takes one pilot: outcomes=FILE.csv or campaign=DIR, not both")
+
+
+# ---------------------------------------------------------------- trials per cell
+
+def wald_trials(rate: float, half_width: float, alpha: float = 0.05) -> int:
+    """The textbook n = ceil(z^2 p (1 - p) / h^2) (at least 1)."""
+    z = z_value(alpha)
+    return max(1, math.ceil(z * z * rate * (1 - rate) / half_width ** 2 - 1e-9))
+
+
+def wilson_trials(rate: float, half_width: float, alpha: float = 0.05) -> int:
+    """The smallest n whose Wilson interval at observed rate `rate` is at most `half_width` wide
+    on each side (the half-width falls with n for a fixed rate; bisection)."""
+    if wilson_half_width(rate, MAX_TRIALS, alpha) > half_width:
+        raise ConfigError(f"half_width={half_width} needs more than {MAX_TRIALS} trials")
+    low, high = 1, MAX_TRIALS
+    while low < high:
+        mid = (low + high) // 2
+        if wilson_half_width(rate, mid, alpha) <= half_width:
+            high = mid
+        else:
+            low = mid + 1
+    return low
+
+
+# ---------------------------------------------------------------- matched pairs
+
+def discordant_shares(first: float, second: float, discordance: float | None = None) -> tuple[float, float]:
+    """(p10, p01): shares of pairs where only the first / only the second succeeds."""
+    if discordance is None:
+        discordance = first * (1 - second) + second * (1 - first)
+    delta = first - second
+    p10, p01 = (discordance + delta) / 2, (discordance - delta) / 2
+    if p10 < -1e-12 or p01 < -1e-12 or first - p10 < -1e-12 or 1 - first - p01 < -1e-12 or discordance > 1:
+        raise ConfigError(f"discordance={discordance} is impossible with rates {first} and {second}: it "
+                          f"must lie in [{abs(delta)}, {min(first + second, 2 - first - second)}]")
+    return max(p10, 0.0), max(p01, 0.0)
+
+
+def connor_pairs(first: float, second: float, discordance: float | None = None, alpha: float = 0.05,
+                 power: float = 0.8) -> int:
+    """Connor (1987): n = (z_{a/2} sqrt(psi) + z_b sqrt(psi - d^2))^2 / d^2, rounded up."""
+    p10, p01 = discordant_shares(first, second, discordance)
+    psi, delta = p10 + p01, p10 - p01
+    if delta == 0:
+        return MAX_TRIALS
+    z_a, z_b = z_value(alpha), z_value(2 * (1 - power))
+    return math.ceil((z_a * math.sqrt(psi) + z_b * math.sqrt(max(psi - delta ** 2, 0.0))) ** 2 / delta ** 2 - 1e-9)
+
+
+def exact_mcnemar_power(n: int, p10: float, p01: float, alpha: float = 0.05) -> float:
+    """Power of the two-sided exact McNemar test with n pairs: the number of discordant pairs D is
+    Binomial(n, p10 + p01); given D = d the test rejects when the split lies in its exact
+    Binomial(d, 1/2) rejection region, whose probability under the alternative is binomial too."""
+    from scipy.stats import binom  # only here: the report never needs scipy
+
+    psi = p10 + p01
+    if psi <= 0:
+        return 0.0
+    d = np.arange(n + 1)
+    # c_d: the largest c with 2 P(X <= c | d, 1/2) <= alpha (-1 when none): one below the smallest
+    # c whose cdf exceeds alpha/2, found by ppf and checked against the cdf (ppf rounds)
+    c = binom.ppf(alpha / 2, d, 0.5).astype(int)
+    c = np.where(binom.cdf(c, d, 0.5) <= alpha / 2, c, c - 1)
+    c = np.where(binom.cdf(c + 1, d, 0.5) <= alpha / 2, c + 1, c)
+    q = p10 / psi
+    reject = np.where(c >= 0, binom.cdf(c, d, q) + binom.sf(d - c - 1, d, q), 0.0)
+    return float(np.sum(binom.pmf(d, n, psi) * reject))
+
+
+def exact_pairs(first: float, second: float, discordance: float | None = None, alpha: float = 0.05,
+                power: float = 0.8, limit: int = 5000) -> int | None:
+    """The smallest n whose exact McNemar power reaches `power` (None beyond `limit`). Exact power
+    is saw-toothed in n, so a slightly larger n can fall short again; the report says so."""
+    p10, p01 = discordant_shares(first, second, discordance)
+    if p10 == p01:
+        return None
+    start = max(2, connor_pairs(first, second, discordance, alpha, power) // 2)
+    for n in range(start, limit + 1):
+        if exact_mcnemar_power(n, p10, p01, alpha) >= power:
+            return n
+    return None
+
+
+# ---------------------------------------------------------------- the command
+
+def _pilot(config: PowerConfig):
+    from spabench.analysis.commands import load_campaign
+    from spabench.analysis.outcomes import load_outcomes
+
+    if config.outcomes is not None:
+        return load_outcomes(config.outcomes)
+    return load_campaign(config.campaign_dir)[0]
+
+
+def run_power(config: PowerConfig, out: TextIO | None = None) -> int:
+    """Print the answers for `config` (nothing is written to disk)."""
+    out = out or sys.stdout
+    pct = lambda x: f"{100 * x:.1f}%"  # noqa: E731
+    if config.half_width is not None and config.outcomes is None and config.campaign_dir is None:
+        h, p = config.half_width, config.rate
+        print(f"trials per cell for a {100 * (1 - config.alpha):.0f}% interval of +-{100 * h:.1f} pp at "
+              f"rate {pct(p)}:", file=out)
+        print(f"  Wilson: {wilson_trials(p, h, config.alpha)} trials (Wilson half-width at that n: "
+              f"{100 * wilson_half_width(p, wilson_trials(p, h, config.alpha), config.alpha):.2f} pp)", file=out)
+        print(f"  normal approximation (textbook z^2 p(1-p)/h^2): {wald_trials(p, h, config.alpha)} trials",
+              file=out)
+    if config.rates is not None:
+        first, second = config.rates
+        p10, p01 = discordant_shares(first, second, config.discordance)
+        exact = exact_pairs(first, second, config.discordance, config.alpha, config.power)
+        print(f"matched pairs to detect {pct(first)} vs {pct(second)} (discordant pairs {pct(p10 + p01)}: "
+              f"{pct(p10)} first only, {pct(p01)} second only) with the exact McNemar test, "
+              f"alpha {config.alpha}, power {config.power}:", file=out)
+        print(f"  Connor (1987) normal approximation: {connor_pairs(first, second, config.discordance, config.alpha, config.power)} pairs",
+              file=out)
+        print(f"  exact power: {exact if exact is not None else '> 5000'} pairs", file=out)
+    if config.outcomes is not None or config.campaign_dir is not None:
+        _pilot_report(config, _pilot(config), out)
+    return 0
+
+
+def _pilot_report(config: PowerConfig, outcomes, out: TextIO) -> None:
+    from spabench.analysis.contrasts import PAIRED_CONTRASTS
+    from spabench.analysis.matching import matched_pairs, valid_rollouts
+    from spabench.analysis.rates import success_table
+
+    if config.half_width is not None:
+        h = config.half_width
+        summary = success_table(outcomes)
+        summary = summary[~summary["task"].isin(["all", "non_relational"])]
+        print(f"pilot: trials per cell for +-{100 * h:.1f} pp at each cell's observed rate", file=out)
+        print(f"  {'policy':<16} {'task':<24} {'condition':<20} {'k/n':>8} {'now +-pp':>9} {'needed':>7}", file=out)
+        for r in summary.itertuples():
+            now = 100 * wilson_half_width(r.rate, r.trials, config.alpha)
+            print(f"  {r.policy:<16} {r.task:<24} {r.condition:<20} {f'{r.successes}/{r.trials}':>8} "
+                  f"{now:>9.1f} {wilson_trials(r.rate, h, config.alpha):>7}", file=out)
+    valid = valid_rollouts(outcomes)
+    print(f"pilot: matched pairs for each paired contrast at its observed rates and discordance "
+          f"(exact McNemar, alpha {config.alpha}, power {config.power})", file=out)
+    for name, (first, second) in PAIRED_CONTRASTS.items():
+        pairs = matched_pairs(valid, first, second)
+        for policy, mine in pairs.groupby("policy", sort=False):
+            a, b = mine["first"].to_numpy(), mine["second"].to_numpy()
+            p1, p2, psi = a.mean(), b.mean(), float(np.mean(a != b))
+            if p1 == p2:
+                needed = "no difference observed"
+            else:
+                exact = exact_pairs(p1, p2, psi, config.alpha, config.power)
+                needed = f"{exact if exact is not None else '> 5000'} pairs (Connor {connor_pairs(p1, p2, psi, config.alpha, config.power)})"
+            print(f"  {policy:<16} {name:<34} {len(a):>4} pairs now, {100 * p1:.1f}% vs {100 * p2:.1f}%, "
+                  f"discordant {100 * psi:.1f}%: {needed}", file=out)
+
+
+def power(cfg: SpabenchConfig) -> int:
+    """The thin adapter from the typed root config (top-level keys) to `PowerConfig`."""
+    rates = cfg.rates
+    if rates is not None:
+        if not all(isinstance(r, int | float) and not isinstance(r, bool) for r in rates):
+            raise ConfigError(f"rates={rates!r} must be two numbers, e.g. rates=[0.3,0.6]")
+        rates = tuple(float(r) for r in rates)
+    config = PowerConfig(
+        half_width=cfg.half_width, rate=cfg.rate, rates=rates, discordance=cfg.discordance,
+        alpha=cfg.alpha, power=cfg.power, outcomes=cfg.outcomes,
+        campaign_dir=campaign_folder(cfg.campaign_dir, "power") if cfg.campaign_dir is not None else None,
+    )
+    return run_power(config)
