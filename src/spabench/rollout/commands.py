@@ -42,6 +42,7 @@ if TYPE_CHECKING:  # annotations only: spabench.config builds the groups and sit
 
 log = logging.getLogger(__name__)
 
+INVALID_EPISODE_WAIT_S = 10.0   # how long an invalid attempt's videos may take before the ledger names its folder
 EXIT_OK, EXIT_CONFIG, EXIT_BENCH, EXIT_INVALID_STREAK, EXIT_STORAGE, EXIT_SERVER_DOWN, EXIT_SIGINT = \
     0, 2, 3, 4, 5, 6, 130
 # Faults after which the session stops: the bench can no longer be trusted, or a person said stop,
@@ -443,7 +444,8 @@ class Session:
             if result.valid:
                 self.ledger.finish_attempt(attempt_id, "complete", result.stop_reason, episode_path=rel_path)
             else:
-                self.ledger.finish_attempt(attempt_id, "invalid", result.stop_reason, episode_path=rel_path,
+                self.ledger.finish_attempt(attempt_id, "invalid", result.stop_reason,
+                                           episode_path=self._recorded_path(attempt_id, rel_path),
                                            invalid_reason=result.invalid_reason)
         except LedgerError:
             if not self.multi_bench or self.ledger.attempt(attempt_id).status != "invalid":
@@ -571,6 +573,18 @@ class Session:
                          "stopping so that the cause can be fixed")
                 return EXIT_INVALID_STREAK
         return EXIT_OK
+
+    def _recorded_path(self, attempt_id: str, rel_path: str) -> str:
+        """The folder an invalid attempt's recording is in once its videos are done: the final name, or
+        `.partial` when something could not be written (a full disk), so the ledger never names a folder
+        that does not exist."""
+        from spabench.record.recorder import RecordError, resolve_episode_dir
+
+        self.recorder.wait_finished(attempt_id, timeout=INVALID_EPISODE_WAIT_S)
+        try:
+            return resolve_episode_dir(self.campaign_dir / rel_path).relative_to(self.campaign_dir).as_posix()
+        except (RecordError, ValueError):
+            return rel_path
 
 
 def run(cfg: SpabenchConfig, out=None, stdin=None) -> int:
