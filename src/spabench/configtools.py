@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["plain_container"]
+__all__ = ["plain_container", "from_known_fields"]
 
 
 def plain_container(data: Any) -> Any:
@@ -22,3 +22,18 @@ def plain_container(data: Any) -> Any:
     except ImportError:  # pragma: no cover - omegaconf is a core dependency
         pass
     return data
+
+
+def from_known_fields(cls: type, data: Any, where: str) -> Any:
+    """`cls(**data)` for a dataclass, after refusing keys it has no field for (one error naming `where`,
+    the unknown keys and the allowed ones), so a typo never reaches a TypeError traceback."""
+    from dataclasses import fields
+
+    from spabench.errors import ConfigError
+
+    data = dict(plain_container(data) or {})
+    allowed = [f.name for f in fields(cls)]
+    unknown = sorted(map(str, set(data) - set(allowed)))
+    if unknown:
+        raise ConfigError(f"{where}: unknown field(s) {', '.join(unknown)} (allowed: {', '.join(allowed)})")
+    return cls(**data)

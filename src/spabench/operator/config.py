@@ -6,10 +6,10 @@ No LeRobot/torch imports: the CLI validates this before anything touches hardwar
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
-from spabench.configtools import plain_container
+from spabench.configtools import from_known_fields, plain_container
 from spabench.errors import ConfigError
 
 OPERATOR_TYPES: tuple[str, ...] = ("terminal", "unattended", "auto", "web")
@@ -89,12 +89,7 @@ class OperatorConfig:
     def from_mapping(cls, data: Any) -> "OperatorConfig":
         if isinstance(data, OperatorConfig):
             return data
-        data = dict(plain_container(data) or {})
-        allowed = [f.name for f in fields(cls)]
-        unknown = sorted(set(data) - set(allowed))
-        if unknown:
-            raise ConfigError(f"operator config: unknown field(s) {', '.join(unknown)} (allowed: {', '.join(allowed)})")
-        return cls(**data)
+        return from_known_fields(cls, data, "operator config")
 
     def recorder_config(self):
         from spabench.record.recorder import RecorderConfig

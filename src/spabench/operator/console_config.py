@@ -5,10 +5,10 @@ validates these before anything starts."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
-from spabench.configtools import plain_container
+from spabench.configtools import from_known_fields
 from spabench.errors import ConfigError
 from spabench.network import is_loopback  # one loopback rule for policy servers and the console
 
@@ -65,9 +65,4 @@ class ConsoleConfig:
     def from_mapping(cls, data: Any) -> "ConsoleConfig":
         if isinstance(data, ConsoleConfig):
             return data
-        data = dict(plain_container(data) or {})
-        allowed = [f.name for f in fields(cls)]
-        unknown = sorted(set(data) - set(allowed))
-        if unknown:
-            raise ConfigError(f"operator.console: unknown field(s) {', '.join(unknown)} (allowed: {', '.join(allowed)})")
-        return cls(**data)
+        return from_known_fields(cls, data, "operator.console")

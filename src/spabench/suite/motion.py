@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from spabench.configtools import from_known_fields
 from spabench.errors import ConfigError, DataError
 from spabench.suite.vocabulary import (
     JOINTS,
@@ -44,12 +45,7 @@ class MotionOnsetRule:
 
     @classmethod
     def from_mapping(cls, data) -> "MotionOnsetRule":
-        data = dict(data or {})
-        unknown = sorted(set(data) - {"threshold", "baseline_frames", "run_frames"})
-        if unknown:
-            raise ConfigError(f"conf/suite: motion_onset has unknown field(s) {unknown} "
-                              f"(allowed: threshold, baseline_frames, run_frames)")
-        return cls(**data)
+        return from_known_fields(cls, data, "conf/suite: motion_onset")
 
     def as_dict(self) -> dict:
         return {"threshold": float(self.threshold), "baseline_frames": self.baseline_frames,

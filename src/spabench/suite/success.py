@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from spabench.configtools import from_known_fields
 from spabench.errors import ConfigError
 from spabench.suite.vocabulary import RELATION_HALF_ANGLE_DEG, RELATION_RADIUS_CM
 
@@ -41,12 +42,7 @@ class RelationRule:
 
     @classmethod
     def from_mapping(cls, data) -> "RelationRule":
-        data = dict(data or {})
-        allowed = ("bound", "max_distance_cm", "min_edge_gap_cm", "max_edge_gap_cm", "half_angle_deg")
-        unknown = sorted(set(data) - set(allowed))
-        if unknown:
-            raise ConfigError(f"conf/suite: relation has unknown field(s) {unknown} (allowed: {', '.join(allowed)})")
-        return cls(**data)
+        return from_known_fields(cls, data, "conf/suite: relation")
 
     def holds(self, distance_cm: float, angle_deg: float, edge_gap_cm: float | None = None) -> bool:
         """Whether a target at (centre distance, angle off the direction[, edge gap]) satisfies the rule."""
