@@ -1,19 +1,22 @@
-"""The full report for the published campaign's 2,892 rollouts, side by side with the earlier path.
+"""The full report for the published campaign's 2,892 rollouts, side by side with the earlier paths.
 
-Both paths run `spabench report` in a fresh interpreter (imports included) on the same outcomes
+Every path runs `spabench report` in a fresh interpreter (imports included) on the same outcomes
 CSV: tests/analysis' generator of the campaign facts (MolmoAct2, pi0.5 and GR00T F-LLM 900 each,
 GR00T F-FT 120 and VLA-0 72 ID rollouts = 2,892, plus 72 invalid attempts of re-run trials).
 
-  anchor    the report as it was before this work (`git archive` of --base: statsmodels/scipy
-            imported for three formulas, seven 120 dpi PNG figures, no report.html, no statistics
-            beyond the paper)
-  current   this tree: Figs. 5-11 each as 300 dpi PNG + PDF + SVG, report.html, between-policy
-            comparisons, ranking, completeness, Holm; --jobs worker processes for the figures
+  anchor      the report before the publication work (`git archive` of --base: statsmodels/scipy
+              imported for three formulas, seven 120 dpi PNG figures, no report.html, no statistics
+              beyond the paper): 13 files
+  matplotlib  the same 32 files as `current`, drawn with matplotlib (`git archive` of --matplotlib:
+              the commit before spabench.analysis.drawing), figures in two forked workers
+  current     this tree: Figs. 5-11 each as 300 dpi PNG + PDF (embedded TrueType) + SVG drawn by
+              spabench.analysis.drawing, report.html, between-policy comparisons, ranking,
+              completeness, Holm: 32 files, one process
 
-Measured per run: wall time, CPU time of the report process, and CPU time including its worker
+Measured per run: wall time, CPU time of the report process, and CPU time including any worker
 processes (user + sys, from the parent's RUSAGE_CHILDREN). Medians over --runs, runs interleaved.
 
-    python benchmarks/report_speed.py [--quick] [--runs N] [--base REV] [--jobs J]
+    python benchmarks/report_speed.py [--quick] [--runs N] [--base REV] [--matplotlib REV]
 """
 
 from __future__ import annotations
@@ -40,8 +43,6 @@ except ImportError:
     typed = OmegaConf.create
 imported = time.process_time()
 cfg = {"outcomes": sys.argv[1], "out": sys.argv[2], "campaign_dir": None}
-if len(sys.argv) > 3:
-    cfg["jobs"] = int(sys.argv[3])
 cfg = typed(cfg)
 report(cfg)
 me = resource.getrusage(resource.RUSAGE_SELF)
@@ -51,14 +52,24 @@ print(json.dumps({"import_cpu": imported, "self_cpu": me.ru_utime + me.ru_stime,
 """
 
 
-def base_revision() -> str:
-    """The commit before the first one that added analysis/exact.py (the numpy formulas)."""
-    added = subprocess.run(["git", "-C", str(ROOT), "log", "--diff-filter=A", "--format=%H", "--",
-                            "src/spabench/analysis/exact.py"], capture_output=True, text=True, check=True)
+def _added(path: str) -> str:
+    """The commit before the first one that added `path`."""
+    added = subprocess.run(["git", "-C", str(ROOT), "log", "--diff-filter=A", "--format=%H", "--", path],
+                           capture_output=True, text=True, check=True)
     commits = added.stdout.split()
     if not commits:
-        raise SystemExit("no commit adds src/spabench/analysis/exact.py; pass --base REV")
+        raise SystemExit(f"no commit adds {path}; pass the revision explicitly")
     return commits[-1] + "~1"
+
+
+def base_revision() -> str:
+    """Before analysis/exact.py (the numpy formulas): the report as the publication work found it."""
+    return _added("src/spabench/analysis/exact.py")
+
+
+def matplotlib_revision() -> str:
+    """Before analysis/drawing (spabench's renderer): the last report drawn with matplotlib."""
+    return _added("src/spabench/analysis/drawing/canvas.py")
 
 
 def export_source(revision: str, into: Path) -> Path:
@@ -78,11 +89,11 @@ def outcomes_csv(path: Path) -> Path:
     return write_csv(path, campaign.rows)
 
 
-def run_once(src: Path, csv_path: Path, out: Path, jobs: int | None) -> dict:
+def run_once(src: Path, csv_path: Path, out: Path) -> dict:
     import resource
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    args = [sys.executable, "-c", CHILD, str(csv_path), str(out)] + ([str(jobs)] if jobs else [])
+    args = [sys.executable, "-c", CHILD, str(csv_path), str(out)]
     done = subprocess.run(args, capture_output=True, text=True, env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin",
                                                                      "HOME": str(Path.home())}, cwd=src.parent)
     wall = time.perf_counter() - start
@@ -101,31 +112,33 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="one run of each path")
     parser.add_argument("--base", default=None, help="the anchor revision (default: before analysis/exact.py)")
-    parser.add_argument("--jobs", type=int, default=None, help="figure worker processes of the current path")
+    parser.add_argument("--matplotlib", default=None,
+                        help="the matplotlib revision (default: before analysis/drawing)")
     args = parser.parse_args()
     if args.quick:
         args.runs = 1
-    base = args.base or base_revision()
+    revisions = {"anchor": args.base or base_revision(), "matplotlib": args.matplotlib or matplotlib_revision()}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        (tmp / "anchor").mkdir()
-        anchor_src = export_source(base, tmp / "anchor")
-        current_src = ROOT / "src"
+        paths = {}
+        for name, revision in revisions.items():
+            (tmp / name).mkdir()
+            paths[name] = export_source(revision, tmp / name)
+        paths["current"] = ROOT / "src"
         csv_path = outcomes_csv(tmp / "outcomes.csv")
-        paths = {"anchor": (anchor_src, None), "current": (current_src, args.jobs),
-                 "current_serial": (current_src, 1)}
         results: dict[str, list[dict]] = {name: [] for name in paths}
         for run in range(args.runs):
-            for name, (src, jobs) in paths.items():
-                results[name].append(run_once(src, csv_path, tmp / f"out_{name}_{run}", jobs))
+            for name, src in paths.items():
+                results[name].append(run_once(src, csv_path, tmp / f"out_{name}_{run}"))
     summary = {name: {key: median([r[key] for r in runs]) for key in runs[0]} for name, runs in results.items()}
     anchor = summary["anchor"]
     rows = [(name, s["wall"], s["cpu_total"], s["cpu_report_process"], s["cpu_imports"], int(s["files"]),
              anchor["wall"] / s["wall"], anchor["cpu_total"] / s["cpu_total"]) for name, s in summary.items()]
-    print(f"report of 2,892 rollouts: medians of {args.runs} interleaved runs (anchor = {base})")
+    print(f"report of 2,892 rollouts: medians of {args.runs} interleaved runs "
+          f"(anchor = {revisions['anchor']}, matplotlib = {revisions['matplotlib']})")
     print(table(rows, ("path", "wall s", "cpu s (all)", "cpu s (report proc)", "cpu s imports", "files",
                        "wall ratio", "cpu ratio")))
-    write_result("report_speed", {"base": base, "runs": args.runs, "jobs": args.jobs, "summary": summary,
+    write_result("report_speed", {"revisions": revisions, "runs": args.runs, "summary": summary,
                                   "raw": results})
 
 

@@ -203,8 +203,6 @@ class SpabenchConfig:
                                     "independent)", "power", optional=True)
     alpha: float = key(0.05, float, "two-sided test level", "power")
     power: float = key(0.8, float, "target power of the paired test", "power")
-    jobs: int | None = key(None, int, "processes drawing the figures (null: 2 on a machine with 2+ CPUs)",
-                           ("report", "demo"), optional=True, minimum=1)
     display_names: dict[str, str] = key({}, dict, "policy -> its name in figures and report.md, e.g. "
                                         "'display_names.groot_fllm=GR00T-N1.7 F-LLM'", "report")
     max_trials: int | None = key(None, int, "stop after this many trials (null: every pending one)",

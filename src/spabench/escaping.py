@@ -1,8 +1,8 @@
 """Escaping user-supplied labels (policy names, aliases, notes) for every place the tool prints them.
 
-A policy name is whatever the operator typed: `$\\frac{$x` must not reach matplotlib's mathtext
-parser, a newline or `|` must not break a Markdown table, and `=cmd|...` must not become a
-spreadsheet formula when summary.csv is opened in Excel or LibreOffice (OWASP "CSV injection").
+A policy name is whatever the operator typed: a newline or `|` must not break a Markdown table or
+a figure label, and `=cmd|...` must not become a spreadsheet formula when summary.csv is opened in
+Excel or LibreOffice (OWASP "CSV injection").
 Everything here is display-only: the data files keep the exact names, except CSV cells that would
 start a formula, which get a leading apostrophe (the spreadsheet convention for "this is text").
 """
@@ -22,11 +22,6 @@ def printable(text: Any) -> str:
     s = "" if text is None else str(text)
     s = s.replace("\r\n", " ").replace("\n", " ").replace("\t", " ")
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", s)
-
-
-def mathtext_label(text: Any) -> str:
-    """A matplotlib text label drawn literally: `$` (mathtext delimiter) escaped, one line."""
-    return printable(text).replace("$", r"\$")
 
 
 def markdown_text(text: Any) -> str:

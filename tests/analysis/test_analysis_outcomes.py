@@ -133,3 +133,24 @@ def test_analysis_imports_neither_lerobot_nor_torch():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == ""
+
+
+def test_full_report_imports_no_plotting_or_scipy_stack(tmp_path, synthetic):
+    """The whole report (21 figure files included) runs on numpy, pandas and Pillow: matplotlib,
+    scipy, statsmodels and fontTools are never imported (each cost a share of a second)."""
+    from analysis_synthetic import write_csv
+
+    csv_path = write_csv(tmp_path / "o.csv", synthetic.rows)
+    code = (
+        "import sys\n"
+        "from spabench.analysis.commands import report\n"
+        "from spabench.config import SpabenchConfig\n"
+        f"report(SpabenchConfig.from_mapping({{'outcomes': {str(csv_path)!r}, 'out': {str(tmp_path / 'r')!r},"
+        " 'bootstrap': 200}))\n"
+        "print('heavy:' + ','.join(sorted({m.split('.')[0] for m in sys.modules} & "
+        "{'matplotlib', 'scipy', 'statsmodels', 'fontTools'})))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "heavy:", result.stdout
+    assert len(list((tmp_path / "r").glob("fig*"))) == 3 * 7

@@ -1,4 +1,4 @@
-"""Hostile labels in the report: mathtext, Markdown and spreadsheet formulas (issue 10, part 5)."""
+"""Hostile labels in the report: TeX-like text, Markdown and spreadsheet formulas (issue 10, part 5)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pandas as pd
 
 from spabench.analysis.commands import report
 from spabench.config import SpabenchConfig
-from spabench.escaping import csv_cell, markdown_text, mathtext_label, printable
+from spabench.escaping import csv_cell, markdown_text, printable
 
 HOSTILE = {"policy_a": "p$\\frac{$x", "policy_b": "=cmd|' /C calc'!A0"}
 
@@ -17,7 +17,6 @@ HOSTILE = {"policy_a": "p$\\frac{$x", "policy_b": "=cmd|' /C calc'!A0"}
 def test_helpers():
     assert csv_cell("=1+1") == "'=1+1" and csv_cell("@SUM(A1)") == "'@SUM(A1)" and csv_cell("-2") == "'-2"
     assert csv_cell(-2) == -2 and csv_cell("policy") == "policy"
-    assert mathtext_label("a$b") == "a\\$b"
     assert printable("a\nb\tc\x00") == "a b c\\x00"
     assert "\n" not in markdown_text("x\n# y") and "\\|" in markdown_text("a|b")
 
@@ -36,4 +35,4 @@ def test_hostile_policy_names_reach_the_report_safely(tmp_path, example_csv):
     assert "'=cmd|' /C calc'!A0" in summary and "p$\\frac{$x" in summary
     md = (out / "report.md").read_text()
     assert "=cmd\\|' /C calc'!A0" in md and "p\\$\\\\frac\\{\\$x" in md
-    assert any(p.suffix == ".png" for p in out.iterdir())   # mathtext did not choke on the name
+    assert any(p.suffix == ".png" for p in out.iterdir())   # the name is drawn as plain text

@@ -104,6 +104,6 @@ def report(cfg: SpabenchConfig) -> int:
         raise DataError(source, "no rollouts: the outcomes table has a header but no data rows")
     analysis = analyse(outcomes, n_resamples=cfg.bootstrap, seed=cfg.bootstrap_seed,
                        names=_display_names(cfg.display_names), plan=plan, ratings=ratings)
-    written = write_report(analysis, cfg.out, jobs=cfg.jobs)
+    written = write_report(analysis, cfg.out)
     print(f"report: {len(outcomes)} rollouts, {len(analysis.policies)} policies -> {written[0].parent}")
     return 0

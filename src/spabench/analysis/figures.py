@@ -1,28 +1,28 @@
 """The paper's figures (Figs. 5-11): success rates with Wilson 95% whiskers, and failure-mode composition.
 
-Each figure is written as 300 dpi PNG, PDF (TrueType fonts) and SVG. Drawn with matplotlib's
-object API on the Agg canvas (no pyplot, no global backend switch), so the report runs headless and
-never disturbs a caller's matplotlib state; matplotlib is imported only here, when figures are drawn.
+Each figure is laid out once on a `drawing.Canvas` (points, measured with the font's own advances)
+and written as 300 dpi PNG, PDF (embedded TrueType subsets) and SVG (text kept as text) by the three
+small writers in `spabench.analysis.drawing`. matplotlib is not used: its artist machinery cost more
+than a second of CPU for the report's 21 files, and these figures need only bars, lines and text.
 
 Conventions of every bar figure: colours from the Okabe-Ito palette (palette.py), the trial count
-`k/n` above every bar, a 0% bar drawn as a visible stub in its colour, the outer bounding box
-computed from every label so nothing is clipped, and policies shown by their display names.
+`k/n` above every bar, a 0% bar drawn as a visible stub in its colour, the title and the legend
+above the plot (never over a bar), the page sized to its content so nothing is clipped, and
+policies shown by their display names.
 """
 
 from __future__ import annotations
 
-import os
 import textwrap
-import threading
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from spabench.analysis import palette
+from spabench.analysis.drawing import fonts
+from spabench.analysis.drawing.canvas import Canvas
 from spabench.analysis.failures import FAILURE_MODE_ORDER, UNANNOTATED, failure_mode_label
 from spabench.analysis.rates import ALL_TASKS, NON_RELATIONAL, NON_RELATIONAL_TASKS
 from spabench.escaping import printable
@@ -75,8 +75,7 @@ class Cells:
 
 
 def one_line(text: object) -> str:
-    """A label on one line (spabench.escaping.printable); with text.parse_math off (RC) a `$` in a
-    policy name is drawn literally, never parsed as TeX."""
+    """A label on one line (spabench.escaping.printable); drawn literally in every format."""
     return printable(text)
 
 
@@ -84,158 +83,126 @@ def display(names: Mapping[str, str], policy: str) -> str:
     return one_line(names.get(policy, policy))
 
 
-# ---------------------------------------------------------------- drawing primitives
+# ---------------------------------------------------------------- layout (points, y down)
 
-# Every figure is laid out on a canvas with a wide white margin (inches) and cropped to its ink
-# after the 300 dpi raster: one draw gives the PNG and the bounding box of the PDF/SVG, and a label
-# can only be cut off if it runs past the margin, which `save` detects and handles.
-MARGIN = 0.5
-# Plot-area insets inside the margin (inches): left, right, bottom, top (ticks, title, legend).
-INSETS = (0.75, 0.2, 0.65, 0.8)
-MAX_WIDTH = 7.2  # a double-column figure
-
-
-def _new_figure(width: float, height: float, insets: tuple[float, float, float, float] = INSETS):
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    left, right, bottom, top = insets  # width/height include the insets; the plot keeps at least 1 x 0.6 in
-    full_w = max(width, left + right + 1.0) + 2 * MARGIN
-    full_h = max(height, bottom + top + 0.6) + 2 * MARGIN
-    figure = Figure(figsize=(full_w, full_h), dpi=100)
-    FigureCanvasAgg(figure)
-    (ax,) = figure.subplots(1, 1, squeeze=False)[0]
-    figure.subplots_adjust(left=(MARGIN + left) / full_w, right=1 - (MARGIN + right) / full_w,
-                           bottom=(MARGIN + bottom) / full_h, top=1 - (MARGIN + top) / full_h)
-    return figure, [ax]
-
-
-def _style(ax, ylabel: bool = True) -> None:
-    ax.set_ylim(0, 118)
-    ax.set_yticks(range(0, 101, 20))
-    ax.tick_params(axis="both", labelsize=8)
-    ax.yaxis.grid(True, color="#E5E5E5", linewidth=0.7)
-    ax.set_axisbelow(True)
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
-    if ylabel:
-        ax.set_ylabel("Success rate (%)", fontsize=9)
-
-
-def draw_bars(ax, groups: Sequence[str], series: Sequence[Bar], title: str = "") -> list:
-    """Grouped bars with Wilson whiskers and k/n above each bar; returns the legend handles.
-
-    Bars and whiskers go in as one collection per series (one draw call each, not one per bar).
-    """
-    from matplotlib.collections import LineCollection, PolyCollection
-    from matplotlib.patches import Patch
-
-    x = np.arange(len(groups))
-    width = 0.84 / max(len(series), 1)
-    half, cap = width * 0.45, width * 0.22
-    size = 5.5 if width * 72 * ax.figure.get_figwidth() / max(len(groups), 1) > 7 else 4.5
-    handles, whiskers = [], []
-    for i, bar in enumerate(series):
-        offset = (i - (len(series) - 1) / 2) * width
-        present = [j for j, cell in enumerate(bar.cells) if cell is not None]
-        edge = palette.darker(bar.color, 0.55)
-        handles.append(Patch(facecolor=bar.color, edgecolor=edge, hatch=bar.hatch, linewidth=0.5,
-                             label=bar.label))
-        if not present:
-            continue
-        xs = x[present] + offset
-        cells = [bar.cells[j] for j in present]
-        rate = np.array([100 * c[5] for c in cells])
-        low = np.minimum(np.array([100 * c[6] for c in cells]), rate)   # float noise at 0% / 100%
-        high = np.maximum(np.array([100 * c[7] for c in cells]), rate)
-        heights = np.where(rate > 0, rate, ZERO_STUB)  # a 0% bar stays visible
-        boxes = [[(xi - half, 0), (xi - half, h), (xi + half, h), (xi + half, 0)] for xi, h in zip(xs, heights)]
-        ax.add_collection(PolyCollection(boxes, facecolors=bar.color, edgecolors=edge, linewidths=0.5,
-                                         hatch=bar.hatch, zorder=2))
-        for xi, lo, hi in zip(xs, low, high):
-            whiskers += [[(xi, lo), (xi, hi)], [(xi - cap, lo), (xi + cap, lo)], [(xi - cap, hi), (xi + cap, hi)]]
-        for xi, top, cell in zip(xs, np.maximum(high, heights), cells):
-            ax.text(xi, top + 1.5, f"{int(cell[3])}/{int(cell[4])}", rotation=90, ha="center",
-                    va="bottom", fontsize=size, color="#333333")
-    ax.add_collection(LineCollection(whiskers, colors="#222222", linewidths=0.8, zorder=3))
-    ax.set_xlim(-0.5, len(groups) - 0.5)
-    ax.set_xticks(x, [TASK_LABELS.get(g, textwrap.fill(str(g), 14)) for g in groups])
-    _style(ax)
-    if title:
-        ax.set_title(title, fontsize=10, fontweight="bold", loc="left")
-    ax._spabench_handles = handles
-    return handles
-
-
-def _legend(figure, axes, ncol: int | None = None) -> None:
-    """One legend above the plot area, so it never hides a bar."""
-    handles, labels = [], []
-    for ax in axes:
-        for h in getattr(ax, "_spabench_handles", []):
-            if h.get_label() not in labels:
-                handles.append(h)
-                labels.append(h.get_label())
-    if handles:
-        axes[0].legend(handles, labels, loc="lower left", bbox_to_anchor=(0.0, 1.06), frameon=False,
-                       fontsize=8, ncol=ncol or min(len(labels), 5), handlelength=1.4, columnspacing=1.2)
-
-
-def save(figure, stem: Path, formats: Sequence[str] = FORMATS) -> list[Path]:
-    """Draw the 300 dpi raster once, crop it to its ink (plus a small pad): that is the PNG, and
-    the crop box, in inches, is the bounding box the PDF and SVG are written with."""
-    from matplotlib.transforms import Bbox
-    from PIL import Image
-
-    figure.set_dpi(PNG_DPI)
-    figure.canvas.draw()
-    rgba = np.asarray(figure.canvas.buffer_rgba())
-    ink = rgba.view(np.uint32)[..., 0] != np.uint32(0xFFFFFFFF)  # anything but opaque white
-    rows, cols = np.flatnonzero(ink.any(axis=1)), np.flatnonzero(ink.any(axis=0))
-    height, width = ink.shape
-    pad = int(0.05 * PNG_DPI)
-    if len(rows) == 0:
-        y0, y1, x0, x1 = 0, height, 0, width
-    else:
-        y0, y1 = max(rows[0] - pad, 0), min(rows[-1] + 1 + pad, height)
-        x0, x1 = max(cols[0] - pad, 0), min(cols[-1] + 1 + pad, width)
-    if len(rows) and (rows[0] == 0 or cols[0] == 0 or rows[-1] == height - 1 or cols[-1] == width - 1):
-        return _save_tight(figure, stem, formats)  # ink reaches the canvas edge: lay out again
-    box = Bbox.from_extents(x0 / PNG_DPI, (height - y1) / PNG_DPI, x1 / PNG_DPI, (height - y0) / PNG_DPI)
-    written = []
-    for fmt in formats:
-        path = stem.with_suffix("." + fmt)
-        if fmt == "png":  # zlib level 1: level 6 took four times as long for 10% smaller files
-            Image.fromarray(np.ascontiguousarray(rgba[y0:y1, x0:x1, :3])).save(
-                path, format="png", compress_level=1, dpi=(PNG_DPI, PNG_DPI))
-        else:
-            figure.savefig(path, format=fmt, dpi=72, bbox_inches=box, metadata=_METADATA[fmt])
-        written.append(path)
-    return written
-
-
-def _save_tight(figure, stem: Path, formats: Sequence[str]) -> list[Path]:
-    """The slow path: matplotlib's own tight bounding box around every artist."""
-    written = []
-    for fmt in formats:
-        path = stem.with_suffix("." + fmt)
-        kwargs = {"pil_kwargs": {"compress_level": 1}} if fmt == "png" else {}
-        figure.savefig(path, format=fmt, dpi=PNG_DPI if fmt == "png" else 72, bbox_inches="tight",
-                       pad_inches=0.05, metadata=_METADATA[fmt], **kwargs)
-        written.append(path)
-    return written
-
-
-_METADATA = {"png": {"Software": None}, "pdf": {"CreationDate": None, "Producer": None},
-             "svg": {"Date": None}}
-# Type 3 PDF fonts (matplotlib's default; embedding TrueType subsets tripled the PDF time) and SVG
-# text kept as text (smaller, searchable, editable; the viewer supplies a sans-serif font).
-RC = {"text.parse_math": False, "svg.hashsalt": "spabench", "svg.fonttype": "none",
-      "font.family": "DejaVu Sans", "hatch.linewidth": 0.6}
+INCH = 72.0
+Y_TOP = 118.0           # the value axis runs to 118 so k/n fits above a 100% bar
+PLOT_HEIGHT = 1.95 * INCH
+MAX_PLOT_WIDTH = 6.25 * INCH   # with the axis labels, a double-column figure (7.2 in)
+TICK = 3.5              # tick length and the gap from tick to label
+SPINE = "#000000"
+GRID = "#E5E5E5"
+WHISKER = "#222222"
+COUNT_INK = "#333333"
+SIZES = {"tick": 8.0, "axis": 9.0, "title": 10.0, "legend": 8.0}
 
 
 def _width(groups: int, bars: int) -> float:
-    """Plot width in inches: room per bar, at most a double-column figure."""
-    return min(MAX_WIDTH, max(3.2, 0.4 + groups * (0.3 + 0.17 * bars)))
+    """Plot width in points: room per bar, at most a double-column figure."""
+    return min(MAX_PLOT_WIDTH, max(2.5 * INCH, groups * (0.3 + 0.17 * bars) * INCH))
+
+
+def _value_axis(canvas: Canvas, height: float, y_of) -> float:
+    """Grid, left spine, ticks 0-100 and the axis title; returns the leftmost x used."""
+    face = fonts.face("normal")
+    size = SIZES["tick"]
+    labels = [str(v) for v in range(0, 101, 20)]
+    widest = max(face.width(label, size) for label in labels)
+    for value, label in zip(range(0, 101, 20), labels):
+        y = y_of(value)
+        canvas.line([(-TICK, y), (0, y)], SPINE, 0.8, role="tick")
+        canvas.text(-2 * TICK, y, label, size, align="end", valign="center", role="value_label")
+    canvas.line([(0, 0), (0, height)], SPINE, 0.8, role="spine")
+    x = -2 * TICK - widest - 4.0
+    title = canvas.text(x, height / 2, "Success rate (%)", SIZES["axis"], align="middle", valign="bottom",
+                        rotation=90, role="axis_title")
+    return title.extent()[0]
+
+
+def _legend(canvas: Canvas, entries: list[tuple[str, str, str | None, str | None]], left: float, bottom: float,
+            available: float, ncol: int, above: bool = True, by_column: bool = False) -> float:
+    """A legend of (label, fill, edge, hatch) entries in at most `ncol` columns, narrowed until it
+    fits `available` points, filled row by row (or column by column: Fig. 6 keeps each policy's
+    OOD/direct pair in one column); placed with its bottom (above=True) or top edge at `bottom`.
+    Returns the legend's far edge (top or bottom)."""
+    if not entries:
+        return bottom
+    face, size = fonts.face("normal"), SIZES["legend"]
+    handle_w, handle_h, gap, spacing, pitch = 1.4 * size, 0.7 * size, 0.6 * size, 1.2 * size, 1.45 * size
+    widths = [handle_w + gap + face.width(label, size) for label, *_ in entries]
+    ncol = max(1, min(ncol, len(entries)))
+    while True:
+        rows = -(-len(entries) // ncol)
+        place = [(i % rows, i // rows) if by_column else divmod(i, ncol) for i in range(len(entries))]
+        columns = [max(w for w, (_, c) in zip(widths, place) if c == col) for col in range(max(c for _, c in place) + 1)]
+        total = sum(columns) + spacing * (len(columns) - 1)
+        if total <= available or ncol == 1:
+            break
+        ncol -= 1
+    top = bottom - rows * pitch if above else bottom
+    for (label, fill, edge, hatch), (row, col) in zip(entries, place):
+        x = left + sum(columns[:col]) + spacing * col
+        centre = top + (row + 0.5) * pitch
+        canvas.rect(x, centre - handle_h / 2, handle_w, handle_h, fill, edge, 0.5 if edge else 0.0, hatch,
+                    role="legend_handle")
+        canvas.text(x + handle_w + gap, centre, label, size, valign="center", role="legend_label")
+    return top if above else top + rows * pitch
+
+
+def bar_chart(groups: Sequence[str], series: Sequence[Bar], title: str, ncol: int | None = None,
+              legend_by_column: bool = False) -> Canvas:
+    """Grouped bars with Wilson whiskers and k/n above each bar, title and legend above the plot.
+
+    Rectangles of role "bar" carry (rate, successes, trials, low, high) of their cell."""
+    canvas = Canvas()
+    n_groups, n_series = len(groups), max(len(series), 1)
+    width, height = _width(n_groups, n_series), PLOT_HEIGHT
+    unit = width / max(n_groups, 1)
+
+    def y_of(value: float) -> float:
+        return height * (1 - value / Y_TOP)
+
+    for value in range(20, 101, 20):
+        canvas.line([(0, y_of(value)), (width, y_of(value))], GRID, 0.7, role="grid")
+    slot = 0.84 / n_series
+    half, cap = slot * 0.45 * unit, slot * 0.22 * unit
+    size = 5.5 if slot * unit > 7 else 4.5
+    label_top = 0.0
+    for i, bar in enumerate(series):
+        offset = (i - (n_series - 1) / 2) * slot
+        edge = palette.darker(bar.color, 0.55)
+        hatch = edge if bar.hatch else None
+        for j, cell in enumerate(bar.cells):
+            if cell is None:
+                continue
+            rate, low, high = 100 * cell[5], min(100 * cell[6], 100 * cell[5]), max(100 * cell[7], 100 * cell[5])
+            shown = rate if rate > 0 else ZERO_STUB   # a 0% bar stays visible
+            x = (j + 0.5 + offset) * unit
+            canvas.rect(x - half, y_of(shown), 2 * half, y_of(0) - y_of(shown), bar.color, edge, 0.5, hatch,
+                        role="bar", data=(cell[5], int(cell[3]), int(cell[4]), cell[6], cell[7]))
+            canvas.line([(x, y_of(low)), (x, y_of(high))], WHISKER, 0.8, role="whisker")
+            canvas.line([(x - cap, y_of(low)), (x + cap, y_of(low))], WHISKER, 0.8, role="whisker")
+            canvas.line([(x - cap, y_of(high)), (x + cap, y_of(high))], WHISKER, 0.8, role="whisker")
+            label = canvas.text(x, y_of(max(high, shown) + 1.5), f"{int(cell[3])}/{int(cell[4])}", size,
+                                color=COUNT_INK, valign="center", rotation=90, role="count")
+            label_top = min(label_top, label.extent()[1])
+    canvas.line([(0, height), (width, height)], SPINE, 0.8, role="spine")
+    line_height = 1.17 * SIZES["tick"]
+    for j, group in enumerate(groups):
+        x = (j + 0.5) * unit
+        canvas.line([(x, height), (x, height + TICK)], SPINE, 0.8, role="tick")
+        text = TASK_LABELS.get(group, textwrap.fill(str(group), 14))
+        for k, line in enumerate(text.split("\n")):
+            canvas.text(x, height + 2 * TICK + k * line_height, line, SIZES["tick"], align="middle", valign="top",
+                        role="group_label")
+    left = _value_axis(canvas, height, y_of)
+    entries = [(bar.label, bar.color, palette.darker(bar.color, 0.55), palette.darker(bar.color, 0.55)
+                if bar.hatch else None) for bar in series]
+    legend_top = _legend(canvas, entries, left, label_top - 6.0, width - left, ncol or min(len(entries), 5),
+                         by_column=legend_by_column)
+    if title:
+        canvas.text(left, legend_top - 6.0, title, SIZES["title"], weight="bold", role="title")
+    return canvas
 
 
 def policy_color(policies: Sequence[str], policy: str) -> str:
@@ -250,12 +217,9 @@ def _per_policy(cells: Cells, policies: Sequence[str], names: Mapping[str, str],
             for p in shown]
 
 
-def _panel(groups: Sequence[str], series: Sequence[Bar], title: str, height: float = 3.3,
-           ncol: int | None = None):
-    figure, (ax,) = _new_figure(_width(len(groups), len(series)), height)
-    draw_bars(ax, groups, series, title)
-    _legend(figure, [ax], ncol=ncol)
-    return figure
+def _panel(groups: Sequence[str], series: Sequence[Bar], title: str, ncol: int | None = None,
+           legend_by_column: bool = False) -> Canvas:
+    return bar_chart(groups, series, title, ncol, legend_by_column)
 
 
 # ---------------------------------------------------------------- the figures
@@ -284,8 +248,8 @@ def fig6_ood_direct(cells: Cells, policies: Sequence[str], names: Mapping[str, s
         series.append(Bar(f"{display(names, p)}, OOD", dark, [cells.get(p, t, "ood") for t in groups]))
         series.append(Bar(f"{display(names, p)}, direct", light, [cells.get(p, t, "direct") for t in groups],
                           hatch="///"))
-    return _panel(groups, series, "OOD spatial grounding and the direct-manipulation control", 3.4,
-                  ncol=min(len(series), 6))
+    return _panel(groups, series, "OOD spatial grounding and the direct-manipulation control",
+                  ncol=len(shown), legend_by_column=True)
 
 
 def fig7_paraphrase(cells: Cells, policies: Sequence[str], names: Mapping[str, str]):
@@ -309,7 +273,7 @@ def fig8_cross_task(cells: Cells, policies: Sequence[str], names: Mapping[str, s
         return None
     series = [Bar(CONDITION_LABELS[c], palette.PAIR_COLORS[i], [cells.get(p, ALL_TASKS, c) for p in shown])
               for i, c in enumerate(conditions)]
-    return _panel([display(names, p) for p in shown], series, "Cross-task objects (five tasks)", 3.2, ncol=2)
+    return _panel([display(names, p) for p in shown], series, "Cross-task objects (five tasks)", ncol=2)
 
 
 def fig9_no_intervention(cells: Cells, policies: Sequence[str], names: Mapping[str, str]):
@@ -335,10 +299,16 @@ def fig10_relational_pair(cells: Cells, policies: Sequence[str], names: Mapping[
                   "Relational Placement")
 
 
+ROW_PITCH = 0.2 * INCH     # Fig. 11: one bar per task x policy
+SHARE_WIDTH = 4.3 * INCH
+
+
 def fig11_failure_modes(failures: pd.DataFrame, policies: Sequence[str], names: Mapping[str, str],
                         mode_labels: Mapping[str, str] | None = None):
     """Fig. 11: failure-mode composition of failed OOD rollouts, one bar per task x policy,
-    normalised to 100%, with the number of failures n beside each bar."""
+    normalised to 100%, with the number of failures n beside each bar.
+
+    Rectangles of role "share" carry (task, policy, failure mode, count, share in %)."""
     rows = failures[(failures["condition"] == FAILURE_CONDITION) & (failures["task"] != ALL_TASKS)]
     if rows.empty:
         return None
@@ -350,58 +320,55 @@ def fig11_failure_modes(failures: pd.DataFrame, policies: Sequence[str], names: 
             mine = {m: counts.get((task, policy, m), 0) for m in modes}
             if sum(mine.values()):
                 bars.append((task, policy, mine, sum(mine.values())))
+    if not bars:
+        return None
     colors = {m: palette.UNANNOTATED_COLOR if m == UNANNOTATED
               else palette.FAILURE_COLORS[i % len(palette.FAILURE_COLORS)]
               for i, m in enumerate(FAILURE_MODE_ORDER)}
     labels = {m: failure_mode_label(m) for m in modes} | dict(mode_labels or {})
-    longest = max(len(f"{one_line(TASK_LABELS[t])} | {display(names, p)}") for t, p, _, _ in bars)
-    insets = (0.3 + 0.055 * longest, 0.5, 1.3, 0.4)
-    figure, (ax,) = _new_figure(5.0 + insets[0], 0.25 + 0.2 * len(bars) + 0.12 * len({b[0] for b in bars}) + 1.7,
-                                insets=insets)
-    y, position, ticks = [], 0.0, []
-    previous = None
-    for task, policy, _, _ in bars:
+    canvas = Canvas()
+    width = SHARE_WIDTH
+    centres, position, previous = [], 0.7, None
+    for task, _, _, _ in bars:
         if previous is not None and task != previous:
             position += 0.6  # a gap between tasks
-        y.append(position)
-        ticks.append(f"{one_line(TASK_LABELS[task])} | {display(names, policy)}")
+        centres.append(position * ROW_PITCH)
         previous = task
         position += 1.0
-    from matplotlib.collections import PolyCollection
-    from matplotlib.patches import Patch
-
-    y = -np.array(y)
-    left = np.zeros(len(bars))
-    boxes, fills, handles = [], [], []
-    for mode in modes:
-        share = np.array([100 * c[mode] / total for _, _, c, total in bars])
-        handles.append(Patch(facecolor=colors[mode], label=labels[mode]))
-        for yi, li, si, (_, _, c, _) in zip(y, left, share, bars):
-            if si <= 0:
+    height = (position - 1.0 + 0.7) * ROW_PITCH
+    bar_h = 0.78 * ROW_PITCH
+    for value in range(0, 101, 20):
+        x = width * value / 100
+        canvas.line([(x, height), (x, height + TICK)], SPINE, 0.8, role="tick")
+        canvas.text(x, height + 2 * TICK, str(value), SIZES["tick"], align="middle", valign="top", role="value_label")
+    for y, (task, policy, mine, total) in zip(centres, bars):
+        left = 0.0
+        for mode in modes:
+            if not mine[mode]:
                 continue
-            boxes.append([(li, yi - 0.39), (li, yi + 0.39), (li + si, yi + 0.39), (li + si, yi - 0.39)])
-            fills.append(colors[mode])
-            if si >= 7:
-                ink = "white" if _luminance(colors[mode]) < 0.45 else "#222222"
-                ax.text(li + si / 2, yi, str(c[mode]), ha="center", va="center", fontsize=5.5, color=ink)
-        left += share
-    ax.add_collection(PolyCollection(boxes, facecolors=fills, edgecolors="white", linewidths=0.4))
-    ax.set_ylim(y.min() - 0.7, y.max() + 0.7)
-    for yi, (_, _, _, total) in zip(y, bars):
-        ax.text(101.5, yi, f"n={total}", va="center", fontsize=6.5)
-    ax.set_yticks(y, ticks, fontsize=6.5)
-    ax.set_xlim(0, 100)
-    ax.set_xticks(range(0, 101, 20))
-    ax.tick_params(axis="x", labelsize=8)
-    ax.set_xlabel("Share of failed OOD rollouts (%)", fontsize=9)
-    ax.set_title("Failure-mode composition of OOD failures, by task and policy", fontsize=10,
-                 fontweight="bold", loc="left")
-    for side in ("top", "right"):
-        ax.spines[side].set_visible(False)
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.0, -0.55 / (ax.get_position().height
-                                                                               * figure.get_figheight())),
-              frameon=False, fontsize=7, ncol=3)
-    return figure
+            share = 100 * mine[mode] / total
+            w = width * share / 100
+            canvas.rect(left, y - bar_h / 2, w, bar_h, colors[mode], "#FFFFFF", 0.4, role="share",
+                        data=(task, policy, mode, mine[mode], share))
+            if share >= 7:
+                ink = "#FFFFFF" if _luminance(colors[mode]) < 0.45 else "#222222"
+                canvas.text(left + w / 2, y, str(mine[mode]), 5.5, color=ink, align="middle", valign="center",
+                            role="share_count")
+            left += w
+        canvas.line([(-TICK, y), (0, y)], SPINE, 0.8, role="tick")
+        canvas.text(-2 * TICK, y, f"{one_line(TASK_LABELS[task])} | {display(names, policy)}", 6.5, align="end",
+                    valign="center", role="row_label")
+        canvas.text(width * 1.015, y, f"n={total}", 6.5, valign="center", role="total")
+    canvas.line([(0, 0), (0, height)], SPINE, 0.8, role="spine")
+    canvas.line([(0, height), (width, height)], SPINE, 0.8, role="spine")
+    axis_title = canvas.text(width / 2, height + 2 * TICK + 1.3 * SIZES["tick"], "Share of failed OOD rollouts (%)",
+                             SIZES["axis"], align="middle", valign="top", role="axis_title")
+    left_edge = min(item.extent()[0] for item in canvas.of_role("row_label"))
+    entries = [(labels[m], colors[m], None, None) for m in modes]
+    _legend(canvas, entries, left_edge, axis_title.extent()[3] + 8.0, width - left_edge, 3, above=False)
+    canvas.text(left_edge, -6.0, "Failure-mode composition of OOD failures, by task and policy", SIZES["title"],
+                weight="bold", role="title")
+    return canvas
 
 
 def _luminance(color: str) -> float:
@@ -433,80 +400,47 @@ CAPTIONS: dict[str, str] = {
 }
 
 
+
 def draw(name: str, summary: pd.DataFrame, failures: pd.DataFrame, policies: Sequence[str],
-         names: Mapping[str, str], mode_labels: Mapping[str, str] | None = None):
-    """One figure by name (a Figure, or None when the outcomes hold nothing for it)."""
-    import matplotlib
-
+         names: Mapping[str, str], mode_labels: Mapping[str, str] | None = None) -> Canvas | None:
+    """One figure by name (a Canvas, or None when the outcomes hold nothing for it)."""
     function, _ = FIGURES[name]
-    with matplotlib.rc_context(RC):
-        if name == "fig11_failure_modes":
-            return function(failures, list(policies), names, mode_labels)
-        return function(Cells(summary), list(policies), names)
+    if name == "fig11_failure_modes":
+        return function(failures, list(policies), names, mode_labels)
+    return function(Cells(summary), list(policies), names)
 
 
-def _render(name: str, summary, failures, policies, names, out_dir, formats, mode_labels) -> list[Path] | None:
-    figure = draw(name, summary, failures, policies, names, mode_labels)
-    if figure is None:
-        return None
-    import matplotlib
+def save(canvas: Canvas, stem: Path, formats: Sequence[str] = FORMATS, title: str = "") -> list[Path]:
+    """Write one figure in each format (the writers are imported only for the formats asked)."""
+    written = []
+    for fmt in formats:
+        path = stem.with_suffix("." + fmt)
+        if fmt == "png":
+            from spabench.analysis.drawing.png import to_png
 
-    with matplotlib.rc_context(RC):
-        return save(figure, Path(out_dir) / name, formats)
+            to_png(canvas, path, PNG_DPI)
+        elif fmt == "pdf":
+            from spabench.analysis.drawing.pdf import to_pdf
 
+            path.write_bytes(to_pdf(canvas, title))
+        elif fmt == "svg":
+            from spabench.analysis.drawing.svg import to_svg
 
-_JOB: tuple = ()  # the arguments of the figures being drawn, inherited by forked workers
-
-
-def _render_forked(name: str):
-    return name, _render(name, *_JOB)
-
-
-def _single_threaded() -> bool:
-    """No Python thread but this one: fork is then safe. (numpy's BLAS keeps idle native threads;
-    BLAS libraries register fork handlers for them, so they do not count.)"""
-    return threading.active_count() == 1
-
-
-def default_jobs() -> int:
-    """Worker processes for the figures: two where the machine has two CPUs or more (each figure is
-    independent; forked workers inherit the imported matplotlib), else one."""
-    return 2 if (os.cpu_count() or 1) >= 2 else 1
+            path.write_text(to_svg(canvas, title), encoding="utf-8")
+        else:
+            raise ValueError(f"figure format {fmt!r}: allowed {', '.join(FORMATS)}")
+        written.append(path)
+    return written
 
 
 def write_figures(summary: pd.DataFrame, failures: pd.DataFrame, policies: Sequence[str], out_dir: Path,
                   names: Mapping[str, str] | None = None, formats: Sequence[str] = FORMATS,
-                  mode_labels: Mapping[str, str] | None = None, jobs: int | None = None) -> dict[str, list[Path]]:
+                  mode_labels: Mapping[str, str] | None = None) -> dict[str, list[Path]]:
     """Every figure that has data, in every format; returns {figure name: written paths} in the
-    paper's order. With jobs > 1 the figures are drawn by forked worker processes (POSIX, and only
-    from a single-threaded caller: forking a threaded process can deadlock); else one by one."""
-    global _JOB
-    import matplotlib
-    from matplotlib import font_manager
-
-    args = (summary, failures, list(policies), dict(names or {}), Path(out_dir), tuple(formats), mode_labels)
-    jobs = default_jobs() if jobs is None else max(1, int(jobs))
-    with matplotlib.rc_context(RC):  # load the fonts once, before any fork
-        for weight in ("normal", "bold"):
-            font_manager.get_font(font_manager.findfont(font_manager.FontProperties(weight=weight)))
-    results: dict[str, list[Path] | None] = {}
-    parallel = jobs > 1 and hasattr(os, "fork") and _single_threaded()
-    if parallel:
-        import multiprocessing
-
-        _JOB = args
-        try:
-            # Pool forks its workers before it starts its own helper threads; Python's warning about
-            # forking a multi-threaded process counts the idle BLAS threads too
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", "This process .* is multi-threaded", DeprecationWarning)
-                pool = multiprocessing.get_context("fork").Pool(jobs)
-            with pool:
-                # the heaviest first, so the two workers finish together
-                order = sorted(FIGURES, key=lambda n: n not in ("fig6_ood_direct_per_task", "fig11_failure_modes"))
-                results = dict(pool.map(_render_forked, order, chunksize=1))
-        finally:
-            _JOB = ()
-    else:
-        results = {name: _render(name, *args) for name in FIGURES}
-    return {name: results[name] for name in FIGURES if results.get(name)}
+    paper's order."""
+    written = {}
+    for name in FIGURES:
+        canvas = draw(name, summary, failures, policies, dict(names or {}), mode_labels)
+        if canvas is not None:
+            written[name] = save(canvas, Path(out_dir) / name, formats, CAPTIONS[name])
+    return written

@@ -406,7 +406,7 @@ def method_notes(analysis: Analysis) -> list[str]:
 
 # ---------------------------------------------------------------- writing
 
-def write_report(analysis: Analysis, out: str | Path, jobs: int | None = None) -> list[Path]:
+def write_report(analysis: Analysis, out: str | Path) -> list[Path]:
     """Write every output into `out` at once (spabench.outputs: a folder holding anything but an
     earlier report is refused, nothing of the user's is deleted); returns the written files."""
     out = Path(out)
@@ -420,7 +420,7 @@ def write_report(analysis: Analysis, out: str | Path, jobs: int | None = None) -
         csv_safe_frame(analysis.completeness).to_csv(staging / "completeness.csv", index=False)
         csv_safe_frame(analysis.agreement).to_csv(staging / "agreement.csv", index=False)
         drawn = figures.write_figures(analysis.summary, analysis.failures, analysis.policies, staging,
-                                      names=analysis.names, jobs=jobs)
+                                      names=analysis.names)
         markdown = render_markdown(analysis, drawn)
         (staging / "report.md").write_text(markdown, encoding="utf-8")
         inline = {p.name: p.with_suffix(".svg") for paths in drawn.values() for p in paths if p.suffix == ".png"}
