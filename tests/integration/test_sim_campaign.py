@@ -46,11 +46,22 @@ def _smoke_on_the_twin(tmp_path, operator: dict):
     return cfg, server
 
 
-def test_smoke_campaign_on_the_twin(tmp_path):
+def test_smoke_campaign_on_the_twin(tmp_path, monkeypatch):
     pytest.importorskip("mujoco")
+    from spabench.sim.bench import SimBench
+
+    adopted = []
+    real_adopt = SimBench.adopt_suite
+
+    def adopt_suite(self, suite):  # the real hook, observed: the twin scores by the session's suite
+        adopted.append(suite.relation_rule)
+        real_adopt(self, suite)
+
+    monkeypatch.setattr(SimBench, "adopt_suite", adopt_suite)
     cfg, server = _smoke_on_the_twin(tmp_path, {"type": "auto", "timer_s": 3.0})
     with server:
         assert run(cfg, out=io.StringIO()) == EXIT_OK
+    assert adopted == [cfg.need("suite").relation]
     ledger = Ledger.open(tmp_path / "c" / "ledger.sqlite")
     outcomes = ledger.outcomes()
     ledger.close()

@@ -109,3 +109,38 @@ def test_lockstep_clock_and_homing_is_not_scored(bench, suite):
     for _ in range(20):
         bench.act(obs.state)                               # the gripper goes back: motion
     assert bench.evaluate(scene) == (False, "unnecessary_intervention")
+
+
+def test_the_twin_scores_by_the_rule_of_the_suite_it_is_handed(bench, suite):
+    """Measured on main: the twin always scored Relational Placement by the paper's bound, whatever
+    conf/suite said. The run session hands the twin its suite (`adopt_suite`); a start that the
+    sheet bound counts as placed (edge gap <= 8 cm) but the paper's does not (> 7.62 cm) then scores
+    as the configured rule says."""
+    import dataclasses
+    import math
+
+    from spabench.suite.success import RelationRule
+
+    from spabench.suite import resolvers as R
+
+    scene = suite.scene("relational_placement-ood-040")
+    target, reference, _ = R.requested_relation(scene, suite)
+    by_id = {o.object_id: o for o in scene.objects}
+    t, r = by_id[target], by_id[reference]
+    # slide the target towards its reference to 8.6 cm centre to centre (edge gap about 6.5 cm)
+    k = 8.6 / math.hypot(t.x_cm - r.x_cm, t.y_cm - r.y_cm)
+    moved = dataclasses.replace(t, x_cm=r.x_cm + k * (t.x_cm - r.x_cm), y_cm=r.y_cm + k * (t.y_cm - r.y_cm))
+    scene = dataclasses.replace(scene, objects=tuple(moved if o.object_id == target else o for o in scene.objects))
+    bench.load_scene(scene)
+    bench.begin_episode()
+    for _ in range(5):
+        bench.observe()
+        bench.hold()
+    # a recorded trajectory in which the arm moved (the objects stay where the scene put them)
+    states = np.zeros((20, len(JOINTS)))
+    states[5:, 0] = np.linspace(0.0, 10.0, 15)
+    assert bench.evaluate(scene, states)[0] is False       # the twin's own suite: the paper's bound
+    bench.adopt_suite(dataclasses.replace(suite, relation_rule=RelationRule(bound="sheet")))
+    assert bench.evaluate(scene, states) == (True, None)
+    bench.adopt_suite(suite)
+    assert bench.evaluate(scene, states)[0] is False

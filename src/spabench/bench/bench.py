@@ -247,6 +247,10 @@ class Bench:
         finally:
             self._force_close()
 
+    def adopt_suite(self, suite) -> None:
+        """The suite this session evaluates. A bench that scores rollouts itself (the twin) takes
+        its success rules from it; a real bench is scored by a person and needs nothing."""
+
     def __enter__(self) -> Bench:
         return self.connect()
 

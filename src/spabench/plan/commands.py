@@ -9,14 +9,20 @@ from spabench.errors import ConfigError
 from spabench.plan.config import CampaignConfig
 from spabench.plan.planner import build_plan, config_hash, summary_table, write_campaign
 from spabench.suite.config import SuiteConfig
+from spabench.suite.success import DEFAULT_RELATION_RULE
 
 if TYPE_CHECKING:  # annotations only: spabench.config builds the groups and sits above every package
     from spabench.config import SpabenchConfig
 
 
 def suite_settings(suite: SuiteConfig) -> dict[str, Any]:
-    """The suite group as the plain dict the campaign's config.yaml and hash record."""
-    return {"root": suite.root, "hardware": suite.hardware, "seed": suite.seed}
+    """The suite group as the plain dict the campaign's config.yaml and hash record. The Relational
+    Placement rule enters only when it is not the paper's (campaigns planned before it was recorded
+    keep their hash); `run` refuses a rule other than the planned one."""
+    settings: dict[str, Any] = {"root": suite.root, "hardware": suite.hardware, "seed": suite.seed}
+    if suite.relation != DEFAULT_RELATION_RULE:
+        settings["relation"] = suite.relation.as_dict()
+    return settings
 
 
 def load_campaign_cards(campaign: CampaignConfig, folders: list[Path]) -> dict:
@@ -86,6 +92,7 @@ def plan(cfg: SpabenchConfig) -> int:
     import spabench.suite as suite_pkg
 
     suite = suite_pkg.load_suite(tasks_root, hardware_root)
+    suite.relation_rule = cfg.need("suite").relation   # its scenes must test the cells under this rule
     check = getattr(suite_pkg, "check_suite", None)
     if check is not None:
         check(suite)

@@ -321,6 +321,17 @@ def planned_bench_kind(campaign_dir: str | os.PathLike) -> str | None:
     return str(read_campaign_config(folder)["campaign"].get("bench") or "so101")
 
 
+def planned_relation_rule(campaign_dir: str | os.PathLike):
+    """The Relational Placement rule DIR's campaign was planned with (the paper's when unrecorded)."""
+    from spabench.suite.success import DEFAULT_RELATION_RULE, RelationRule
+
+    folder = Path(campaign_dir)
+    if not (folder / CONFIG_YAML).is_file():
+        return None
+    recorded = read_campaign_config(folder)["suite"].get("relation")
+    return RelationRule.from_mapping(recorded) if recorded else DEFAULT_RELATION_RULE
+
+
 def hash_for_campaign_dir(campaign_dir: str | os.PathLike, root: str | os.PathLike | None = None) -> str:
     """The config hash that DIR's campaign has *now* (its config.yaml with today's suite files).
 

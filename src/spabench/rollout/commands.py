@@ -105,6 +105,20 @@ def check_bench_binding(campaign_dir: Path, bench_kind: str, dry_run: bool) -> s
 BENCH_WORDS = {"so101": "the SO-101 robot", "sim": "the MuJoCo twin"}
 
 
+def check_relation_binding(campaign_dir: Path, rule: Any) -> None:
+    """Refuses (ConfigError) a Relational Placement rule other than the one the campaign was planned
+    with: its scenes were checked for that rule, and its scores must all mean the same thing."""
+    from spabench.plan.planner import planned_relation_rule
+
+    planned = planned_relation_rule(campaign_dir)
+    if planned is None or planned == rule:
+        return
+    raise ConfigError(
+        f"{campaign_dir}: this campaign was planned with the Relational Placement rule {planned.as_dict()} "
+        f"({planned.bound} bound) but conf/suite `relation` now says {rule.as_dict()}; scores under two rules "
+        f"never mix. Run with the planned rule (e.g. suite.relation.bound={planned.bound}) or plan a new campaign")
+
+
 def _scene(suite: Any, scene_id: str) -> Any:
     if suite is None:
         return None
@@ -209,6 +223,7 @@ class Session:
         from spabench.record.recorder import Recorder
 
         planned = check_bench_binding(self.campaign_dir, self.bench_cfg.type, self.cfg.dry_run)
+        check_relation_binding(self.campaign_dir, self.cfg.need("suite").relation)
         self.dry_run = planned is not None and planned != self.bench_cfg.type
         self.ledger = _open_ledger(self.campaign_dir, self.ledger_url)
         self._blind(Blinder.for_trials(self.ledger.trials()))
@@ -251,6 +266,7 @@ class Session:
 
         self.operator = make_operator(self.op_cfg, bench=self.bench, stdin=self.stdin, stdout=self.out)
         self.suite = _load_suite(self.cfg)
+        self.bench.adopt_suite(self.suite)   # the twin scores by the configured success rules
         if self.multi_bench:
             self.say(f"bench {self.bench_id}: shared ledger {self.ledger.location}; claims whole scene sets, "
                      f"lease {self.lease_s:g} s")

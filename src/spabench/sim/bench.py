@@ -122,6 +122,11 @@ class SimBench(Bench):
         self._require_connected()
         return self.robot.privileged_state()
 
+    def adopt_suite(self, suite) -> None:
+        """Score with the success rules of the suite the session evaluates (its configured
+        Relational Placement bound), not those of the suite the twin loaded its world from."""
+        self.robot.relation_rule = suite.relation_rule
+
     def evaluate(self, scene=None, states=None) -> tuple[bool, str | None]:
         """(success, suggested failure mode) since begin_episode(); `states` (T, 6) overrides the
         twin's own joint trajectory (e.g. the recorded one)."""

@@ -28,6 +28,7 @@ from spabench.suite.rules import FAILURE_MODE_TASKS
 from spabench.errors import DataError
 from spabench.suite.motion import MotionOnsetRule, motion_onset
 from spabench.suite.geometry import DIRECTION_VECTORS as _SUITE_DIRECTIONS
+from spabench.suite.geometry import edge_gap_cm
 from spabench.suite.geometry import relation_holds as _suite_relation_holds
 from spabench.suite.model import BenchGeometry, Goal, ObjectSpec, SceneSpec
 from spabench.suite.success import RelationRule
@@ -91,15 +92,11 @@ def relation_holds(target_xy_cm, reference_xy_cm, direction: str, rule: Relation
 
 # ---------------------------------------------------------------------- helpers
 def _edge_gap(t_xy, r_xy, target: str, ref: str, objects: Mapping[str, ObjectSpec] | None) -> float | None:
-    """Approximate edge gap (the sheet bound): centre distance minus each object's half-width."""
+    """The sheet bound's edge gap (spabench.suite.geometry.edge_gap_cm), when the specs are known."""
     if not objects or target not in objects or ref not in objects:
         return None
-
-    def half(o: ObjectSpec) -> float:
-        return o.footprint_radius_cm or min(o.size_cm[0], o.size_cm[1]) / 2
-
-    d = math.hypot(float(t_xy[0]) - float(r_xy[0]), float(t_xy[1]) - float(r_xy[1]))
-    return d - half(objects[target]) - half(objects[ref])
+    return edge_gap_cm((float(t_xy[0]), float(t_xy[1])), (float(r_xy[0]), float(r_xy[1])), objects[target],
+                       objects[ref])
 
 
 def _moved(trace: EpisodeTrace, oid: str) -> bool:

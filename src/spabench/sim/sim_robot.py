@@ -57,6 +57,7 @@ class SimRobot(Robot):
         self._objects = dict(objects) if objects is not None else None
         self._geometry = geometry
         self._suite = suite
+        self.relation_rule = None   # None: the rule of the suite the twin loaded (spabench.suite.success)
         self.world: SimWorld | None = None
         self._rig: CameraRig | None = None
         self._rig_generation = -1
@@ -280,4 +281,5 @@ class SimRobot(Robot):
         trace = self.episode_trace()
         if states is not None:
             trace.states = np.asarray(states, float)
-        return evaluate(scene, trace, world.geometry, self._objects)
+        rule = self.relation_rule or getattr(self._suite, "relation_rule", None)
+        return evaluate(scene, trace, world.geometry, self._objects, relation_rule=rule)

@@ -52,10 +52,12 @@ def generate(cfg: SpabenchConfig) -> int:
     from spabench.suite.generator import generate_suite
 
     root, hardware, seed, out = _settings(cfg)
-    suite = generate_suite(seed, out or root, source_root=root, hardware_root=hardware)
+    rule = cfg.need("suite").relation
+    suite = generate_suite(seed, out or root, source_root=root, hardware_root=hardware, relation_rule=rule)
     console = _console()
     console.print(summary_table(suite))
-    console.print(f"wrote {len(suite.scenes)} scenes (seed {seed}) to {out or root}")
+    console.print(f"wrote {len(suite.scenes)} scenes (seed {seed}, Relational Placement for the {rule.bound} "
+                  f"bound) to {out or root}")
     return 0
 
 
@@ -73,6 +75,7 @@ def validate(cfg: SpabenchConfig) -> int:
     except SpabenchError as exc:
         console.print(f"[red]spabench suite validate: {escape(str(exc))}[/red]", highlight=False)
         return 2
+    suite.relation_rule = cfg.need("suite").relation   # scenes are checked against the configured rule
     violations = validate_suite(suite)
     console.print(summary_table(suite))
     if violations:

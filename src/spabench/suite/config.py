@@ -29,11 +29,14 @@ class SuiteConfig:
 
 
 def load_suite_of(cfg: SuiteConfig):
-    """The suite the config names (tasks/ and hardware/ relative to the repository root)."""
+    """The suite the config names (tasks/ and hardware/ relative to the repository root), carrying
+    the configured Relational Placement rule."""
     from spabench.paths import resolve
     from spabench.suite.loader import load_suite
 
-    return load_suite(str(resolve(cfg.root)), str(resolve(cfg.hardware)))
+    suite = load_suite(str(resolve(cfg.root)), str(resolve(cfg.hardware)))
+    suite.relation_rule = cfg.relation
+    return suite
 
 
 def suite_config(data) -> SuiteConfig:

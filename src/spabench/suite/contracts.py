@@ -21,6 +21,7 @@ from spabench.suite import resolvers as R
 from spabench.suite.geometry import (
     DIRECTION_VECTORS,
     distance,
+    edge_gap_cm,
     placed_footprint,
     point_footprint_distance,
     footprint_gap,
@@ -30,11 +31,7 @@ from spabench.suite.geometry import (
 )
 from spabench.suite.model import SceneSpec
 from spabench.suite.spec import Suite, TaskSpec
-from spabench.suite.vocabulary import (
-    CONDITION_COUNTS,
-    RELATION_HALF_ANGLE_DEG,
-    RELATION_RADIUS_CM,
-)
+from spabench.suite.vocabulary import CONDITION_COUNTS
 from spabench.suite.wording import renderings, spatial_words_in
 
 MAX_CANDIDATES = 5
@@ -445,7 +442,8 @@ def _check_goal(scene: SceneSpec, task: TaskSpec, suite: Suite, out: _Collector)
         _check_relation_state(scene, suite, out)
 
 
-def _relation_margin(scene: SceneSpec, suite: Suite) -> tuple[float, float] | None:
+def _relation_margin(scene: SceneSpec, suite: Suite) -> tuple[float, float, float | None] | None:
+    """(centre distance, angle off the direction, edge gap) of the requested relation as set up."""
     relation = R.requested_relation(scene, suite)
     if relation is None:
         return None
@@ -453,24 +451,32 @@ def _relation_margin(scene: SceneSpec, suite: Suite) -> tuple[float, float] | No
     if relation[0] not in by_id or relation[1] not in by_id:
         return None
     t, r = by_id[relation[0]], by_id[relation[1]]
-    return relation_offset((t.x_cm, t.y_cm), (r.x_cm, r.y_cm), relation[2])
+    dist, angle = relation_offset((t.x_cm, t.y_cm), (r.x_cm, r.y_cm), relation[2])
+    specs = suite.objects
+    gap = (edge_gap_cm((t.x_cm, t.y_cm), (r.x_cm, r.y_cm), specs[t.object_id], specs[r.object_id])
+           if t.object_id in specs and r.object_id in specs else None)
+    return dist, angle, gap
 
 
 def _check_relation_state(scene: SceneSpec, suite: Suite, out: _Collector) -> None:
+    """No-movement scenes satisfy the suite's relation rule with room to spare, every other
+    Relational scene clearly fails it (suite.relation_rule: the configured bound)."""
     offset = _relation_margin(scene, suite)
     if offset is None:
         return
-    dist, angle = offset
-    what = f"target {dist:.1f} cm from the reference at {angle:.0f} deg off the direction"
+    dist, angle, gap = offset
+    rule = suite.relation_rule
+    gap_text = f", edge gap {gap:.1f} cm" if gap is not None else ""
+    what = f"target {dist:.1f} cm from the reference{gap_text} at {angle:.0f} deg off the direction"
+    margins = f"{rule.bound} bound, margins {RELATION_MARGIN_CM:g} cm / {RELATION_MARGIN_DEG:g} deg"
+    regenerate = " (scenes are placed for one bound: `spabench suite generate` rebuilds them for this one)"
     if scene.condition == "no_movement":
-        if not (dist <= RELATION_RADIUS_CM - RELATION_MARGIN_CM and angle <= RELATION_HALF_ANGLE_DEG - RELATION_MARGIN_DEG):
+        if not rule.clearly_holds(dist, angle, gap, RELATION_MARGIN_CM, RELATION_MARGIN_DEG):
             out.scene(scene, "goal_already_holds",
-                      f"{what}; the relation must clearly hold (<= {RELATION_RADIUS_CM - RELATION_MARGIN_CM:.2f} cm, "
-                      f"<= {RELATION_HALF_ANGLE_DEG - RELATION_MARGIN_DEG:.0f} deg)")
-    elif not (dist >= RELATION_RADIUS_CM + RELATION_MARGIN_CM or angle >= RELATION_HALF_ANGLE_DEG + RELATION_MARGIN_DEG):
+                      f"{what}; the relation must clearly hold under the suite's rule ({margins}){regenerate}")
+    elif not rule.clearly_fails(dist, angle, gap, RELATION_MARGIN_CM, RELATION_MARGIN_DEG):
         out.scene(scene, "goal_not_met",
-                  f"{what}; the relation must clearly not hold yet (>= {RELATION_RADIUS_CM + RELATION_MARGIN_CM:.2f} cm "
-                  f"or >= {RELATION_HALF_ANGLE_DEG + RELATION_MARGIN_DEG:.0f} deg)")
+                  f"{what}; the relation must clearly not hold yet under the suite's rule ({margins}){regenerate}")
 
 
 def _check_references(scene: SceneSpec, task: TaskSpec, suite: Suite, out: _Collector) -> None:

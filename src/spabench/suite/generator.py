@@ -26,7 +26,9 @@ from spabench.suite.geometry import (
     Footprint,
     between_excess,
     distance,
+    edge_gap_cm,
     footprint,
+    half_width_cm,
     point_footprint_distance,
     footprints_apart,
     relation_offset,
@@ -45,6 +47,7 @@ from spabench.suite.model import (
 )
 from spabench.suite.scene_io import dump_scene_file
 from spabench.suite.spec import Suite, SuiteManifest, TaskSpec
+from spabench.suite.success import DEFAULT_RELATION_RULE, RelationRule
 from spabench.suite.vocabulary import RELATION_HALF_ANGLE_DEG, RELATION_RADIUS_CM, TASKS
 from spabench.suite.wording import renderings
 from spabench.suite.yamlio import dump_yaml, write_text_atomic
@@ -61,6 +64,11 @@ GEN_SPOT_CLEAR_CM = 3.5     # contracts: 2.5
 GEN_DISTANCE_MARGIN_CM = R.DISTANCE_MARGIN_CM + 1.0
 GEN_ORDINAL_GAP_CM = (2.5, 4.5)
 MAX_TRIES = 400
+# Relational Placement: a no-movement target meets the suite's rule, any other start misses it,
+# each by these margins (the contracts ask for 1 cm / 10 deg)
+HOLD_MARGIN_CM, HOLD_MARGIN_DEG = 1.5, 15.0
+APART_MARGIN_CM, APART_MARGIN_DEG = 2.0, 15.0
+NO_MOVEMENT_DISTANCE_CM = (4.5, 6.5)   # paper bound: centre distances a no-movement target is drawn from
 
 
 class _Retry(Exception):
@@ -165,8 +173,10 @@ class TaskGenerator:
 
     conditions: tuple[str, ...] = ()
 
-    def __init__(self, task: TaskSpec, objects: dict[str, ObjectSpec], geometry: BenchGeometry) -> None:
+    def __init__(self, task: TaskSpec, objects: dict[str, ObjectSpec], geometry: BenchGeometry,
+                 relation_rule: RelationRule | None = None) -> None:
         self.task, self.objects, self.geometry = task, objects, geometry
+        self.relation_rule = relation_rule or DEFAULT_RELATION_RULE
 
     # helpers
     def layout(self, rng: random.Random) -> Layout:
@@ -528,16 +538,29 @@ class RelationalPlacementGenerator(TaskGenerator):
         return all(point_footprint_distance(spot, poly) >= GEN_SPOT_CLEAR_CM
                    for oid, poly in lay.prints.items() if oid not in ignore)
 
+    def _gap(self, t_xy, r_xy, target: str, reference: str) -> float:
+        return edge_gap_cm(t_xy, r_xy, self.objects[target], self.objects[reference])
+
     @staticmethod
     def _opposite_sector(t_xy, r_xy, direction) -> bool:
         """Movement-required start: inside the opposite sector, outside the success distance."""
         dist, angle = relation_offset(t_xy, r_xy, OPPOSITE[direction])
         return RELATION_RADIUS_CM + 2.0 <= dist <= 20.0 and angle <= RELATION_HALF_ANGLE_DEG - 10.0
 
-    @staticmethod
-    def _clearly_apart(t_xy, r_xy, direction) -> bool:
+    def _clearly_apart(self, t_xy, r_xy, direction, target: str, reference: str) -> bool:
+        """Start of a scene that needs movement: the suite's rule fails by 2 cm / 15 deg at least."""
         dist, angle = relation_offset(t_xy, r_xy, direction)
-        return dist >= RELATION_RADIUS_CM + 2.0 or angle >= RELATION_HALF_ANGLE_DEG + 15.0
+        return self.relation_rule.clearly_fails(dist, angle, self._gap(t_xy, r_xy, target, reference),
+                                                APART_MARGIN_CM, APART_MARGIN_DEG)
+
+    def _no_movement_distances(self, target: str, reference: str) -> tuple[float, float]:
+        """Centre distances a no-movement target is drawn from: the paper's bound samples 4.5-6.5 cm;
+        the sheet's bound, the edge-gap range inside its margins plus both half-widths."""
+        rule = self.relation_rule
+        if rule.bound == "paper":
+            return NO_MOVEMENT_DISTANCE_CM
+        widths = half_width_cm(self.objects[target]) + half_width_cm(self.objects[reference])
+        return (rule.min_edge_gap_cm + HOLD_MARGIN_CM + widths, rule.max_edge_gap_cm - HOLD_MARGIN_CM + widths)
 
     def _goal(self, cell: Cell, condition: str) -> Goal:
         target, reference, direction = self._pair(cell)
@@ -556,14 +579,16 @@ class RelationalPlacementGenerator(TaskGenerator):
                         accept=lambda x, y, poly: self._spot_ok(lay, self._spot(
                             PlacedObject(reference, x, y), direction), ignore=()))
         if condition == "no_movement":
+            low, high = self._no_movement_distances(target, reference)
             for _ in range(100):
-                d = rng.uniform(4.5, 6.5)
+                d = rng.uniform(low, high)
                 phi = math.radians(rng.uniform(-25.0, 25.0))
                 ux, uy = DIRECTION_VECTORS[direction]
                 vx, vy = ux * math.cos(phi) - uy * math.sin(phi), ux * math.sin(phi) + uy * math.cos(phi)
                 x, y, yaw = _grid(ref.x_cm + d * vx), _grid(ref.y_cm + d * vy), lay.random_yaw(target)
                 dist, angle = relation_offset((x, y), (ref.x_cm, ref.y_cm), direction)
-                if dist > RELATION_RADIUS_CM - 1.5 or angle > RELATION_HALF_ANGLE_DEG - 15.0:
+                gap = self._gap((x, y), (ref.x_cm, ref.y_cm), target, reference)
+                if not self.relation_rule.clearly_holds(dist, angle, gap, HOLD_MARGIN_CM, HOLD_MARGIN_DEG):
                     continue
                 poly = lay.fits(target, x, y, yaw)
                 if poly is not None:
@@ -574,7 +599,8 @@ class RelationalPlacementGenerator(TaskGenerator):
         else:
             spot = self._spot(ref, direction)
             lay.place(target, self.state_for(target, rng),
-                      where=lambda x, y: self._clearly_apart((x, y), (ref.x_cm, ref.y_cm), direction),
+                      where=lambda x, y: self._clearly_apart((x, y), (ref.x_cm, ref.y_cm), direction, target,
+                                                             reference),
                       accept=lambda x, y, poly: point_footprint_distance(spot, poly) >= GEN_SPOT_CLEAR_CM)
         pool = [o for o in self.task.pool if o not in (target, reference)]
         if condition == "cross_task":
@@ -892,8 +918,11 @@ GENERATORS: dict[str, type[TaskGenerator]] = {
 # -- the suite --------------------------------------------------------------------------------------
 
 
-def build_suite(seed: int, source_root: Path, hardware_root: Path) -> Suite:
-    """The generated suite in memory (not yet written, not yet validated)."""
+def build_suite(seed: int, source_root: Path, hardware_root: Path,
+                relation_rule: RelationRule | None = None) -> Suite:
+    """The generated suite in memory (not yet written, not yet validated), its Relational scenes
+    placed for `relation_rule` (default: the paper's bound)."""
+    relation_rule = relation_rule or DEFAULT_RELATION_RULE
     objects = load_objects(source_root / "objects.yaml")
     geometry = load_geometry(hardware_root / "bench.yaml")
     names = [t for t in TASKS if (source_root / t / "matrix.yaml").is_file()]
@@ -903,7 +932,7 @@ def build_suite(seed: int, source_root: Path, hardware_root: Path) -> Suite:
     counts = {name: expected_scene_counts(name) for name in names}
     scenes: dict[str, SceneSpec] = {}
     for name in names:
-        gen = GENERATORS[name](tasks[name], objects, geometry)
+        gen = GENERATORS[name](tasks[name], objects, geometry, relation_rule)
 
         def rng_for(condition: str, _name: str = name) -> random.Random:
             return random.Random(f"spabench/{seed}/{_name}/{condition}")
@@ -914,7 +943,7 @@ def build_suite(seed: int, source_root: Path, hardware_root: Path) -> Suite:
     manifest = SuiteManifest(name=SUITE_NAME, version=SUITE_VERSION, protocol="spa-bench", seed=seed,
                              tasks=tuple(names), counts=counts)
     return Suite(objects=objects, tasks=tasks, scenes=scenes, geometry=geometry, manifest=manifest,
-                 root=str(source_root))
+                 root=str(source_root), relation_rule=relation_rule)
 
 
 def manifest_text(manifest: SuiteManifest) -> str:
@@ -936,7 +965,7 @@ def manifest_text(manifest: SuiteManifest) -> str:
 
 def generate_suite(seed: int = DEFAULT_SEED, out_root: str | os.PathLike = "tasks", *,
                    source_root: str | os.PathLike | None = None,
-                   hardware_root: str | os.PathLike = "hardware") -> Suite:
+                   hardware_root: str | os.PathLike = "hardware", relation_rule: RelationRule | None = None) -> Suite:
     """Generate every task's scenes for `seed` and write a complete suite folder to `out_root`.
 
     `source_root` holds the hand-written inputs (objects.yaml, <task>/matrix.yaml, prompts.yaml);
@@ -946,7 +975,7 @@ def generate_suite(seed: int = DEFAULT_SEED, out_root: str | os.PathLike = "task
     out = resolve_path(out_root)
     source = resolve_path(source_root) if source_root is not None else out
     hardware = resolve_path(hardware_root)
-    suite = build_suite(seed, source, hardware)
+    suite = build_suite(seed, source, hardware, relation_rule)
     violations = validate_suite(suite)
     if violations:
         listing = "\n".join(f"  - {v}" for v in violations[:50])

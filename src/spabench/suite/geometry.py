@@ -197,6 +197,16 @@ def relation_offset(target_xy: Point, reference_xy: Point, direction: str) -> tu
     return distance, math.degrees(math.acos(cos_angle))
 
 
+def half_width_cm(spec) -> float:
+    """An object's half-width for edge gaps: its disc radius, else half its shorter side."""
+    return spec.footprint_radius_cm or min(spec.size_cm[0], spec.size_cm[1]) / 2
+
+
+def edge_gap_cm(target_xy: Point, reference_xy: Point, target_spec, reference_spec) -> float:
+    """Approximate edge-to-edge gap (the sheet bound): centre distance minus both half-widths."""
+    return distance(target_xy, reference_xy) - half_width_cm(target_spec) - half_width_cm(reference_spec)
+
+
 def relation_holds(target_xy: Point, reference_xy: Point, direction: str,
                    rule: "RelationRule | None" = None, edge_gap_cm: float | None = None) -> bool:
     """The protocol's Relational Placement criterion (spabench.suite.success: the suite's `relation` rule)."""

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from spabench.errors import DataError
 from spabench.suite.model import BenchGeometry, Cell, ObjectSpec, SceneSpec
+from spabench.suite.success import RelationRule
 
 AXES: tuple[str, ...] = ("attribute", "relation", "scene_structure")
 INSTRUCTION_KINDS: tuple[str, ...] = ("spatial", "paraphrase_spatial", "direct", "paraphrase_direct")
@@ -93,6 +94,8 @@ class Suite:
     manifest: SuiteManifest | None = None
     sources: dict[str, str] = field(default_factory=dict)  # scene_id -> file it came from
     root: str = ""                                         # the tasks folder it was loaded from
+    # the Relational Placement success rule its scenes are built and scored for (conf/suite `relation`)
+    relation_rule: RelationRule = field(default_factory=RelationRule)
 
     def scenes_for(self, task: str, condition: str) -> list[SceneSpec]:
         return sorted((s for s in self.scenes.values() if s.task == task and s.condition == condition),

@@ -4,8 +4,12 @@ Two published bounds exist. The paper: the target ends within 3 inches (7.62 cm)
 centre to centre, inside the +-45 degree sector around the requested direction (`bound: paper`, the
 default, because the paper is the published definition and what its numbers were scored by). The
 authors' evaluation sheets: a 2-8 cm edge gap in the requested direction with the centroid direction
-within +-45 degrees (`bound: sheet`). The checklist prints `describe()`, the twin's evaluator and the
-suite contracts call `holds()`, the README quotes the default: one rule, one place.
+within +-45 degrees (`bound: sheet`). The rule travels with the loaded suite (`Suite.relation_rule`):
+the checklist prints `describe()`, the twin's evaluator calls `holds()`, the generator and the
+suite contracts place and check scenes with `clearly_holds()` / `clearly_fails()`, the README quotes
+the default: one rule, one place. Scenes are generated for the configured rule; the two bounds
+cannot always both be met (a no-movement target 2-8 cm edge to edge from a wide reference can sit
+more than 7.62 cm centre to centre), so changing the bound means `spabench suite generate`.
 """
 
 from __future__ import annotations
@@ -52,6 +56,27 @@ class RelationRule:
             return distance_cm <= self.max_distance_cm
         gap = edge_gap_cm if edge_gap_cm is not None else distance_cm
         return self.min_edge_gap_cm <= gap <= self.max_edge_gap_cm
+
+    def clearly_holds(self, distance_cm: float, angle_deg: float, edge_gap_cm: float | None,
+                      margin_cm: float, margin_deg: float) -> bool:
+        """The rule holds with room to spare: still true if the target moved `margin_cm` / turned
+        `margin_deg` the wrong way (a no-movement scene must not hinge on a millimetre)."""
+        if angle_deg > self.half_angle_deg - margin_deg or distance_cm <= 0:
+            return False
+        if self.bound == "paper":
+            return distance_cm <= self.max_distance_cm - margin_cm
+        gap = edge_gap_cm if edge_gap_cm is not None else distance_cm
+        return self.min_edge_gap_cm + margin_cm <= gap <= self.max_edge_gap_cm - margin_cm
+
+    def clearly_fails(self, distance_cm: float, angle_deg: float, edge_gap_cm: float | None,
+                      margin_cm: float, margin_deg: float) -> bool:
+        """The rule fails with room to spare (a scene that needs movement must need it)."""
+        if angle_deg >= self.half_angle_deg + margin_deg:
+            return True
+        if self.bound == "paper":
+            return distance_cm >= self.max_distance_cm + margin_cm
+        gap = edge_gap_cm if edge_gap_cm is not None else distance_cm
+        return gap >= self.max_edge_gap_cm + margin_cm or gap <= self.min_edge_gap_cm - margin_cm
 
     def describe(self) -> str:
         """One line for checklists and docs."""
