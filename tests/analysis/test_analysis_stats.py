@@ -20,7 +20,7 @@ from spabench.analysis import (
     unpaired_contrast,
     wilson_interval,
 )
-from spabench.analysis.contrasts import contrast_rng
+from spabench.analysis.bootstrap import contrast_rng
 from spabench.analysis.outcomes import validate_outcomes
 
 COLUMNS = ["policy", "task", "condition", "evaluation_id", "success", "matched_group"]

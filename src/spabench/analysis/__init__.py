@@ -3,12 +3,12 @@
 Imports neither LeRobot nor torch, so scoring runs on a machine without the bench extra.
 """
 
+from spabench.analysis.bootstrap import paired_bootstrap
 from spabench.analysis.contrasts import (
     contrast_table,
     fisher_exact,
     matched_contrast,
     mcnemar_exact,
-    paired_bootstrap,
     proportion_difference,
     unpaired_contrast,
 )

@@ -14,7 +14,7 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
-from spabench.analysis.contrasts import contrast_rng
+from spabench.analysis.bootstrap import contrast_rng
 
 AGREEMENT_COLUMNS: tuple[str, ...] = (
     "rater_a", "rater_b", "score", "n", "observed_agreement", "kappa", "ci_low", "ci_high",

@@ -3,7 +3,7 @@
 Between policies: evaluation N is the same scene specification for every policy, so two policies'
 rollouts of one (task, condition, evaluation_id, instruction variant) are a matched pair. Per
 condition the estimate weights tasks equally (as the published matched-control gap does), the
-interval is the published paired bootstrap (contrasts.paired_bootstrap: matched pairs resampled
+interval is the published paired bootstrap (bootstrap.paired_bootstrap: matched pairs resampled
 within task) and the p-value an exact McNemar test on the pooled pairs. 'overall' pools every
 shared evaluation of the two policies (plain mean; bootstrap over all pairs as one stratum).
 
@@ -19,7 +19,7 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
-from spabench.analysis.contrasts import contrast_rng, paired_bootstrap
+from spabench.analysis.bootstrap import contrast_rng, paired_bootstrap
 from spabench.analysis.exact import holm, mcnemar_exact_counts
 from spabench.analysis.matching import valid_rollouts
 from spabench.analysis.outcomes import policies_in_order

@@ -8,24 +8,22 @@ task='all' gives every task equal weight: the estimate is the mean of the per-ta
 the bootstrap averages per-task resampled means, as the published analysis did (100,000 resamples,
 seed 20260906, percentile interval, matched pairs resampled within each task).
 
-The bootstrap is vectorised: a resample of n values is drawn as multinomial counts over the distinct
-values (the same distribution as drawing n indices with replacement, at a cost independent of n).
-Each bound carries its Monte Carlo standard error (batch method: the spread of the bound over
-BATCHES equal batches of resamples, divided by sqrt(BATCHES)); an interval whose bootstrap
-distribution is a single value (every pair differs alike) is flagged `degenerate`, not reported as
-a zero-width interval.
+The bootstrap itself (exact resampling laws, their Monte Carlo draws, Monte Carlo error per bound)
+is analysis.bootstrap. Each interval has its own generator (contrast_rng of the seed, policy,
+contrast and task), so the per-task and task='all' intervals are independent Monte Carlo draws; an
+interval whose bootstrap distribution is a single value (every pair differs alike) is flagged
+`degenerate`, not reported as a zero-width interval.
 """
 
 from __future__ import annotations
 
 import math
-import zlib
-from collections.abc import Mapping
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from spabench.analysis.bootstrap import (BootstrapInterval, contrast_rng, equal_weight_interval,
+                                         paired_bootstrap_interval)
 from spabench.analysis.exact import mcnemar_exact_counts, newcombe_difference
 from spabench.analysis.matching import matched_pairs, valid_rollouts
 from spabench.analysis.outcomes import policies_in_order
@@ -48,86 +46,6 @@ CONTRAST_COLUMNS: tuple[str, ...] = (
 )
 DEFAULT_RESAMPLES = 100_000      # the published analysis
 PUBLISHED_SEED = 20260906        # the published analysis's seed
-BATCHES = 20                     # Monte Carlo error of a bound: batch means over this many batches
-
-
-@dataclass(frozen=True)
-class BootstrapInterval:
-    low: float
-    high: float
-    low_mc_se: float        # Monte Carlo standard error of each bound
-    high_mc_se: float
-    degenerate: bool        # every resample gave the same value: no interval to speak of
-
-
-def resampled_means(values, n_resamples: int, rng: np.random.Generator) -> np.ndarray:
-    """Means of `n_resamples` bootstrap resamples of `values` (multinomial over distinct values)."""
-    values = np.asarray(values, dtype=float)
-    distinct, counts = np.unique(values, return_counts=True)
-    n = len(values)
-    if len(distinct) == 1:
-        return np.full(n_resamples, distinct[0])
-    if len(distinct) <= 3:  # 0/1 outcomes and paired differences: sample the exact lattice law
-        return _lattice_means(distinct, counts, n_resamples, rng)
-    # multinomial counts as a chain of conditional binomials, each vectorised over the resamples
-    remaining = np.full(n_resamples, n, dtype=np.int64)
-    total = np.zeros(n_resamples)
-    left = 1.0
-    for value, count in zip(distinct[:-1], counts[:-1]):
-        share = count / n
-        draw = rng.binomial(remaining, min(1.0, share / left))
-        total += draw * value
-        remaining -= draw
-        left -= share
-    total += remaining * distinct[-1]
-    return total / n
-
-
-def _lattice_means(distinct: np.ndarray, counts: np.ndarray, n_resamples: int,
-                   rng: np.random.Generator) -> np.ndarray:
-    """Resampled means of at most three distinct values, drawn from their exact multinomial law.
-
-    A resample's mean is fixed by how many draws took each value; the probability of every count
-    vector is the multinomial pmf, so one categorical draw per resample replaces n index draws.
-    """
-    n = int(counts.sum())
-    log_fact = np.concatenate(([0.0], np.cumsum(np.log(np.arange(1, n + 1)))))
-    p = counts / n
-    d = np.concatenate((distinct, np.zeros(3 - len(distinct))))
-    p = np.concatenate((p, np.zeros(3 - len(p))))
-    a, b = np.meshgrid(np.arange(n + 1), np.arange(n + 1), indexing="ij")
-    keep = a + b <= n
-    a, b = a[keep], b[keep]
-    c = n - a - b
-    safe = np.log(np.where(p > 0, p, 1.0))   # a zero-probability value is never drawn (its count stays 0)
-    log_pmf = log_fact[n] - log_fact[a] - log_fact[b] - log_fact[c] + a * safe[0] + b * safe[1] + c * safe[2]
-    log_pmf = np.where(((p[0] == 0) & (a > 0)) | ((p[1] == 0) & (b > 0)) | ((p[2] == 0) & (c > 0)),
-                       -np.inf, log_pmf)
-    pmf = np.exp(log_pmf - log_pmf.max())
-    pmf /= pmf.sum()
-    means = (a * d[0] + b * d[1] + c * d[2]) / n
-    return means[rng.choice(len(pmf), size=n_resamples, p=pmf)]
-
-
-def percentile_interval(replicates: np.ndarray, alpha: float = 0.05) -> BootstrapInterval:
-    """Percentile interval of bootstrap replicates, with each bound's Monte Carlo error."""
-    qs = [alpha / 2, 1 - alpha / 2]
-    low, high = np.quantile(replicates, qs)
-    usable = len(replicates) // BATCHES * BATCHES
-    if usable >= BATCHES * 10:
-        per_batch = np.quantile(replicates[:usable].reshape(BATCHES, -1), qs, axis=1)
-        se = per_batch.std(axis=1, ddof=1) / math.sqrt(BATCHES)
-    else:
-        se = np.array([math.nan, math.nan])
-    return BootstrapInterval(float(low), float(high), float(se[0]), float(se[1]),
-                             bool(np.ptp(replicates) == 0))
-
-
-def contrast_rng(seed: int, *labels: str) -> np.random.Generator:
-    """A generator fixed by the seed and the contrast's labels, so each interval is reproducible
-    whatever else the outcomes table holds."""
-    keys = [int(seed)] + [zlib.crc32(label.encode()) for label in labels]
-    return np.random.default_rng(np.random.SeedSequence(keys))
 
 
 def mcnemar_exact(first, second) -> float:
@@ -136,24 +54,6 @@ def mcnemar_exact(first, second) -> float:
     second = np.asarray(second, dtype=int)
     return mcnemar_exact_counts(int(np.sum((first == 1) & (second == 0))),
                                 int(np.sum((first == 0) & (second == 1))))
-
-
-def paired_bootstrap_interval(differences_by_task: Mapping[str, np.ndarray], n_resamples: int,
-                              rng: np.random.Generator, alpha: float = 0.05) -> BootstrapInterval:
-    """Percentile interval of the equal-weight mean of per-task mean differences.
-
-    Each resample draws, within every task independently, as many matched groups as it has (with
-    replacement). One task gives the plain paired bootstrap of that task.
-    """
-    replicates = np.mean([resampled_means(d, n_resamples, rng) for d in differences_by_task.values()], axis=0)
-    return percentile_interval(replicates, alpha)
-
-
-def paired_bootstrap(differences_by_task: Mapping[str, np.ndarray], n_resamples: int,
-                     rng: np.random.Generator, alpha: float = 0.05) -> tuple[float, float]:
-    """(low, high) of `paired_bootstrap_interval`."""
-    interval = paired_bootstrap_interval(differences_by_task, n_resamples, rng, alpha)
-    return interval.low, interval.high
 
 
 def _row(policy, contrast, task, estimate, n, p, interval: BootstrapInterval | None, low=None, high=None,
@@ -182,16 +82,16 @@ def matched_contrast(outcomes: pd.DataFrame, contrast: str, n_resamples: int = D
                    for task in TASKS if (mine["task"] == task).any()}
         if not by_task:
             continue
-        replicates = {}
         for task, differences in by_task.items():
             chosen = mine[mine["task"] == task]
-            replicates[task] = resampled_means(differences, n_resamples, contrast_rng(seed, policy, contrast, task))
-            interval = percentile_interval(replicates[task], alpha)
+            interval = paired_bootstrap_interval({task: differences}, n_resamples,
+                                                 contrast_rng(seed, policy, contrast, task), alpha)
             rows.append(_row(policy, contrast, task, float(differences.mean()), len(differences),
                              mcnemar_exact(chosen["first"], chosen["second"]), interval,
                              n_resamples=n_resamples, seed=seed))
-        # task='all': the equal-weight mean of the per-task resampled means (tasks resampled independently)
-        interval = percentile_interval(np.mean(list(replicates.values()), axis=0), alpha)
+        # task='all': the equal-weight mean of the per-task means, tasks resampled independently
+        interval = paired_bootstrap_interval(by_task, n_resamples, contrast_rng(seed, policy, contrast, ALL_TASKS),
+                                             alpha)
         estimate = float(np.mean([d.mean() for d in by_task.values()]))
         rows.append(_row(policy, contrast, ALL_TASKS, estimate, len(mine),
                          mcnemar_exact(mine["first"], mine["second"]), interval,
@@ -223,15 +123,6 @@ def proportion_difference(successes1: int, trials1: int, successes2: int, trials
     return successes1 / trials1 - successes2 / trials2, float(low), float(high), p
 
 
-def _unpaired_bootstrap(samples: Mapping[str, tuple[np.ndarray, np.ndarray]], n_resamples: int,
-                        rng: np.random.Generator, alpha: float) -> BootstrapInterval:
-    """Percentile interval of the equal-weight mean of per-task p1 - p2, resampling rollouts
-    within each task and condition."""
-    task_differences = [resampled_means(ones, n_resamples, rng) - resampled_means(twos, n_resamples, rng)
-                        for ones, twos in samples.values()]
-    return percentile_interval(np.mean(task_differences, axis=0), alpha)
-
-
 def unpaired_contrast(outcomes: pd.DataFrame, contrast: str = "id_minus_ood",
                       n_resamples: int = DEFAULT_RESAMPLES, seed: int = PUBLISHED_SEED,
                       alpha: float = 0.05) -> pd.DataFrame:
@@ -260,7 +151,9 @@ def unpaired_contrast(outcomes: pd.DataFrame, contrast: str = "id_minus_ood",
                                                            int(twos.sum()), len(twos), alpha)
             rows.append(_row(policy, contrast, task, estimate, min(len(ones), len(twos)), p, None, low, high,
                              seed=seed))
-        interval = _unpaired_bootstrap(samples, n_resamples, contrast_rng(seed, policy, contrast, ALL_TASKS), alpha)
+        # rollouts resampled within each task and condition
+        interval = equal_weight_interval(list(samples.values()), n_resamples,
+                                         contrast_rng(seed, policy, contrast, ALL_TASKS), alpha)
         estimate = float(np.mean([o.mean() - t.mean() for o, t in samples.values()]))
         s1 = sum(int(o.sum()) for o, _ in samples.values())
         n1 = sum(len(o) for o, _ in samples.values())

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from spabench.analysis.comparisons import shared_outcomes
-from spabench.analysis.contrasts import contrast_rng
+from spabench.analysis.bootstrap import contrast_rng
 
 RANKING_COLUMNS: tuple[str, ...] = (
     "rank", "policy", "strength", "ci_low", "ci_high", "rank_low", "rank_high", "wins", "losses", "ties",

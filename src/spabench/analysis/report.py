@@ -372,6 +372,14 @@ def method_notes(analysis: Analysis) -> list[str]:
         "standard error (batch method, 20 batches); a per-task interval whose bootstrap "
         "distribution is a single value (every pair differs the same way, common at n = 10-20) is "
         "flagged `degenerate` instead of printed as a zero-width interval.",
+        "- Bootstrap computation: every contrast and between-policy bootstrap resamples 0/1 outcomes or "
+        "paired differences in {-1, 0, 1}, so a resampled mean, an equal-weight mean over tasks and a "
+        "difference of two means each have an exact law on a lattice (convolutions of the observed "
+        "distributions). The resampled statistics are drawn from that law as their histogram "
+        "(multinomial over the lattice points: the same Monte Carlo experiment as drawing the "
+        "resamples one by one and counting them), and the percentile bounds and their batch errors "
+        "are read from cumulative counts. Each interval is drawn independently (the `all` interval "
+        "from the convolution of the per-task laws); data off such a lattice are resampled one by one.",
         "- `id_minus_ood` is unpaired (different scenes): per task, Newcombe's hybrid score interval "
         "(method 10, from the two Wilson intervals) and a two-sided Fisher exact p-value.",
         "- Between policies: rollouts of two policies with the same task, condition, evaluation id and "

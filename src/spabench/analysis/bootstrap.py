@@ -1,0 +1,268 @@
+"""The percentile bootstrap of the report: resampling laws, their Monte Carlo draws, intervals.
+
+Every bootstrap here resamples small integers (0/1 outcomes, paired differences in {-1, 0, 1})
+with replacement, within strata (tasks). The sum of n such draws is an integer whose law is the
+n-fold convolution of the observed one-draw distribution, so a resampled mean has an exact law
+on the lattice k / n, and so do an equal-weight mean over strata and a difference of two means
+(convolutions on a common denominator). The law does not depend on the number of resamples.
+
+A bootstrap of R resamples is read only through the histogram of its R statistics, and that
+histogram is multinomial(R, law): drawing it directly is the same Monte Carlo experiment as
+drawing the R resamples one by one and counting them, at a cost set by the size of the lattice
+instead of R. The percentile bounds come from the cumulative counts (np.quantile's linear rule on
+the sorted statistics), and each bound's Monte Carlo standard error from BATCHES independent
+batches of R / BATCHES resamples (the spread of the bound over the batches / sqrt(BATCHES)).
+Each interval draws its own histogram: a task='all' interval is drawn from the convolution of
+the per-task laws, not from the draws behind the per-task intervals.
+
+Values that are not small integers, or strata whose common lattice would be too fine to tabulate
+(very unequal stratum sizes), fall back to drawing the resampled statistics themselves.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+BATCHES = 20                     # Monte Carlo error of a bound: batch means over this many batches
+MAX_SPAN = 16                    # integer data spanning more than this use the sampled path
+MAX_LATTICE = 20_000             # a law on more lattice points than this uses the sampled path
+
+
+@dataclass(frozen=True)
+class BootstrapInterval:
+    low: float
+    high: float
+    low_mc_se: float        # Monte Carlo standard error of each bound
+    high_mc_se: float
+    degenerate: bool        # every resample gave the same value: no interval to speak of
+
+
+@dataclass(frozen=True)
+class LatticeLaw:
+    """The law of a statistic taking the value (low + k) / denominator with probability pmf[k]."""
+    low: int
+    denominator: int
+    pmf: np.ndarray
+
+    def values(self) -> np.ndarray:
+        return (self.low + np.arange(len(self.pmf))) / self.denominator
+
+    def on_denominator(self, denominator: int) -> LatticeLaw:
+        """The same law written on a finer lattice (`denominator` a multiple of this one's)."""
+        factor = denominator // self.denominator
+        if factor == 1:
+            return self
+        pmf = np.zeros((len(self.pmf) - 1) * factor + 1)
+        pmf[::factor] = self.pmf
+        return LatticeLaw(self.low * factor, denominator, pmf)
+
+    def negated(self) -> LatticeLaw:
+        return LatticeLaw(-(self.low + len(self.pmf) - 1), self.denominator, self.pmf[::-1])
+
+
+def contrast_rng(seed: int, *labels: str) -> np.random.Generator:
+    """A generator fixed by the seed and the contrast's labels, so each interval is reproducible
+    whatever else the outcomes table holds."""
+    keys = [int(seed)] + [zlib.crc32(label.encode()) for label in labels]
+    return np.random.default_rng(np.random.SeedSequence(keys))
+
+
+# ---------------------------------------------------------------- exact laws
+
+@lru_cache(maxsize=4096)
+def _sum_pmf(one_draw: tuple[int, ...], n: int) -> np.ndarray:
+    """pmf of the sum of n draws from the counts `one_draw` (over consecutive integers): the n-fold
+    convolution, by repeated squaring. Cached: many cells share their counts."""
+    base = np.asarray(one_draw, dtype=float) / n
+    result = np.ones(1)
+    while n:
+        if n & 1:
+            result = np.convolve(result, base)
+        n >>= 1
+        if n:
+            base = np.convolve(base, base)
+    result /= result.sum()
+    result.flags.writeable = False
+    return result
+
+
+def mean_law(values) -> LatticeLaw | None:
+    """The exact law of the mean of len(values) draws with replacement from `values`, or None when
+    the values are not integers spanning at most MAX_SPAN (or the lattice exceeds MAX_LATTICE)."""
+    values = np.asarray(values, dtype=float)
+    if len(values) == 0 or not np.all(np.isfinite(values)) or not np.all(values == np.round(values)):
+        return None
+    low, high = int(values.min()), int(values.max())
+    n = len(values)
+    if high - low > MAX_SPAN or n * (high - low) + 1 > MAX_LATTICE:
+        return None
+    counts = np.bincount((values - low).astype(np.int64), minlength=high - low + 1)
+    return LatticeLaw(low * n, n, _sum_pmf(tuple(int(c) for c in counts), n))
+
+
+def sum_law(laws: Sequence[LatticeLaw]) -> LatticeLaw | None:
+    """The law of the sum of independent lattice statistics (convolution on their common
+    denominator), or None when it would hold more than MAX_LATTICE points."""
+    denominator = math.lcm(*(law.denominator for law in laws))
+    size = 1 + sum((len(law.pmf) - 1) * (denominator // law.denominator) for law in laws)
+    if size > MAX_LATTICE:
+        return None
+    parts = [law.on_denominator(denominator) for law in laws]
+    pmf = parts[0].pmf
+    for part in parts[1:]:
+        pmf = np.convolve(pmf, part.pmf)
+    return LatticeLaw(sum(part.low for part in parts), denominator, pmf)
+
+
+def stratum_law(samples: Sequence[np.ndarray]) -> LatticeLaw | None:
+    """Law of a stratum's statistic: the mean of its one sample, or the first mean minus the second."""
+    laws = [mean_law(s) for s in samples]
+    if any(law is None for law in laws):
+        return None
+    if len(laws) == 1:
+        return laws[0]
+    first, second = laws
+    return sum_law([first, second.negated()])
+
+
+def equal_weight_law(strata: Sequence[Sequence[np.ndarray]]) -> LatticeLaw | None:
+    """Law of the equal-weight mean over strata of each stratum's statistic (strata independent)."""
+    laws = [stratum_law(samples) for samples in strata]
+    if any(law is None for law in laws):
+        return None
+    total = laws[0] if len(laws) == 1 else sum_law(laws)
+    if total is None:
+        return None
+    return LatticeLaw(total.low, total.denominator * len(laws), total.pmf)
+
+
+# ---------------------------------------------------------------- Monte Carlo and percentiles
+
+def histogram_quantiles(values: np.ndarray, counts: np.ndarray, qs) -> np.ndarray:
+    """np.quantile (linear method) of the sample holding counts[..., k] copies of values[k], for
+    each row of `counts`, without expanding it: the order statistics come from cumulative counts."""
+    counts = np.atleast_2d(counts)
+    qs = np.asarray(qs, dtype=float)
+    cumulative = np.cumsum(counts, axis=-1)
+    n = cumulative[:, -1:]                                   # [rows, 1]
+    position = (n - 1) * qs                                  # [rows, q]
+    below = np.floor(position)
+    weight = position - below
+    below = below.astype(np.int64)
+    above = np.minimum(below + 1, n - 1)
+
+    def order_statistic(j):  # the j-th smallest (0-based): first bin whose cumulative count exceeds j
+        return values[(cumulative[:, None, :] <= j[:, :, None]).sum(-1)]
+
+    a, b = order_statistic(below), order_statistic(above)
+    return np.where(weight >= 0.5, b - (b - a) * (1 - weight), a + (b - a) * weight)
+
+
+def draw_histograms(law: LatticeLaw, n_resamples: int,
+                    rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None]:
+    """Counts per lattice point of `n_resamples` resampled statistics, and of each of BATCHES equal
+    batches of them (None when there are too few resamples for a batch estimate)."""
+    pmf = law.pmf / law.pmf.sum()
+    per_batch = n_resamples // BATCHES
+    if per_batch < 10:
+        return rng.multinomial(n_resamples, pmf), None
+    batches = rng.multinomial(per_batch, pmf, size=BATCHES)
+    total = batches.sum(axis=0)
+    rest = n_resamples - per_batch * BATCHES
+    if rest:
+        total = total + rng.multinomial(rest, pmf)
+    return total, batches
+
+
+def lattice_interval(law: LatticeLaw, n_resamples: int, rng: np.random.Generator,
+                     alpha: float = 0.05) -> BootstrapInterval:
+    """Percentile interval of `n_resamples` statistics drawn from `law`, with Monte Carlo errors."""
+    qs = [alpha / 2, 1 - alpha / 2]
+    values = law.values()
+    total, batches = draw_histograms(law, n_resamples, rng)
+    low, high = histogram_quantiles(values, total, qs)[0]
+    if batches is None:
+        se = np.array([math.nan, math.nan])
+    else:
+        se = histogram_quantiles(values, batches, qs).std(axis=0, ddof=1) / math.sqrt(BATCHES)
+    return BootstrapInterval(float(low), float(high), float(se[0]), float(se[1]),
+                             bool(np.count_nonzero(total) == 1))
+
+
+def percentile_interval(replicates: np.ndarray, alpha: float = 0.05) -> BootstrapInterval:
+    """Percentile interval of sampled bootstrap replicates, with each bound's Monte Carlo error."""
+    qs = [alpha / 2, 1 - alpha / 2]
+    low, high = np.quantile(replicates, qs)
+    usable = len(replicates) // BATCHES * BATCHES
+    if usable >= BATCHES * 10:
+        per_batch = np.quantile(replicates[:usable].reshape(BATCHES, -1), qs, axis=1)
+        se = per_batch.std(axis=1, ddof=1) / math.sqrt(BATCHES)
+    else:
+        se = np.array([math.nan, math.nan])
+    return BootstrapInterval(float(low), float(high), float(se[0]), float(se[1]),
+                             bool(np.ptp(replicates) == 0))
+
+
+def resampled_means(values, n_resamples: int, rng: np.random.Generator) -> np.ndarray:
+    """Means of `n_resamples` bootstrap resamples of `values`, one by one (the sampled path).
+
+    Lattice data draw each mean from its exact law; other data draw the multinomial counts over
+    the distinct values as a chain of conditional binomials, vectorised over the resamples.
+    """
+    values = np.asarray(values, dtype=float)
+    law = mean_law(values)
+    if law is not None:
+        cumulative = np.cumsum(law.pmf / law.pmf.sum())
+        index = np.minimum(np.searchsorted(cumulative, rng.random(n_resamples), side="right"), len(cumulative) - 1)
+        return law.values()[index]
+    distinct, counts = np.unique(values, return_counts=True)
+    n = len(values)
+    remaining = np.full(n_resamples, n, dtype=np.int64)
+    total = np.zeros(n_resamples)
+    left = 1.0
+    for value, count in zip(distinct[:-1], counts[:-1]):
+        share = count / n
+        draw = rng.binomial(remaining, min(1.0, share / left))
+        total += draw * value
+        remaining -= draw
+        left -= share
+    total += remaining * distinct[-1]
+    return total / n
+
+
+def equal_weight_interval(strata: Sequence[Sequence[np.ndarray]], n_resamples: int,
+                          rng: np.random.Generator, alpha: float = 0.05) -> BootstrapInterval:
+    """Percentile interval of the equal-weight mean over strata of each stratum's statistic (the
+    mean of its one sample, or the mean of the first minus that of the second), every sample
+    resampled with replacement within its stratum."""
+    law = equal_weight_law(strata)
+    if law is not None:
+        return lattice_interval(law, n_resamples, rng, alpha)
+    statistics = []
+    for samples in strata:
+        means = [resampled_means(s, n_resamples, rng) for s in samples]
+        statistics.append(means[0] if len(means) == 1 else means[0] - means[1])
+    return percentile_interval(np.mean(statistics, axis=0), alpha)
+
+
+def paired_bootstrap_interval(differences_by_task: Mapping[str, np.ndarray], n_resamples: int,
+                              rng: np.random.Generator, alpha: float = 0.05) -> BootstrapInterval:
+    """Percentile interval of the equal-weight mean of per-task mean differences.
+
+    Each resample draws, within every task independently, as many matched groups as it has (with
+    replacement). One task gives the plain paired bootstrap of that task.
+    """
+    return equal_weight_interval([(d,) for d in differences_by_task.values()], n_resamples, rng, alpha)
+
+
+def paired_bootstrap(differences_by_task: Mapping[str, np.ndarray], n_resamples: int,
+                     rng: np.random.Generator, alpha: float = 0.05) -> tuple[float, float]:
+    """(low, high) of `paired_bootstrap_interval`."""
+    interval = paired_bootstrap_interval(differences_by_task, n_resamples, rng, alpha)
+    return interval.low, interval.high
