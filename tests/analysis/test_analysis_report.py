@@ -312,3 +312,49 @@ def test_report_html_offline_in_chromium(published_size):
         assert figure["ok"] and figure["w"] > 100 and figure["h"] > 50, figure
     assert tables == md_tables > 10
     assert title == "Spa-Bench report"
+
+
+def test_report_tables_show_the_summary_cell_of_every_label(published_size):
+    """Every rate cell of report.md's headline and per-policy tables, read back by its row and column
+    labels, is the summary.csv row of that policy, task and condition (filtered the slow way)."""
+    from spabench.analysis import report as rendering
+    from spabench.analysis.labels import display_names
+    from spabench.analysis.rates import CONDITION_ORDER, TASK_ORDER
+
+    summary = pd.read_csv(published_size / "summary.csv")
+    names = {name: policy for policy, name in display_names(summary["policy"].unique()).items()}
+    conditions = {rendering._label(c): c for c in CONDITION_ORDER}
+    tasks = {rendering._task_label(t): t for t in TASK_ORDER}
+    titles = {title for title, _, _ in rendering.SECTIONS}
+
+    def expected(policy: str, task: str, condition: str) -> str:
+        hit = summary[(summary["policy"] == policy) & (summary["task"] == task) & (summary["condition"] == condition)]
+        if hit.empty:
+            return ""
+        row = hit.iloc[0]
+        return f"{rendering.format_rate(row.rate, row.wilson_low, row.wilson_high)} ({row.successes}/{row.trials})"
+
+    heading = title = header = None
+    checked = 0
+    for line in (published_size / "report.md").read_text().splitlines():
+        if line.startswith("## ") or line.startswith("### "):
+            heading, title, header = (line[3:], None, None) if line.startswith("## ") else (heading, line[4:], None)
+            continue
+        headline = heading == "Success by condition (all tasks pooled)"
+        if not line.startswith("| ") or not (headline or (heading in names and title in titles)):
+            continue
+        cells = [c.strip() for c in line.strip("|").split(" | ")]
+        if header is None:
+            header = cells
+            continue
+        for label, cell in zip(header[1:], cells[1:]):
+            if headline:
+                condition = conditions[label.removesuffix(" (non-relational)")]
+                policy, task = names[cells[0]], "non_relational" if condition == "no_intervention" else "all"
+            else:
+                policy, task, condition = names[heading], tasks[cells[0]], conditions[label]
+                if task == "all":
+                    condition = rendering.ALL_ROW.get((condition, title), condition)
+            assert cell == expected(policy, task, condition), (heading, title, cells[0], label)
+            checked += int(cell != "")
+    assert checked > 250

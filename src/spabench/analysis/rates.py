@@ -110,8 +110,9 @@ def order_rows(table: pd.DataFrame, policies: list[str]) -> pd.DataFrame:
     ).reset_index(drop=True)
 
 
-def rate_of(summary: pd.DataFrame, policy: str, task: str, condition: str) -> pd.Series | None:
-    """The summary row of one cell, or None when the cell has no trials."""
-    hit = summary[(summary["policy"] == policy) & (summary["task"] == task)
-                  & (summary["condition"] == condition)]
-    return None if hit.empty else hit.iloc[0]
+def summary_cells(summary: pd.DataFrame) -> dict[tuple[str, str, str], tuple]:
+    """The summary indexed once by (policy, task, condition) -> (successes, trials, rate, wilson_low,
+    wilson_high); a cell with no trials is absent. Built in one pass: the report looks up hundreds."""
+    keys = zip(*(summary[c].to_numpy() for c in ("policy", "task", "condition")))
+    values = zip(*(summary[c].to_numpy() for c in ("successes", "trials", "rate", "wilson_low", "wilson_high")))
+    return dict(zip(keys, values))

@@ -23,8 +23,8 @@ from spabench.analysis.contrasts import DEFAULT_RESAMPLES, PAIRED_CONTRASTS, PUB
 from spabench.analysis.ranking import bradley_terry_ranking
 from spabench.analysis.failures import FAILURE_MODE_ORDER, failure_mode_label, failure_mode_table
 from spabench.analysis.outcomes import invalid_rollouts, policies_in_order
-from spabench.analysis.rates import (ALL_TASKS, NON_RELATIONAL, NON_RELATIONAL_TASKS, TASK_ORDER, rate_of,
-                                     success_table)
+from spabench.analysis.rates import (ALL_TASKS, NON_RELATIONAL, NON_RELATIONAL_TASKS, TASK_ORDER, success_table,
+                                     summary_cells)
 from spabench.escaping import csv_safe_frame, markdown_text, printable
 from spabench.outputs import replace_output
 
@@ -146,12 +146,25 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
     return lines + [""]
 
 
-def _cell(summary: pd.DataFrame, policy: str, task: str, condition: str) -> str:
-    row = rate_of(summary, policy, task, condition)
+def _cell(cells: dict, policy: str, task: str, condition: str) -> str:
+    row = cells.get((policy, task, condition))
     if row is None:
         return ""
-    return f"{format_rate(row['rate'], row['wilson_low'], row['wilson_high'])} " \
-           f"({int(row['successes'])}/{int(row['trials'])})"
+    successes, trials, rate, low, high = row
+    return f"{format_rate(rate, low, high)} ({int(successes)}/{int(trials)})"
+
+
+def _by_policy(table: pd.DataFrame, columns: list[str] | None = None) -> dict[str, list]:
+    """The rows of `table` (named tuples, or plain tuples of `columns`) bucketed by policy, in order:
+    one pass instead of a filter per policy."""
+    rows: dict[str, list] = {}
+    if columns is None:
+        for r in table.itertuples():
+            rows.setdefault(r.policy, []).append(r)
+    else:
+        for r in zip(*(table[c].to_numpy() for c in ["policy"] + columns)):
+            rows.setdefault(r[0], []).append(r[1:])
+    return rows
 
 
 def _label(condition: str) -> str:
@@ -199,11 +212,13 @@ def render_markdown(analysis: Analysis, drawn: dict[str, list[Path]] | None = No
     lines += [
         "## Success by condition (all tasks pooled)", "",
     ]
-    conditions = [c for c in HEADLINE_CONDITIONS if (summary["condition"] == c).any()]
+    cells = summary_cells(summary)
+    shown = {condition for _, _, condition in cells}
+    conditions = [c for c in HEADLINE_CONDITIONS if c in shown]
     rows = []
     for policy in analysis.policies:
         rows.append([markdown_text(analysis.name(policy))] + [
-            _cell(summary, policy, NON_RELATIONAL if c == "no_intervention" else ALL_TASKS, c)
+            _cell(cells, policy, NON_RELATIONAL if c == "no_intervention" else ALL_TASKS, c)
             for c in conditions])
     header = ["policy"] + [_label(c) + (" (non-relational)" if c == "no_intervention" else "")
                            for c in conditions]
@@ -218,37 +233,42 @@ def render_markdown(analysis: Analysis, drawn: dict[str, list[Path]] | None = No
                          "exists for it.")
         lines.append("")
 
+    present: dict[str, set[tuple[str, str]]] = {}
+    for policy, task, condition in cells:
+        present.setdefault(policy, set()).add((task, condition))
+    contrasts = _by_policy(analysis.contrasts)
+    pooled_failures = analysis.failures[analysis.failures["task"] == ALL_TASKS]
+    failures = _by_policy(pooled_failures, ["condition", "failure_mode", "count"])
     for policy in analysis.policies:
         lines += [f"## {markdown_text(analysis.name(policy))}", ""]
-        mine = summary[summary["policy"] == policy]
+        mine = present.get(policy, set())
+        mine_conditions = {condition for _, condition in mine}
         for title, context, own in SECTIONS:
-            if not mine["condition"].isin(own).any():
+            if not mine_conditions.intersection(own):
                 continue
-            used = [c for c in context + own if (mine["condition"] == c).any()]
-            tasks = [t for t in TASK_ORDER if ((mine["task"] == t) & mine["condition"].isin(own)).any()]
+            used = [c for c in context + own if c in mine_conditions]
+            tasks = [t for t in TASK_ORDER if any((t, c) in mine for c in own)]
             lines += [f"### {title}", ""]
             lines += _table(["task"] + [_label(c) for c in used],
-                            [[_task_label(t)] + [_cell(summary, policy, t, ALL_ROW.get((c, title), c)
+                            [[_task_label(t)] + [_cell(cells, policy, t, ALL_ROW.get((c, title), c)
                                                        if t == ALL_TASKS else c) for c in used]
                              for t in tasks])
-        mine_contrasts = analysis.contrasts[analysis.contrasts["policy"] == policy]
-        if not mine_contrasts.empty:
+        if policy in contrasts:
             lines += ["### Contrasts", ""]
             lines += _table(
                 ["contrast", "task", "difference [95% CI]", "n", "p", "p (Holm)"],
                 [[r.contrast, _task_label(r.task), format_contrast(r),
                   str(int(r.n_pairs)), format_p(r.p_value), format_p(r.p_holm)]
-                 for r in mine_contrasts.itertuples()])
-        mine_failures = analysis.failures[(analysis.failures["policy"] == policy)
-                                          & (analysis.failures["task"] == ALL_TASKS)]
-        if not mine_failures.empty:
-            conds = list(dict.fromkeys(mine_failures["condition"]))
-            modes = [m for m in FAILURE_MODE_ORDER if (mine_failures["failure_mode"] == m).any()]
-            counts = mine_failures.pivot_table(index="failure_mode", columns="condition", values="count",
-                                               aggfunc="sum", fill_value=0)
+                 for r in contrasts[policy]])
+        if policy in failures:
+            counts: dict[tuple[str, str], int] = {}
+            for condition, mode, count in failures[policy]:
+                counts[mode, condition] = counts.get((mode, condition), 0) + int(count)
+            conds = list(dict.fromkeys(condition for condition, _, _ in failures[policy]))
+            modes = [m for m in FAILURE_MODE_ORDER if any(m == mode for _, mode, _ in failures[policy])]
             lines += ["### Failure modes of failed valid rollouts (all tasks)", ""]
             lines += _table(["failure mode"] + [_label(c) for c in conds],
-                            [[failure_mode_label(m)] + [str(int(counts.loc[m, c])) for c in conds]
+                            [[failure_mode_label(m)] + [str(counts.get((m, c), 0)) for c in conds]
                              for m in modes])
 
     lines += ["## Invalid rollouts", ""]
@@ -259,8 +279,8 @@ def render_markdown(analysis: Analysis, drawn: dict[str, list[Path]] | None = No
         columns = list(INVALID_LIST_COLUMNS) + extra
         lines += [f"{len(analysis.invalid)} invalid attempts, excluded from every rate and contrast "
                   "(an infrastructure fault is not a policy failure):", ""]
-        lines += _table(columns, [[markdown_text(r[c]) for c in columns]
-                                  for _, r in analysis.invalid.iterrows()])
+        lines += _table(columns, [[markdown_text(value) for value in r]
+                                  for r in analysis.invalid[columns].itertuples(index=False, name=None)])
 
     lines += beyond_the_paper(analysis)
     if drawn:
