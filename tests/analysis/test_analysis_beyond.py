@@ -13,7 +13,7 @@ from spabench.analysis.agreement import cohen_kappa, rater_agreement
 from spabench.analysis.commands import report
 from spabench.analysis.comparisons import between_policy_table, completeness_table, protocol_plan
 from spabench.analysis.outcomes import load_outcomes, validate_outcomes
-from spabench.analysis.ranking import bradley_terry_ranking, fit_davidson
+from spabench.analysis.ranking import _counts, bradley_terry_ranking, fit_davidson
 from spabench.config import SpabenchConfig
 from spabench.ledger import Ledger, TrialRow
 from spabench.suite.vocabulary import TASKS
@@ -120,6 +120,47 @@ def test_davidson_three_players_maximises_the_likelihood():
         step = rng.normal(scale=0.05, size=4)
         assert loglik(strength[0] + step[:3], math.log(nu[0]) + step[3]) <= best + 1e-9
     assert list(np.argsort(-strength[0])) == [0, 1, 2]
+
+
+def test_davidson_fits_each_replicate_of_a_batch_as_if_alone():
+    """The batched iteration (replicates on the last axis) keeps replicates apart: each row of a
+    batch fit equals that table fitted on its own, and the two-player row its closed form."""
+    rng = np.random.default_rng(8)
+    wins = rng.integers(0, 30, size=(6, 4, 4)).astype(float)
+    ties = rng.integers(0, 20, size=(6, 4, 4)).astype(float)
+    ties = ties + np.swapaxes(ties, -1, -2)
+    wins[0, 2:, :] = wins[0, :, 2:] = ties[0, 2:, :] = ties[0, :, 2:] = 0  # players 3, 4 absent in row 0
+    wins[0, 0, 1], wins[0, 1, 0], ties[0, 0, 1], ties[0, 1, 0] = 30, 10, 20, 20
+    strength, nu = fit_davidson(wins, ties)
+    for b in range(len(wins)):
+        alone, nu_alone = fit_davidson(wins[b:b + 1], ties[b:b + 1])
+        np.testing.assert_allclose(strength[b], alone[0], rtol=0, atol=1e-8)
+        assert nu[b] == pytest.approx(nu_alone[0], rel=1e-8)
+    assert strength[0, 0] - strength[0, 1] == pytest.approx(math.log(3), abs=1e-6)
+    assert nu[0] == pytest.approx(20.5 / math.sqrt(300), abs=1e-6)
+
+
+def test_pair_counts_are_the_weighted_sums_over_scenes():
+    """_counts (one integer matrix product) against the definition: for every weight row, wins,
+    ties and comparisons summed scene pattern by scene pattern (NaN: the policy did not run it)."""
+    rng = np.random.default_rng(4)
+    patterns = rng.integers(0, 2, size=(40, 4)).astype(float)
+    patterns[rng.random(patterns.shape) < 0.2] = np.nan
+    weights = rng.integers(0, 6, size=(9, 40))
+    wins, ties, compared = _counts(patterns, weights)
+    for b in range(len(weights)):
+        w = np.zeros((4, 4)), np.zeros((4, 4)), np.zeros((4, 4))
+        for pattern, weight in zip(patterns, weights[b]):
+            for i in range(4):
+                for j in range(4):
+                    x, y = pattern[i], pattern[j]
+                    if not (np.isnan(x) or np.isnan(y)):
+                        w[0][i, j] += weight * (x == 1 and y == 0)
+                        w[1][i, j] += weight * (x == y)
+                        w[2][i, j] += weight
+        np.testing.assert_array_equal(wins[b], w[0])
+        np.testing.assert_array_equal(ties[b], w[1])
+        np.testing.assert_array_equal(compared[b], w[2])
 
 
 def test_ranking_orders_a_dominant_policy_first():
