@@ -74,28 +74,27 @@ def matched_contrast(outcomes: pd.DataFrame, contrast: str, n_resamples: int = D
     """
     first, second = PAIRED_CONTRASTS[contrast]
     pairs = matched_pairs(valid_rollouts(outcomes), first, second)
+    ones, twos = pairs["first"].to_numpy(), pairs["second"].to_numpy()
+    cells = pairs.groupby(["policy", "task"], sort=False).indices  # (policy, task) -> row positions
     rows = []
     for policy in policies_in_order(outcomes):
-        mine = pairs[pairs["policy"] == policy]
-        by_task = {task: (mine.loc[mine["task"] == task, "first"].to_numpy()
-                          - mine.loc[mine["task"] == task, "second"].to_numpy())
-                   for task in TASKS if (mine["task"] == task).any()}
+        by_task = {task: cells[policy, task] for task in TASKS if (policy, task) in cells}
         if not by_task:
             continue
-        for task, differences in by_task.items():
-            chosen = mine[mine["task"] == task]
+        for task, at in by_task.items():
+            differences = ones[at] - twos[at]
             interval = paired_bootstrap_interval({task: differences}, n_resamples,
                                                  contrast_rng(seed, policy, contrast, task), alpha)
             rows.append(_row(policy, contrast, task, float(differences.mean()), len(differences),
-                             mcnemar_exact(chosen["first"], chosen["second"]), interval,
-                             n_resamples=n_resamples, seed=seed))
+                             mcnemar_exact(ones[at], twos[at]), interval, n_resamples=n_resamples, seed=seed))
         # task='all': the equal-weight mean of the per-task means, tasks resampled independently
-        interval = paired_bootstrap_interval(by_task, n_resamples, contrast_rng(seed, policy, contrast, ALL_TASKS),
+        differences = {task: ones[at] - twos[at] for task, at in by_task.items()}
+        interval = paired_bootstrap_interval(differences, n_resamples, contrast_rng(seed, policy, contrast, ALL_TASKS),
                                              alpha)
-        estimate = float(np.mean([d.mean() for d in by_task.values()]))
-        rows.append(_row(policy, contrast, ALL_TASKS, estimate, len(mine),
-                         mcnemar_exact(mine["first"], mine["second"]), interval,
-                         n_resamples=n_resamples, seed=seed))
+        estimate = float(np.mean([d.mean() for d in differences.values()]))
+        mine = np.concatenate(list(by_task.values()))
+        rows.append(_row(policy, contrast, ALL_TASKS, estimate, len(mine), mcnemar_exact(ones[mine], twos[mine]),
+                         interval, n_resamples=n_resamples, seed=seed))
     return pd.DataFrame(rows, columns=list(CONTRAST_COLUMNS))
 
 
@@ -135,15 +134,12 @@ def unpaired_contrast(outcomes: pd.DataFrame, contrast: str = "id_minus_ood",
     """
     first, second = UNPAIRED_CONTRASTS[contrast]
     valid = valid_rollouts(outcomes)
+    success = valid["success"].to_numpy()
+    cells = valid.groupby(["policy", "task", "condition"], sort=False).indices
     rows = []
     for policy in policies_in_order(outcomes):
-        mine = valid[valid["policy"] == policy]
-        samples = {}
-        for task in TASKS:
-            ones = mine.loc[(mine["task"] == task) & (mine["condition"] == first), "success"].to_numpy()
-            twos = mine.loc[(mine["task"] == task) & (mine["condition"] == second), "success"].to_numpy()
-            if len(ones) and len(twos):
-                samples[task] = (ones, twos)
+        samples = {task: (success[cells[policy, task, first]], success[cells[policy, task, second]])
+                   for task in TASKS if (policy, task, first) in cells and (policy, task, second) in cells}
         if not samples:
             continue
         for task, (ones, twos) in samples.items():
