@@ -51,13 +51,18 @@ def between_policy_table(outcomes: pd.DataFrame, n_resamples: int = 2000, seed: 
     """Every pair of policies with shared evaluations: per condition and overall (a minus b)."""
     wide = shared_outcomes(outcomes)
     rows = []
-    for a, b in combinations(list(wide.columns), 2):
-        both = wide[[a, b]].dropna()
-        if both.empty:
+    if wide.empty:
+        return with_holm(pd.DataFrame(rows, columns=[c for c in COMPARISON_COLUMNS if c != "p_holm"]))
+    values = wide.to_numpy(dtype=float)
+    ran = ~np.isnan(values)
+    all_tasks = wide.index.get_level_values("task").to_numpy()
+    all_conditions = wide.index.get_level_values("condition").to_numpy()
+    for (i, a), (j, b) in combinations(enumerate(wide.columns), 2):
+        both = ran[:, i] & ran[:, j]
+        if not both.any():
             continue
-        diff = (both[a] - both[b]).to_numpy()
-        tasks = both.index.get_level_values("task").to_numpy()
-        conditions = both.index.get_level_values("condition").to_numpy()
+        diff = values[both, i] - values[both, j]
+        tasks, conditions = all_tasks[both], all_conditions[both]
         for condition in [c for c in CONDITIONS if (conditions == c).any()]:
             mine = conditions == condition
             by_task = {t: diff[mine & (tasks == t)] for t in TASKS if (mine & (tasks == t)).any()}
