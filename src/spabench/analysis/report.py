@@ -32,7 +32,8 @@ OUTPUT_FILES = ("summary.csv", "contrasts.csv", "failure_modes.csv", "invalid.cs
                 "ranking.csv", "completeness.csv", "agreement.csv", "report.md", "report.html")
 
 # Between-policy comparisons are beyond the published analysis: 10,000 resamples put the Monte Carlo
-# error of a percentile bound well under the interval's own width, at a tenth of the cost.
+# error of a percentile bound well under the interval's own width (with the lattice bootstrap the
+# cost no longer grows with the number of resamples).
 COMPARISON_RESAMPLES = 10_000
 HEADLINE_CONDITIONS = ("id", "ood", "ood_matched", "direct", "paraphrase_ood", "paraphrase_direct",
                        "cross_task", "novel_object", "no_intervention", "no_movement", "movement_required")
