@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -32,6 +33,35 @@ def camera_frames(width: int = 640, height: int = 480, n: int = 30, seed: int = 
         img[height // 3: height // 3 + 80, x0: x0 + 80] = (200, 80, 60)
         frames.append(np.clip(img, 0, 255).astype(np.uint8))
     return frames
+
+
+def revision_before_added(path: str) -> str:
+    """The commit before the first one that added `path` (a benchmark's default anchor)."""
+    added = subprocess.run(["git", "-C", str(ROOT), "log", "--diff-filter=A", "--format=%H", "--", path],
+                           capture_output=True, text=True, check=True)
+    commits = added.stdout.split()
+    if not commits:
+        raise SystemExit(f"no commit adds {path}; pass --base REV")
+    return commits[-1] + "~1"
+
+
+def export_source(revision: str, into: Path) -> Path:
+    """`src` and `conf` of `revision` unpacked under `into` (an anchor tree); returns its src."""
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", revision, "src", "conf"],
+                             capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into / "src"
+
+
+def campaign_outcomes_csv(path: Path) -> Path:
+    """The published campaign's outcomes (2,892 valid rollouts, tests/analysis' generator) as a CSV."""
+    sys.path.insert(0, str(ROOT / "tests" / "analysis"))
+    from analysis_synthetic import synthetic_campaign, write_csv
+
+    campaign = synthetic_campaign()
+    valid = sum(1 for r in campaign.rows if r["valid"] == "true")
+    assert valid == 2892, valid
+    return write_csv(path, campaign.rows)
 
 
 def pct(values, q: float) -> float:

@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT, median, table, write_result
+from _common import ROOT, campaign_outcomes_csv, export_source, median, revision_before_added, table, write_result
 
 CHILD = r"""
 import json, resource, sys, time
@@ -52,41 +52,14 @@ print(json.dumps({"import_cpu": imported, "self_cpu": me.ru_utime + me.ru_stime,
 """
 
 
-def _added(path: str) -> str:
-    """The commit before the first one that added `path`."""
-    added = subprocess.run(["git", "-C", str(ROOT), "log", "--diff-filter=A", "--format=%H", "--", path],
-                           capture_output=True, text=True, check=True)
-    commits = added.stdout.split()
-    if not commits:
-        raise SystemExit(f"no commit adds {path}; pass the revision explicitly")
-    return commits[-1] + "~1"
-
-
 def base_revision() -> str:
     """Before analysis/exact.py (the numpy formulas): the report as the publication work found it."""
-    return _added("src/spabench/analysis/exact.py")
+    return revision_before_added("src/spabench/analysis/exact.py")
 
 
 def matplotlib_revision() -> str:
     """Before analysis/drawing (spabench's renderer): the last report drawn with matplotlib."""
-    return _added("src/spabench/analysis/drawing/canvas.py")
-
-
-def export_source(revision: str, into: Path) -> Path:
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", revision, "src", "conf"],
-                             capture_output=True, check=True).stdout
-    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
-    return into / "src"
-
-
-def outcomes_csv(path: Path) -> Path:
-    sys.path.insert(0, str(ROOT / "tests" / "analysis"))
-    from analysis_synthetic import synthetic_campaign, write_csv
-
-    campaign = synthetic_campaign()
-    valid = sum(1 for r in campaign.rows if r["valid"] == "true")
-    assert valid == 2892, valid
-    return write_csv(path, campaign.rows)
+    return revision_before_added("src/spabench/analysis/drawing/canvas.py")
 
 
 def run_once(src: Path, csv_path: Path, out: Path) -> dict:
@@ -125,7 +98,7 @@ def main() -> None:
             (tmp / name).mkdir()
             paths[name] = export_source(revision, tmp / name)
         paths["current"] = ROOT / "src"
-        csv_path = outcomes_csv(tmp / "outcomes.csv")
+        csv_path = campaign_outcomes_csv(tmp / "outcomes.csv")
         results: dict[str, list[dict]] = {name: [] for name in paths}
         for run in range(args.runs):
             for name, src in paths.items():
