@@ -75,10 +75,10 @@ def contrast_rng(seed: int, *labels: str) -> np.random.Generator:
 
 # ---------------------------------------------------------------- exact laws
 
-@lru_cache(maxsize=4096)
+@lru_cache(maxsize=512)  # the published campaign's report needs 157; a law is at most MAX_LATTICE floats
 def _sum_pmf(one_draw: tuple[int, ...], n: int) -> np.ndarray:
     """pmf of the sum of n draws from the counts `one_draw` (over consecutive integers): the n-fold
-    convolution, by repeated squaring. Cached: many cells share their counts."""
+    convolution, by repeated squaring. Cached: cells share counts (half the look-ups of a report)."""
     base = np.asarray(one_draw, dtype=float) / n
     result = np.ones(1)
     while n:
@@ -145,8 +145,8 @@ def equal_weight_law(strata: Sequence[Sequence[np.ndarray]]) -> LatticeLaw | Non
 # ---------------------------------------------------------------- Monte Carlo and percentiles
 
 def histogram_quantiles(values: np.ndarray, counts: np.ndarray, qs) -> np.ndarray:
-    """np.quantile (linear method) of the sample holding counts[..., k] copies of values[k], for
-    each row of `counts`, without expanding it: the order statistics come from cumulative counts."""
+    """np.quantile (linear method) of the sample holding counts[k] copies of values[k] (for each row
+    of a [rows, K] `counts`), without expanding it: the order statistics come from cumulative counts."""
     counts = np.atleast_2d(counts)
     qs = np.asarray(qs, dtype=float)
     cumulative = np.cumsum(counts, axis=-1)
