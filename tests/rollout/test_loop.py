@@ -164,3 +164,33 @@ def test_ctrl_c_while_going_home_stops_the_motion(card):
     assert "home_reached" not in bench.calls and bench.calls[-1] == "hold"
     assert "go_home_interrupted" in col.kinds()
     assert result.valid and result.stop_reason == "timer"  # the rollout itself had ended validly
+
+
+@pytest.mark.parametrize("kind", ["operator_stop", "estop"])
+def test_the_recorded_stop_event_keeps_its_own_kind(card, tmp_path, kind):
+    """The episode file (real Recorder, real HDF5) says a stop was requested, and which one; the
+    request's kind must not overwrite the event's kind (measured on main: kind 'estop')."""
+    from spabench.record.reader import EpisodeReader
+    from spabench.record.recorder import Recorder, RecorderConfig
+
+    controls = StopControl()
+    threading.Timer(0.1, controls.request, args=(kind, "console button")).start()
+    with Recorder(tmp_path, RecorderConfig(video=False)) as rec:
+        result, col, *_ = _run(card, timer_s=5.0, controls=controls, observers=[rec])
+        assert rec.wait_idle(60)
+    assert result.stop_reason == kind
+    with EpisodeReader(tmp_path / "episodes" / "x") as ep:
+        events = ep.events()
+    stops = [e for e in events if e.get("request") == kind]
+    assert [e["kind"] for e in stops] == ["stop_requested"]
+    assert stops[0]["source"] == "console button" and stops[0]["t"] >= 0
+    assert [e["kind"] for e in events].count("stop_requested") == 1
+
+
+def test_event_detail_cannot_overwrite_kind_or_time():
+    from spabench.rollout.types import Event
+
+    assert Event("clamp", 1.5, {"joint": "gripper"}).as_dict() == {"kind": "clamp", "t": 1.5, "joint": "gripper"}
+    for key in ("kind", "t"):
+        with pytest.raises(ValueError, match=f"'{key}'"):
+            Event("stop_requested", 0.0, {key: "estop"})

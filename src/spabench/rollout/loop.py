@@ -212,7 +212,7 @@ class Rollout:
             pending = self.controls.pending()
             if pending is not None:
                 kind, source = pending
-                self.emit("stop_requested", {"kind": kind, "source": source})
+                self.emit("stop_requested", {"request": kind, "source": source})
                 return kind, _STOP_INVALID.get(kind), f"{kind} by {source}", executed
             if elapsed >= self.timer_s:
                 return "timer", None, "", executed

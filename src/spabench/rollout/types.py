@@ -67,13 +67,25 @@ class StepRecord:
     image_t: dict[str, float] = field(default_factory=dict)  # capture time per camera, s since timer start
 
 
+EVENT_KEYS = ("kind", "t")  # the event's own fields in its stored form; detail keys may not reuse them
+
+
 @dataclass
 class Event:
-    """Something that happened during an episode (clamp, assist, fault, stop, dropped frame...)."""
+    """Something that happened during an episode (clamp, assist, fault, stop, dropped frame...).
+
+    Stored flat (`as_dict`), so a detail key named like one of EVENT_KEYS would overwrite the
+    event's own kind or time: refused when the event is made."""
 
     kind: str
     t: float = field(default_factory=time.monotonic)   # seconds since the timer started (or monotonic before)
     detail: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        clash = [k for k in EVENT_KEYS if k in self.detail]
+        if clash:
+            raise ValueError(f"event {self.kind!r}: detail key(s) {clash} would overwrite the event's own "
+                             f"field(s) (reserved: {', '.join(EVENT_KEYS)}); rename them")
 
     def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "t": round(float(self.t), 6), **self.detail}

@@ -105,7 +105,7 @@ function render() {
   const evs = ep ? ep.events : [];
   const clamps = evs.filter(e => e.kind === "clamp");
   const items = evs.filter(e => e.kind !== "clamp").map(e => el("li", { text: `${Number(e.t).toFixed(2)} s  ${e.kind}` +
-    (e.source ? ` (${e.source})` : "") + (e.invalid_reason ? ` — ${e.invalid_reason}` : "") }));
+    (e.request ? `: ${e.request}` : "") + (e.source ? ` (${e.source})` : "") + (e.invalid_reason ? ` — ${e.invalid_reason}` : "") }));
   if (clamps.length) items.push(el("li", { text: `${clamps.length} clamp(s) by the safety envelope, ` +
     `${Number(clamps[0].t).toFixed(2)}–${Number(clamps[clamps.length - 1].t).toFixed(2)} s (ticks on the timeline)` }));
   $("#events").replaceChildren(...items, ...data.ledger_events.map(e => el("li", { text: `ledger: ${e.kind} at ${e.t.slice(11, 19)}` })));
