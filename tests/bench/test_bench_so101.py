@@ -286,6 +286,47 @@ def test_go_home_times_out_when_the_arm_cannot_move(make_cfg):
                 bench.go_home(timeout_s=0.3)
 
 
+def test_go_home_stops_within_a_step_of_an_estop_and_holds(make_cfg):
+    """An e-stop from another thread (the console's, a key reader's) while the arm goes home: the
+    bench sends at most one more step, holds, and the arm rests short of home."""
+    import threading
+    import time
+
+    from spabench.bench.errors import MotionStopped
+    from spabench.rollout.controls import StopControl
+
+    start = {"shoulder_pan": 40.0, "shoulder_lift": 0.0, "elbow_flex": 0.0, "wrist_flex": 20.0,
+             "wrist_roll": -30.0, "gripper": 60.0}
+    with EmulatedBus(initial_deg=start) as bus:
+        cfg = make_cfg(bus, home_speed_deg_s=60.0, fps=30)  # 2 deg per step: home is 30 steps away
+        home = np.array([cfg.home_pose[j] for j in JOINTS])
+        with make_bench(cfg) as bench:
+            controls = StopControl()
+            pan = "shoulder_pan"
+            n0 = len(bus.goal_writes(pan))
+            at_request: list[int] = []
+
+            def press_after_five_steps():
+                deadline = time.monotonic() + 20
+                while len(bus.goal_writes(pan)) < n0 + 5 and time.monotonic() < deadline:
+                    time.sleep(0.002)
+                at_request.append(len(bus.goal_writes(pan)))
+                controls.request("estop", "test")
+
+            threading.Thread(target=press_after_five_steps, daemon=True).start()
+            with pytest.raises(MotionStopped) as stopped:
+                bench.go_home(should_stop=controls.estopped)
+            done = len(bus.goal_writes(pan))
+            time.sleep(0.3)
+            assert len(bus.goal_writes(pan)) == done        # nothing moves it after the stop
+            measured = bench.measure()
+        homing_steps = len(stopped.value.steps)
+        assert 5 <= homing_steps <= 5 + 2, homing_steps     # it was pressed after 5 steps
+        assert done - at_request[0] <= 3                     # <= 2 more steps, then the hold
+        np.testing.assert_allclose(goals_deg(bus), present_deg(bus), atol=2 * TICK_DEG)  # held
+        assert np.max(np.abs(measured - home)) > 40.0        # stopped far from home (60 deg away)
+
+
 def test_act_before_connect_is_refused(bus, make_cfg):
     bench = make_bench(make_cfg(bus))
     with pytest.raises(BenchFault, match="not connected"):

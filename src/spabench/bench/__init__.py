@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from spabench.bench.config import BenchConfig, CameraSpec
-from spabench.bench.errors import BenchFault, NonFiniteTarget, SafetyError
+from spabench.bench.errors import BenchFault, MotionStopped, NonFiniteTarget, SafetyError
 from spabench.bench.safety import CLAMP_REASONS, Clamp, SafetyEnvelope
 
 if TYPE_CHECKING:
@@ -23,6 +23,7 @@ __all__ = [
     "BenchFault",
     "CameraSpec",
     "Clamp",
+    "MotionStopped",
     "NonFiniteTarget",
     "Observation",
     "SafetyEnvelope",

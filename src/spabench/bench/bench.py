@@ -19,12 +19,12 @@ import os
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from spabench.bench.config import BenchConfig
-from spabench.bench.errors import BenchFault, NonFiniteTarget
+from spabench.bench.errors import BenchFault, MotionStopped, NonFiniteTarget
 from spabench.bench.safety import (
     REASON_JOINT_LIMIT,
     REASON_MAX_RELATIVE_TARGET,
@@ -364,12 +364,16 @@ class Bench:
         self._observed_state = None
         return ActResult(sent=sent, clamps=[], requested=measured, t=t)
 
-    def go_home(self, *, speed_deg_s: float | None = None, timeout_s: float | None = None) -> list[ActResult]:
+    def go_home(self, *, speed_deg_s: float | None = None, timeout_s: float | None = None,
+                should_stop: Callable[[], bool] | None = None) -> list[ActResult]:
         """Drive to cfg.home_pose in straight joint-space steps of at most speed/fps per joint per tick.
 
         Blocking, paced at the bench fps, every step through the envelope (a joint outside the
         joint limits may move back in at the same bounded speed). Returns the steps sent. Raises
         BenchFault if the measured pose is not within home_tolerance_deg by the timeout.
+        `should_stop` (cheap, called before every step, e.g. StopControl.estopped): when it says
+        True the arm holds where it is and MotionStopped is raised, so an e-stop pressed on another
+        thread stops the motion within one step.
         """
         self._require_connected()
         speed = self.cfg.home_speed_deg_s if speed_deg_s is None else float(speed_deg_s)
@@ -387,6 +391,12 @@ class Bench:
         steps: list[ActResult] = []
         next_tick = time.monotonic()
         while True:
+            if should_stop is not None and should_stop():
+                self._observed_state = None
+                held = self.hold()
+                pose = {j: round(float(v), 1) for j, v in zip(self.joints, held.requested)}
+                raise MotionStopped(f"going home stopped on request after {len(steps)} step(s); the arm holds "
+                                    f"at {pose}", steps=steps)
             t = time.monotonic()
             wanted = command + np.clip(self.home_pose - command, -step, step)
             # The joint-limit box, widened to the measured pose so a joint outside it can come back.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from spabench.errors import SafetyError, SpabenchError
 
-__all__ = ["BenchFault", "SafetyError", "NonFiniteTarget"]
+__all__ = ["BenchFault", "SafetyError", "NonFiniteTarget", "MotionStopped"]
 
 
 class BenchFault(SpabenchError):
@@ -24,3 +24,12 @@ class NonFiniteTarget(SafetyError):
     def __init__(self, message: str, *, joints: list[str]):
         super().__init__(message)
         self.joints = joints
+
+
+class MotionStopped(SpabenchError):
+    """A blocking motion (going home) stopped because its caller said so (an e-stop); the arm holds
+    where it is. Not a fault: the bench works. `steps`: the steps sent before the stop."""
+
+    def __init__(self, message: str, *, steps: list | None = None):
+        super().__init__(message)
+        self.steps = list(steps or [])

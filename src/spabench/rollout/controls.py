@@ -1,13 +1,20 @@
-"""Stop requests reaching a running rollout: operator keys, Ctrl-C, or code.
+"""Stop requests of a run session: operator keys, console buttons, Ctrl-C, or code.
 
-Any thread (the key reader, a signal handler, a test) calls `request(kind)`; the control loop polls
-`pending()` once per tick. The strongest request wins: estop > abort > operator_stop.
+Any thread (the key reader, the console's web thread, a signal handler, a test) calls
+`request(kind)`; the control loop polls `pending()` once per tick, and blocking motions (going home)
+poll `estopped()` once per step. The strongest request wins: estop > abort > operator_stop.
+
+operator_stop and abort end one rollout, so `clear()` (before the next one) forgets them. An e-stop
+is latched for the life of the control: whenever it was pressed (scene reset, homing, rollout,
+scoring), `clear()` keeps it, the session sees it at its next check and ends with the arm held.
+`stage` is what the session is doing; each e-stop records it (the ledger says when it came).
 """
 
 from __future__ import annotations
 
 import signal
 import threading
+import time
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -22,6 +29,8 @@ class StopControl:
         self._source = ""
         self.sigint_count = 0
         self._interruptible = False
+        self.stage = ""                       # what the session is doing now (set by the session and the loop)
+        self._estop: dict | None = None       # the first e-stop: source, stage, wall time
 
     def request(self, kind: str, source: str = "code") -> None:
         if kind not in _RANK:
@@ -29,15 +38,30 @@ class StopControl:
         with self._lock:
             if self._kind is None or _RANK[kind] > _RANK[self._kind]:
                 self._kind, self._source = kind, source
+            if kind == "estop" and self._estop is None:
+                self._estop = {"source": source, "during": self.stage, "wall_time": time.time()}
 
     def pending(self) -> tuple[str, str] | None:
         """(kind, source) of the strongest request so far, or None."""
         with self._lock:
             return None if self._kind is None else (self._kind, self._source)
 
-    def clear(self) -> None:
+    def estopped(self) -> bool:
+        """True once an e-stop was requested (cheap: polled every step of a blocking motion)."""
+        return self._estop is not None
+
+    def estop(self) -> dict | None:
+        """The first e-stop (source, during = the stage it came in, wall_time), or None."""
         with self._lock:
-            self._kind, self._source = None, ""
+            return None if self._estop is None else dict(self._estop)
+
+    def clear(self) -> None:
+        """Forget operator_stop / abort before the next rollout; an e-stop stays latched."""
+        with self._lock:
+            if self._estop is None:
+                self._kind, self._source = None, ""
+            else:
+                self._kind, self._source = "estop", self._estop["source"]
 
     @contextmanager
     def interruptible(self) -> Iterator[None]:
