@@ -185,6 +185,7 @@ def test_auto_operator_uses_the_sim_evaluator():
     assert (s.success, s.failure_mode, s.rater) == (False, "wrong_target", "sim_evaluator")
 
 
+# the terminal operator on a pty: inside one of its key contexts until a stop request arrives
 _KEYS = textwrap.dedent("""
     import sys, time
     from spabench.operator.config import OperatorConfig
@@ -193,7 +194,7 @@ _KEYS = textwrap.dedent("""
     op = TerminalOperator(OperatorConfig(status_line=False))
     c = StopControl()
     print("READY", flush=True)
-    with op.during_rollout(c):
+    with getattr(op, sys.argv[1] if len(sys.argv) > 1 else "during_rollout")(c):
         t = time.time()
         while c.pending() is None and time.time() - t < 10:
             time.sleep(0.01)
@@ -202,32 +203,58 @@ _KEYS = textwrap.dedent("""
 """)
 
 
-def test_keys_in_cbreak_mode_on_a_pty():
-    master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-c", _KEYS], stdin=slave, stdout=slave, stderr=slave)
-    os.close(slave)
-    buf = b""
+class PtyScript:
+    """A Python script whose stdin/stdout is a real pseudo-terminal (cbreak keys work as at a bench)."""
 
-    def read_until(token):
-        nonlocal buf
-        deadline = time.time() + 20
-        while token not in buf and time.time() < deadline:
+    def __init__(self, script: str, *args: str):
+        self.master, slave = pty.openpty()
+        self.proc = subprocess.Popen([sys.executable, "-c", script, *args], stdin=slave, stdout=slave, stderr=slave)
+        os.close(slave)
+        self.buf = b""
+
+    def read_until(self, token: bytes, timeout: float = 20) -> bool:
+        deadline = time.time() + timeout
+        while token not in self.buf and time.time() < deadline:
             try:
-                buf += os.read(master, 1024)
+                self.buf += os.read(self.master, 1024)
             except OSError:
                 break
-        return token in buf
+        return token in self.buf
 
-    assert read_until(b"READY")
+    def type(self, keys: bytes) -> None:
+        os.write(self.master, keys)
+
+    def close(self) -> None:
+        self.proc.wait(10)
+        os.close(self.master)
+
+
+def test_keys_in_cbreak_mode_on_a_pty():
+    term = PtyScript(_KEYS)
+    assert term.read_until(b"READY")
     time.sleep(0.3)
-    os.write(master, b"a")          # no Enter needed: cbreak mode
-    assert read_until(b"GOT")
-    assert read_until(b"prompt?")
-    os.write(master, b"typed line\n")  # canonical mode is back for prompts
-    assert read_until(b"ANSWER typed line")
-    proc.wait(10)
-    os.close(master)
-    assert b"GOT ('abort', \"key 'a'\")" in buf
+    term.type(b"a")                   # no Enter needed: cbreak mode
+    assert term.read_until(b"GOT")
+    assert term.read_until(b"prompt?")
+    term.type(b"typed line\n")        # canonical mode is back for prompts
+    assert term.read_until(b"ANSWER typed line")
+    term.close()
+    assert b"GOT ('abort', \"key 'a'\")" in term.buf
+
+
+def test_estop_keys_while_going_home_before_a_trial():
+    """Measured on main: no key was read while the arm went home before a trial (only Ctrl-C)."""
+    term = PtyScript(_KEYS, "during_homing")
+    assert term.read_until(b"READY")
+    assert term.read_until(b"Going home (space or e = e-stop)")
+    time.sleep(0.3)
+    term.type(b"sa")                  # stop and abort end a rollout: none is running, nothing happens
+    time.sleep(0.3)
+    term.type(b" ")                   # space: e-stop
+    assert term.read_until(b"prompt?")
+    term.type(b"\n")
+    term.close()
+    assert b"GOT ('estop', \"key ' '\")" in term.buf, term.buf
 
 
 def test_score_command_scores_unscored_attempts(tmp_path):

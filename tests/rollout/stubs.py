@@ -61,7 +61,7 @@ class StubBench:
     def hold(self):
         self.calls.append("hold")
 
-    def go_home(self):
+    def go_home(self, should_stop=None):
         self.calls.append("go_home")
 
 

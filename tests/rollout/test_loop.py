@@ -154,7 +154,7 @@ def test_no_motion_when_policy_holds(card):
 
 def test_ctrl_c_while_going_home_stops_the_motion(card):
     class SlowHome(StubBench):
-        def go_home(self):
+        def go_home(self, should_stop=None):
             self.calls.append("go_home")
             threading.Timer(0.05, os.kill, args=(os.getpid(), signal.SIGINT)).start()
             time.sleep(2.0)  # a blocking motion, interrupted by the Ctrl-C above
@@ -194,3 +194,20 @@ def test_event_detail_cannot_overwrite_kind_or_time():
     for key in ("kind", "t"):
         with pytest.raises(ValueError, match=f"'{key}'"):
             Event("stop_requested", 0.0, {key: "estop"})
+
+
+def test_an_estop_stays_latched_across_clear():
+    """clear() runs before every rollout: it forgets stop/abort, never an e-stop (measured on main:
+    an e-stop between rollouts was wiped and the next rollout ran)."""
+    controls = StopControl()
+    controls.stage = "scene reset"
+    controls.request("abort", "key 'a'")
+    controls.clear()
+    assert controls.pending() is None and not controls.estopped()
+    controls.request("estop", "console button")
+    controls.stage = "rollout"
+    controls.request("estop", "key 'e'")   # a second press does not rewrite the first
+    controls.clear()
+    assert controls.pending() == ("estop", "console button") and controls.estopped()
+    info = controls.estop()
+    assert (info["source"], info["during"]) == ("console button", "scene reset") and info["wall_time"] > 0

@@ -3,9 +3,10 @@
 An operator is asked, once: `begin_session(session)` after the bench connects (the browser's camera
 check; False = end before the first trial); per trial: `wait_scene_ready(trial, scene, checklist_text)`
 (False = end the campaign here), `attempt_events()` (what it measured at "scene ready", logged with
-the attempt), `during_rollout(controls)` (a context in which its keys may request stops),
-`observers()` (e.g. a status line), and `score(trial, result, prefill)` (a Score, or None to leave
-the attempt unscored for `spabench score`).
+the attempt), `during_homing(controls)` (a context around going home before the trial, in which
+its keys may request an e-stop), `during_rollout(controls)` (a context in which its keys may request
+stops; the rollout goes home inside it), `observers()` (e.g. a status line), and
+`score(trial, result, prefill)` (a Score, or None to leave the attempt unscored for `spabench score`).
 """
 
 from __future__ import annotations
@@ -73,6 +74,10 @@ class Operator:
     def attempt_events(self) -> list[tuple[str, dict]]:
         """(kind, payload) pairs to log with the attempt that starts after "scene ready"."""
         return []
+
+    @contextmanager
+    def during_homing(self, controls: Any) -> Iterator[None]:
+        yield
 
     @contextmanager
     def during_rollout(self, controls: Any) -> Iterator[None]:

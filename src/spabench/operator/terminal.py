@@ -4,7 +4,8 @@ Before each trial: the reset checklist and reference image, then a "scene ready"
 the campaign). During the rollout: a live status line (time left, achieved loop rate, last policy
 latency) and single keys read without Enter (termios cbreak): s = stop (valid), a = abort (invalid),
 space or e = e-stop (hold, no motion). When stdin is not a terminal no keys are read. After the
-rollout: the score prompt (success y/n, failure mode by number, note).
+rollout: the score prompt (success y/n, failure mode by number, note). While the arm goes home
+before a trial only the e-stop keys are read (s and a end a rollout; none is running yet).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from spabench.operator.failure_modes import FAILURE_MODE_DEFINITIONS, FAILURE_MO
 from spabench.operator.status import LoopStats
 
 KEYS = {"s": "operator_stop", "a": "abort", " ": "estop", "e": "estop"}
+ESTOP_KEYS = {k: v for k, v in KEYS.items() if v == "estop"}
 
 
 class KeyReader:
@@ -140,12 +142,33 @@ class TerminalOperator(Operator):
             self.show("Press Enter when the scene matches the checklist, or q to stop.")
 
     @contextmanager
-    def during_rollout(self, controls: Any) -> Iterator[None]:
+    def _keys(self, controls: Any, keys: dict[str, str]) -> Iterator[None]:
+        """Single keys (from `keys`) become stop requests while inside."""
         reader = None
         if self.use_keys:
-            reader = KeyReader(self.inp, lambda key: KEYS.get(key) and controls.request(KEYS[key], f"key {key!r}"))
+            reader = KeyReader(self.inp, lambda key: keys.get(key) and controls.request(keys[key], f"key {key!r}"))
             if not reader.start():
                 reader = None
+        try:
+            yield
+        finally:
+            if reader is not None:
+                reader.stop()
+
+    @contextmanager
+    def during_homing(self, controls: Any) -> Iterator[None]:
+        if self.use_keys and KeyReader.available(self.inp):
+            self.show("Going home (space or e = e-stop)")
+        with self._keys(controls, ESTOP_KEYS):
+            yield
+
+    @contextmanager
+    def during_rollout(self, controls: Any) -> Iterator[None]:
+        with self._keys(controls, KEYS), self._status_line():
+            yield
+
+    @contextmanager
+    def _status_line(self) -> Iterator[None]:
         live = None
         if self.use_status and KeyReader.available(self.out):
             from rich.console import Console
@@ -166,8 +189,6 @@ class TerminalOperator(Operator):
         finally:
             if live is not None:
                 live.stop()
-            if reader is not None:
-                reader.stop()
 
     def observers(self) -> list[Any]:
         return [self.stats]

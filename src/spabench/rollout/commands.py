@@ -10,6 +10,11 @@ folders kept) -> policy clients (health/metadata) -> bench config -> bench conne
 checklist + ready gate -> home -> policy reset + EMA reset -> rollout -> recorder close -> score ->
 ledger commit. Ctrl-C during a rollout aborts that attempt (invalid 'operator_abort', the arm holds)
 and ends the session; everything is disconnected in `finally`.
+
+An e-stop (console button or key, terminal key, a second Ctrl-C) is honoured at any moment of the
+session: the session's one StopControl latches it, every blocking motion polls it each step and
+holds, and the session ends at its next check with the arm held and an 'estop' ledger event saying
+during what (scene reset, homing before the trial, rollout, homing after the rollout, scoring).
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from spabench.bench.errors import BenchFault
+from spabench.bench.errors import BenchFault, MotionStopped
 from spabench.errors import ConfigError, SpabenchError
 from spabench.ledger import LedgerError
 from spabench.operator.base import motion_prefill, stage_twin_scene
@@ -267,6 +272,7 @@ class Session:
         self.operator = make_operator(self.op_cfg, bench=self.bench, stdin=self.stdin, stdout=self.out)
         self.suite = _load_suite(self.cfg)
         self.bench.adopt_suite(self.suite)   # the twin scores by the configured success rules
+        self.controls.stage = "session start"
         if self.multi_bench:
             self.say(f"bench {self.bench_id}: shared ledger {self.ledger.location}; claims whole scene sets, "
                      f"lease {self.lease_s:g} s")
@@ -409,11 +415,20 @@ class Session:
         else:
             text = f"Scene {trial.scene_id} (no scene specification loaded)\nReference image: {ref or 'none yet'}"
         staged_by = self._stage_scene(scene)
-        if not self.operator.wait_scene_ready(trial, scene, text):
+        self.controls.stage = "scene reset"
+        if not self.operator.wait_scene_ready(trial, scene, text) or self.controls.estopped():
             return None, None
         if staged_by is None and self.operator.confirms_scene:
             staged_by = "operator"
-        self.bench.go_home()
+        self.controls.stage = "homing before the trial"
+        try:
+            with self.operator.during_homing(self.controls):
+                self.bench.go_home(should_stop=self.controls.estopped)
+        except MotionStopped as exc:  # e-stopped on the way: the bench holds; loop() ends the session
+            log.info("%s", exc)
+            return None, None
+        if self.controls.estopped():
+            return None, None
         self.check_space(trial, card)
         n_before = len(self.ledger.attempts_for(trial.trial_id))
         expected = f"{trial.trial_id}-a{n_before + 1}"  # the ledger's id scheme, so the path is known up front
@@ -479,7 +494,8 @@ class Session:
             "motion_onset": motion.onset, "timer_s": timer_s, "timing": result.timing,
             "camera_frames": result.camera_frames,
             "calibration_file": self.bench.calibration_file, "calibration_id": str(self.bench.calibration_id)})
-        if result.valid:
+        if result.valid and not self.controls.estopped():  # after an e-stop nothing more is asked
+            self.controls.stage = "scoring"
             prefill = None
             if self.op_cfg.prefill_from_motion:
                 prefill = motion_prefill(trial.condition, motion.moved, self.operator.rater)
@@ -547,11 +563,25 @@ class Session:
             result.valid, result.invalid_reason, result.stop_reason = False, "storage_error", "fault"
             result.detail = f"recording failed: {problem}"
 
+    def end_by_estop(self, trial: Any = None, attempt_id: str | None = None, result: Any = None) -> int:
+        """The session ends after an e-stop, whenever it came: logged in the ledger and said."""
+        info = self.controls.estop() or {"source": "?", "during": self.controls.stage, "wall_time": time.time()}
+        payload = {**info, "trial_id": getattr(trial, "trial_id", None)}
+        self.ledger.log_event(attempt_id, "estop", payload)
+        self.say(f"E-STOP ({info['source']}) during {info['during'] or 'the session'}: the arm holds where it "
+                 "is; session stopped. Check the bench, then resume with the same command")
+        if result is not None and result.valid:
+            self.say(f"{attempt_id} is complete but unscored: score it with `spabench score` or the console's "
+                     "review page")
+        return EXIT_BENCH
+
     def loop(self) -> int:
         done = 0
         invalid_streak = 0
         suspect = None  # the trial whose policy server faulted last
         while self.max_trials is None or done < int(self.max_trials):
+            if self.controls.estopped():
+                return self.end_by_estop()
             trial = self.next_trial()
             if trial is None:
                 self.say("campaign complete: every trial has a complete attempt")
@@ -562,6 +592,8 @@ class Session:
                 suspect = None
             result, attempt_id = self.run_trial(trial)
             if result is None:
+                if self.controls.estopped():
+                    return self.end_by_estop(trial)
                 self.say("session ended by the operator before the trial started")
                 break
             done += 1
@@ -572,6 +604,8 @@ class Session:
             if self.controls.sigint_count:
                 self.say("Ctrl-C: attempt aborted, the arm holds; resume with the same command")
                 return EXIT_SIGINT
+            if self.controls.estopped():
+                return self.end_by_estop(trial, attempt_id, result)
             if not result.valid and result.invalid_reason == "storage_error":
                 self.say(f"session stopped: {attempt_id} could not be recorded ({result.detail}); it is "
                          "invalid (storage_error) and will be re-run. The arm holds. Free space or fix the "
@@ -613,7 +647,7 @@ def run(cfg: SpabenchConfig, out=None, stdin=None) -> int:
     try:
         try:
             if not session.open():
-                return EXIT_OK
+                return session.end_by_estop() if session.controls.estopped() else EXIT_OK
         except SpabenchError as exc:  # nothing has moved: a config, ledger, policy or bench problem
             session.say(f"error: {exc}")
             return EXIT_BENCH if isinstance(exc, BenchFault) else EXIT_CONFIG

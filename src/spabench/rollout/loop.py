@@ -6,9 +6,10 @@ Per tick, at `card.control_hz` (perf_counter deadlines; sleep, then a short spin
 until the timer, an operator stop, an abort, an e-stop or a fault. The loop never waits on the
 network (the broker requests chunks on its own thread) nor on files (observers must be cheap).
 
-On any stop the arm holds; then, except after an e-stop, it goes home at bounded speed. Faults
-(server lost, protocol error, bus error, camera lost) make the attempt invalid with the reason:
-invalid attempts are re-run, never counted as policy failures.
+On any stop the arm holds; then, except after an e-stop, it goes home at bounded speed (an e-stop
+or Ctrl-C while it goes home stops it there, holding). Faults (server lost, protocol error, bus
+error, camera lost) make the attempt invalid with the reason: invalid attempts are re-run, never
+counted as policy failures.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from spabench.bench.errors import MotionStopped
 from spabench.rollout.assist import _clamp_dict, run_assist
 from spabench.rollout.controls import StopControl
 from spabench.rollout.faults import classify, describe
@@ -134,6 +136,7 @@ class Rollout:
         meta.timer_s, meta.control_hz = self.timer_s, float(self.card.control_hz)
         self._t0 = None
         self._record_fault = None
+        self.controls.stage = "rollout"
         with self.controls.sigint_aborts():
             return self._run(meta, instruction)
 
@@ -310,10 +313,14 @@ class Rollout:
             self.emit("hold_failed", {"error": describe(exc)})
         # 2. home at bounded speed, unless e-stopped (hold only) or the bus is gone
         if self.go_home_after and stop != "estop" and reason not in ("bus_error",):
+            self.controls.stage = "homing after the rollout"
             try:
                 with self.controls.interruptible():
-                    self.bench.go_home()
+                    self.bench.go_home(should_stop=self.controls.estopped)
                 self.emit("went_home", {})
+            except MotionStopped:  # an e-stop while going home: the bench already holds
+                self.emit("go_home_interrupted", {"request": "estop",
+                                                  "source": (self.controls.estop() or {}).get("source", "")})
             except KeyboardInterrupt:  # Ctrl-C while going home: stop there and hold
                 self.emit("go_home_interrupted", {"source": "ctrl-c"})
                 try:
@@ -326,6 +333,7 @@ class Rollout:
                     self.bench.hold()
                 except Exception:
                     pass
+        self.controls.stage = "after the rollout"
         valid = stop in ("timer", "operator_stop")
         if valid:
             reason = None
