@@ -70,3 +70,36 @@ def test_bench_page_never_names_a_policy(bench_session):
     for where, html in bench_session["dom"]:
         leaked = sorted(w for w in words if w.lower() in html.lower())
         assert not leaked, f"bench page at {where} names {leaked}"
+
+
+def test_estop_key_at_the_scene_reset_ends_the_session(tmp_path, page, policy_servers):
+    """The page's E key outside a rollout (measured on main: the page sent nothing, and the API would
+    have answered 409): the session ends as e-stopped, the arm held, nothing started."""
+    from .conftest import _phase, free_port, plan_small, start_run, wait_http
+
+    campaign = plan_small(tmp_path / "campaign")
+    port = free_port()
+    proc = start_run(campaign, policy_servers, port, tmp_path / "run.log")
+    try:
+        wait_http(f"http://127.0.0.1:{port}/api/meta", 120, proc)
+        page.goto(f"http://127.0.0.1:{port}/bench")
+        _phase(page, "camera_check")
+        page.wait_for_function("() => !document.querySelector('#confirm-cameras').disabled", timeout=30_000)
+        page.click("#confirm-cameras")
+        _phase(page, "reset")
+        page.keyboard.press("e")
+        _phase(page, "ended", timeout=30_000)
+        message = page.text_content("#message")
+        proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(10)
+    log = (tmp_path / "run.log").read_text()
+    assert proc.returncode == 3, log[-3000:]   # EXIT_BENCH: check the bench, then resume
+    assert "E-STOP (console key) during scene reset" in message, message
+    with Ledger.open(campaign / Ledger.FILENAME, readonly=True) as ledger:
+        (event,) = ledger.events(kind="estop")
+        assert event["attempt_id"] is None and event["payload"]["source"] == "console key"
+        assert event["payload"]["during"] == "scene reset"
+        assert all(ledger.attempts_for(t.trial_id) == [] for t in ledger.trials())

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
 import pytest
 
 from spabench.console.alignment import alignment_score
-from spabench.console.channel import BenchChannel, CommandRefused
+from spabench.console.channel import BenchChannel, CommandRefused, NoSession
 from spabench.operator.console_config import ConsoleConfig
 from spabench.console.frames import FramePublisher
 from spabench.console.views import REDACTED, Redactor
@@ -48,12 +49,66 @@ def test_channel_accepts_only_the_current_phases_commands():
     assert ch.wait_command(0.01) is None
 
 
-def test_stop_goes_straight_to_the_rollouts_control():
+def test_stop_goes_straight_to_the_sessions_control():
     ch = BenchChannel()
-    assert not ch.stop("estop", "console key")   # no rollout running
     ch.controls = StopControl()
-    assert ch.stop("operator_stop", "console button") and ch.stop("estop", "console key")
+    ch.set_phase("rollout", card={})
+    ch.stop("operator_stop", "console button")
+    ch.stop("estop", "console key")
     assert ch.controls.pending() == ("estop", "console key")   # the strongest wins
+
+
+def test_estop_is_taken_in_every_phase_stop_and_abort_only_in_a_rollout():
+    """Measured on main: every stop outside a rollout answered 'no rollout is running', the e-stop too."""
+    ch = BenchChannel()
+    with pytest.raises(NoSession, match="no session is attached"):
+        ch.stop("estop", "console key")
+    ch.controls = StopControl()
+    for phase in ("camera_check", "reset", "homing", "score"):
+        ch.set_phase(phase)
+        for kind in ("operator_stop", "abort"):
+            with pytest.raises(CommandRefused, match=f"no rollout is running \\(phase {phase}\\): {kind} ends a "
+                                                     "rollout; the e-stop works at any time"):
+                ch.stop(kind, "console button")
+    assert ch.controls.pending() is None and not ch.estopped()
+    ch.set_phase("homing")
+    ch.stop("estop", "console button")
+    assert ch.estopped() and ch.controls.estop()["source"] == "console button"
+
+
+def test_an_estop_wakes_a_session_waiting_for_the_operator():
+    ch = BenchChannel()
+    ch.controls = StopControl()
+    ch.set_phase("reset", card={})
+    answers = []
+    waiter = threading.Thread(target=lambda: answers.append(ch.wait_command(60.0)))
+    waiter.start()
+    time.sleep(0.1)
+    ch.stop("estop", "console key")
+    waiter.join(10)
+    assert not waiter.is_alive() and answers == [None] and ch.estopped()
+
+
+def test_the_stop_api_without_a_session_says_so(tmp_path):
+    import httpx
+
+    from spabench.console.app import ConsoleContext, build_app
+    from spabench.console.server import ConsoleServer
+    from spabench.ledger import Ledger
+    from tests.console.conftest import free_port
+
+    rows = [{"trial_id": "E0000-P1", "evaluation_id": "E0000", "policy": "p", "card": "p", "alias": "P1",
+             "task": "counting", "condition": "id", "scene_id": "counting-id-000", "scene_condition": "id",
+             "matched_group": None, "cell": "two|cube", "withheld": False, "instruction": "Put two cubes in the bowl.",
+             "instruction_variant": "original", "order": 0, "timer_s": 5.0, "control_hz": 30.0}]
+    Ledger.create(tmp_path / Ledger.FILENAME, rows, "h", {"campaign": "units"}).close()
+    cfg = ConsoleConfig(port=free_port())
+    server = ConsoleServer(build_app(ConsoleContext(campaign_dir=tmp_path, cfg=cfg)), cfg).start()
+    try:
+        reply = httpx.post(f"http://127.0.0.1:{server.port}/api/bench/stop/estop", timeout=5)
+    finally:
+        server.stop()
+    assert reply.status_code == 409 and "no session is attached" in reply.json()["error"]
 
 
 def test_redactor_hides_policy_names_everywhere():

@@ -1,5 +1,7 @@
-"""The e-stop is honoured at any moment of a session, not only during a rollout: here while the arm
-goes home after one. Real LeRobot stack on the emulated bus, a real openpi server on loopback."""
+"""The e-stop is honoured at any moment of a session, not only during a rollout: at the scene reset,
+while the arm goes home before a trial, and while it goes home after one. Real LeRobot stack on the
+emulated bus, a real openpi server on loopback, the real console server (operator=web) driven over
+HTTP the way the bench page does it."""
 
 from __future__ import annotations
 
@@ -7,15 +9,17 @@ import io
 import threading
 import time
 
+import httpx
 import numpy as np
 
 from spabench.bench.config import DEFAULT_HOME_POSE
 from spabench.config import SpabenchConfig
 from spabench.ledger import Ledger
 from spabench.record.reader import EpisodeReader
-from spabench.rollout.commands import EXIT_BENCH, Session
+from spabench.rollout.commands import EXIT_BENCH, Session, run
 from spabench.rollout.types import ObserverBase
 from spabench.suite.vocabulary import JOINTS
+from tests.console.conftest import free_port
 from tests.integration.harness import RUN_GROUPS, WaveServer, cfg_data, make_campaign
 from tests.support.feetech_bus import EmulatedBus
 
@@ -44,6 +48,64 @@ def _cfg(campaign, bus, server, *, console_port: int | None = None, home_speed: 
     return SpabenchConfig.from_mapping(data, groups=RUN_GROUPS)
 
 
+class Console:
+    """The person at the bench page: reads /api/bench/state, posts commands and stop requests."""
+
+    def __init__(self, port: int):
+        self.base = f"http://127.0.0.1:{port}"
+        self.errors: list[BaseException] = []
+
+    def state(self) -> dict:
+        return httpx.get(self.base + "/api/bench/state", timeout=5).json()
+
+    def wait(self, phase: str, ready=lambda s: True, timeout: float = 60.0) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                s = self.state()
+                if s.get("phase") == phase and ready(s):
+                    return s
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.02)
+        raise AssertionError(f"the console never showed phase {phase!r}")
+
+    def command(self, name: str, **payload) -> httpx.Response:
+        return httpx.post(self.base + "/api/bench/command", json={"command": name, "payload": payload}, timeout=5)
+
+    def stop(self, kind: str, source: str = "button") -> httpx.Response:
+        return httpx.post(f"{self.base}/api/bench/stop/{kind}", params={"source": source}, timeout=5)
+
+    def end_session(self, within_s: float = 30.0) -> None:
+        """Whatever the console is waiting for, end the session (so a refused e-stop cannot hang a test)."""
+        deadline = time.monotonic() + within_s
+        while time.monotonic() < deadline:
+            try:
+                phase = self.state().get("phase")
+            except httpx.HTTPError:
+                return  # the session (and its console) is gone
+            if phase in ("camera_check", "reset"):
+                self.command("end")
+            elif phase == "score":
+                self.command("leave")
+            elif phase == "ended":
+                return
+            time.sleep(0.1)
+
+    def play(self, script) -> threading.Thread:
+        def body():
+            try:
+                script(self)
+            except BaseException as exc:  # reported by the test after run() returns
+                self.errors.append(exc)
+            finally:
+                self.end_session()
+
+        t = threading.Thread(target=body, daemon=True)
+        t.start()
+        return t
+
+
 def _estop_events(campaign):
     with Ledger.open(campaign, readonly=True) as ledger:
         return [{**e["payload"], "attempt_id": e["attempt_id"]} for e in ledger.events(kind="estop")]
@@ -52,6 +114,79 @@ def _estop_events(campaign):
 def _attempts(campaign):
     with Ledger.open(campaign, readonly=True) as ledger:
         return {t.trial_id: ledger.attempts_for(t.trial_id) for t in ledger.trials()}
+
+
+def test_console_estop_at_the_scene_reset_ends_the_session(tmp_path):
+    """Measured on main: 409 'no rollout is running', and the session waited on as if nothing happened."""
+    campaign = make_campaign(tmp_path)
+    port = free_port()
+    replies: dict[str, httpx.Response] = {}
+
+    def script(c: Console):
+        c.wait("camera_check", lambda s: s.get("all_live"))
+        assert c.command("confirm_cameras").status_code == 200
+        c.wait("reset")
+        replies["stop"] = c.stop("operator_stop")
+        replies["estop"] = c.stop("estop")
+        replies["after"] = c.wait("ended", timeout=10)
+
+    out = io.StringIO()
+    with EmulatedBus(initial_deg=DEFAULT_HOME_POSE) as bus, WaveServer() as server:
+        console = Console(port)
+        driver = console.play(script)
+        code = run(_cfg(campaign, bus, server, console_port=port), out=out)
+        driver.join(30)
+        _at_rest(bus)
+    assert not console.errors, console.errors
+    assert replies["estop"].status_code == 200, replies["estop"].text
+    # stop/abort mean "end this rollout": refused outside one, and the refusal points at the e-stop
+    assert replies["stop"].status_code == 409 and "e-stop" in replies["stop"].json()["error"]
+    assert "E-STOP" in replies["after"]["message"]
+    assert code == EXIT_BENCH, out.getvalue()
+    assert "E-STOP" in out.getvalue() and "scene reset" in out.getvalue()
+    assert _attempts(campaign) == {"E0000-P1": []}          # nothing started after the e-stop
+    (event,) = _estop_events(campaign)
+    assert event["source"] == "console button" and event["during"] == "scene reset"
+    assert event["trial_id"] == "E0000-P1" and event["attempt_id"] is None
+
+
+def test_console_estop_while_homing_before_the_trial_stops_the_arm(tmp_path):
+    """Measured on main: 409, and the arm went on to the home pose (then the rollout started)."""
+    campaign = make_campaign(tmp_path)
+    port = free_port()
+    seen: dict = {}
+
+    with EmulatedBus() as bus, WaveServer() as server:  # every joint at mid-range: home is 60 deg away
+        def script(c: Console):
+            c.wait("camera_check", lambda s: s.get("all_live"))
+            c.command("confirm_cameras")
+            c.wait("reset")
+            n0 = len(bus.goal_writes("shoulder_lift"))
+            c.command("ready")
+            c.wait("homing")
+            deadline = time.monotonic() + 20
+            while len(bus.goal_writes("shoulder_lift")) < n0 + 6 and time.monotonic() < deadline:
+                time.sleep(0.005)
+            seen["writes_at_press"] = len(bus.goal_writes("shoulder_lift"))
+            seen["reply"] = c.stop("estop", "key")
+
+        console = Console(port)
+        driver = console.play(script)
+        out = io.StringIO()
+        # 20 deg/s at 30 Hz: 2/3 deg per step, 90 steps to home
+        code = run(_cfg(campaign, bus, server, console_port=port, home_speed=20.0, timer_s=1.0), out=out)
+        driver.join(30)
+        _at_rest(bus)
+        writes_after = len(bus.goal_writes("shoulder_lift")) - seen["writes_at_press"]
+        distance = float(np.max(np.abs(_present(bus) - HOME)))
+    assert not console.errors, console.errors
+    assert seen["reply"].status_code == 200, seen["reply"].text
+    assert writes_after <= 3, writes_after         # at most two more homing steps, then the hold
+    assert distance > 45.0, distance                 # stopped some 55 deg short of home
+    assert code == EXIT_BENCH, out.getvalue()
+    assert _attempts(campaign) == {"E0000-P1": []}  # the rollout never started
+    (event,) = _estop_events(campaign)
+    assert event["source"] == "console key" and event["during"] == "homing before the trial"
 
 
 class EStopWhileHoming(ObserverBase):

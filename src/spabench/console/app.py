@@ -135,7 +135,7 @@ def build_app(ctx: ConsoleContext):
         if ctx.channel is None:
             return js({"phase": "offline", "message": "no session is running in this console; start one with "
                        "`spabench run campaign=DIR operator=web`"})
-        return js(ctx.channel.snapshot())
+        return js(ctx.channel.snapshot(page=True))
 
     async def bench_command(request: Request):
         if ctx.channel is None:
@@ -155,8 +155,12 @@ def build_app(ctx: ConsoleContext):
         if kind not in ("operator_stop", "abort", "estop"):
             return error(f"stop kind {kind!r} (allowed: operator_stop, abort, estop)")
         source = request.query_params.get("source", "button")
-        if ctx.channel is None or not ctx.channel.stop(kind, f"console {source}"):
-            return error("no rollout is running", 409)
+        if ctx.channel is None:
+            return error("no session is attached to this console: nothing to stop", 409)
+        try:
+            ctx.channel.stop(kind, f"console {source}")
+        except CommandRefused as exc:
+            return error(str(exc), 409)
         return js({"ok": True, "kind": kind})
 
     async def bench_frame(request: Request):

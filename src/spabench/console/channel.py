@@ -2,7 +2,10 @@
 
 The session publishes what the bench page shows (`set_phase`) and waits for the operator's answer
 (`wait_command`); the page polls `snapshot()` and posts commands. Stop requests bypass the queue:
-they go straight to the rollout's StopControl, which the control loop polls every tick.
+they go straight to the session's StopControl (attached for the session's whole life), which the
+control loop polls every tick and a motion going home every step. An e-stop is taken at any moment
+and also wakes the session if it is waiting for the operator; stop and abort end a rollout, so
+they are refused when none is running.
 """
 
 from __future__ import annotations
@@ -21,16 +24,21 @@ class CommandRefused(ValueError):
     pass
 
 
+class NoSession(CommandRefused):
+    """No run session is attached to this console (the `spabench console` review server)."""
+
+
 class BenchChannel:
     def __init__(self) -> None:
         self._cond = threading.Condition()
         self._state: dict[str, Any] = {"phase": "starting"}
         self._version = 0
         self._commands: deque[tuple[str, dict]] = deque()
-        self.controls = None           # the running rollout's StopControl, else None
+        self.controls = None           # the session's StopControl while a session is attached, else None
         self.live: dict[str, Any] = {}  # cheap live numbers (alignment) merged into snapshots
         self.live_fn = None             # during a rollout: () -> dict of loop statistics
         self.stop_log: list[dict] = []
+        self._seen = (-1, float("-inf"))  # (version, monotonic time) of the last snapshot a page fetched
 
     # ---- session side ------------------------------------------------------------------------
     def set_phase(self, phase: str, **data: Any) -> None:
@@ -42,6 +50,11 @@ class BenchChannel:
             self._commands.clear()  # an answer meant for an earlier question must not answer this one
             self._cond.notify_all()
 
+    @property
+    def phase(self) -> str:
+        with self._cond:
+            return self._state["phase"]
+
     def update(self, **data: Any) -> None:
         with self._cond:
             self._state.update(data)
@@ -52,10 +65,26 @@ class BenchChannel:
                 self._cond.wait(timeout)
             return self._commands.popleft() if self._commands else None
 
+    def wait_seen(self, timeout: float, watching_s: float = 2.0) -> bool:
+        """Before the console stops: give a page that is polling (within `watching_s`) up to
+        `timeout` to fetch the current state, so it shows why the session ended (an e-stop)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._cond:
+                version, at = self._seen
+                if version >= self._version:
+                    return True
+                if time.monotonic() - at > watching_s or time.monotonic() >= deadline:
+                    return False
+            time.sleep(0.02)
+
     # ---- web side ----------------------------------------------------------------------------
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self, page: bool = False) -> dict[str, Any]:
+        """The state to show; `page`: a page fetched it (see wait_seen)."""
         with self._cond:
             state = dict(self._state)
+            if page:
+                self._seen = (self._version, time.monotonic())
         state.update(self.live)
         fn = self.live_fn
         if fn is not None:
@@ -73,11 +102,25 @@ class BenchChannel:
             self._commands.append((command, dict(payload or {})))
             self._cond.notify_all()
 
-    def stop(self, kind: str, source: str) -> bool:
-        """Stop / abort / e-stop the running rollout now; False when none is running."""
+    def estopped(self) -> bool:
+        controls = self.controls
+        return controls is not None and controls.estopped()
+
+    def stop(self, kind: str, source: str) -> None:
+        """E-stop now, whatever the session is doing; stop / abort the running rollout. Raises
+        NoSession without a session, CommandRefused for stop / abort outside a rollout."""
         controls = self.controls
         if controls is None:
-            return False
-        controls.request(kind, source)
-        self.stop_log.append({"kind": kind, "source": source, "wall": time.time()})
-        return True
+            raise NoSession("no session is attached to this console (start one with "
+                            "`spabench run campaign=DIR operator=web`)")
+        if kind == "estop":
+            controls.request(kind, source)  # first: nothing may delay it
+        with self._cond:
+            phase = self._state["phase"]
+            if kind != "estop":
+                if phase != "rollout":
+                    raise CommandRefused(f"no rollout is running (phase {phase}): {kind} ends a rollout; "
+                                         "the e-stop works at any time")
+                controls.request(kind, source)
+            self.stop_log.append({"kind": kind, "source": source, "wall": time.time(), "phase": phase})
+            self._cond.notify_all()  # a session waiting for the operator sees the e-stop at once

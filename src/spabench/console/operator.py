@@ -4,7 +4,9 @@ Same protocol logic as the terminal operator (checklists, reference images, fail
 pre-fill, stop kinds); only the I/O differs. The session's thread does all bench I/O itself: while
 it waits for the operator (camera check, scene reset) it reads observations at the stream rate and
 publishes them; during the rollout the control loop publishes through the FramePublisher observer,
-and stop buttons reach the loop's StopControl directly from the web thread.
+and stop buttons reach the session's StopControl directly from the web thread. The channel holds
+that StopControl from the start of the session to its end, so the e-stop works in every phase: a
+wait for the operator ends at once (the session then ends), a motion going home stops within a step.
 """
 
 from __future__ import annotations
@@ -64,12 +66,26 @@ class WebOperator(Operator):
         from spabench.console.server import ConsoleServer
 
         self.session = session
+        self.channel.controls = getattr(session, "controls", None)  # the e-stop works from the first page load
         ctx = ConsoleContext(campaign_dir=Path(session.campaign_dir), suite=getattr(session, "suite", None),
                              cfg=self.console_cfg, rater=self.rater, channel=self.channel,
                              publisher=self.publisher, operator=self)
         self.server = ConsoleServer(build_app(ctx), self.console_cfg).start()
         self.show(f"console: open {self.server.url} (bench page: /bench, review: /review)")
         return self._camera_check()
+
+    def _estop_message(self) -> str:
+        info = self.channel.controls.estop() or {}
+        return (f"E-STOP ({info.get('source', '?')}) during {info.get('during') or 'the session'}: the arm holds "
+                "where it is; the session ended. Check the bench, then resume with the same command")
+
+    def _estop_ends_wait(self) -> bool:
+        """True (and the page says so) when an e-stop came while the session waited for the operator."""
+        if not self.channel.estopped():
+            return False
+        self.channel.live = {}
+        self.channel.set_phase("ended", message=self._estop_message())
+        return True
 
     def _observe(self) -> dict:
         obs = self.bench.observe()
@@ -115,6 +131,8 @@ class WebOperator(Operator):
                     self.cameras = rows
                 t0, counts, changed = time.monotonic(), {n: 0 for n in names}, {n: 0 for n in names}
             cmd = self.channel.wait_command(max(0.0, 1.0 / fps - (time.monotonic() - started)))
+            if self._estop_ends_wait():
+                return False
             if cmd is None:
                 continue
             if cmd[0] == "end":
@@ -191,6 +209,8 @@ class WebOperator(Operator):
                 self.channel.update(error=str(exc))
             self.channel.live = {"alignment": dict(self.publisher.alignment)}
             cmd = self.channel.wait_command(max(0.0, period - (time.monotonic() - started)))
+            if self._estop_ends_wait():
+                return False
             if cmd is None:
                 continue
             if cmd[0] == "end":
@@ -217,7 +237,7 @@ class WebOperator(Operator):
     @contextmanager
     def during_rollout(self, controls: Any) -> Iterator[None]:
         card = self.channel.snapshot().get("card")
-        self.channel.controls = controls
+        session_controls, self.channel.controls = self.channel.controls, controls
         stats = self.stats
         stats.reset()  # the previous rollout's numbers must not show as this one's
 
@@ -231,7 +251,7 @@ class WebOperator(Operator):
         try:
             yield
         finally:
-            self.channel.controls = None
+            self.channel.controls = session_controls if session_controls is not None else controls
             self.channel.live_fn = None
             self.channel.set_phase("stopping", card=card)
 
@@ -249,6 +269,8 @@ class WebOperator(Operator):
         modes = {m["name"] for m in form["failure_modes"]}
         while True:
             cmd = self.channel.wait_command(1.0)
+            if self._estop_ends_wait():
+                return None  # left unscored: `spabench score` or the review page
             if cmd is None:
                 continue
             kind, data = cmd
@@ -270,8 +292,11 @@ class WebOperator(Operator):
             return Score(success, mode, note, self.rater, source)
 
     def close(self) -> None:
-        self.channel.set_phase("ended", message="session closed")
+        if self.channel.phase != "ended":  # keep the reason already shown (an e-stop)
+            self.channel.set_phase("ended", message=self._estop_message() if self.channel.estopped()
+                                   else "session closed")
         if self.server is not None:
+            self.channel.wait_seen(1.0)  # the page shows why the session ended, not "console unreachable"
             self.server.stop()
             self.server = None
         self.publisher.close()

@@ -231,7 +231,11 @@ document.addEventListener("keydown", (ev) => {
   const typing = ["INPUT", "TEXTAREA", "SELECT"].includes(document.activeElement && document.activeElement.tagName) &&
     document.activeElement.type !== "radio" && document.activeElement.type !== "checkbox" && document.activeElement.type !== "range";
   const key = ev.key.toLowerCase();
-  if (state.phase === "rollout" && (key === " " || key === "e")) { ev.preventDefault(); stopRollout("estop", "key"); return; }
+  // the e-stop keys work in every phase of a session: while the arm may move, even from a text field;
+  // otherwise not while typing (an "e" in the score note is a letter)
+  const moving = ["homing", "rollout", "stopping"].includes(state.phase);
+  const session = !["offline", "ended"].includes(state.phase);
+  if (session && (key === " " || key === "e") && (moving || !typing)) { ev.preventDefault(); stopRollout("estop", "key"); return; }
   if (typing) return;
   if (state.phase === "rollout" && key === "s") stopRollout("operator_stop", "key");
   else if (state.phase === "rollout" && key === "a") stopRollout("abort", "key");
