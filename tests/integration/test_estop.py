@@ -225,11 +225,16 @@ def test_estop_while_going_home_after_the_rollout_holds_and_ends_the_session(tmp
             tripwire = EStopWhileHoming(bus, session.controls)
             session.operator.observers = lambda: [tripwire]
             code = session.loop()
+            torque_writes = len(bus.register_writes("Torque_Enable"))
         finally:
             session.close()
         _at_rest(bus)
         writes_after = len(bus.goal_writes("shoulder_pan")) - tripwire.writes_at_press
         left = float(np.max(np.abs(_present(bus) - HOME)))
+        # closed after an e-stop, away from home: the motors still hold (an ordinary end lets the arm
+        # go, conf/bench disable_torque_on_disconnect; here it would drop onto the scene)
+        assert [w for w in bus.register_writes("Torque_Enable")[torque_writes:] if w[2] == 0] == []
+        assert all(bus.torque_enabled(j) for j in JOINTS)
     moved_away = float(np.max(np.abs(tripwire.at_hold - HOME)))
     assert moved_away > 5.0, moved_away              # the policy had taken the arm away from home
     assert writes_after <= 3, writes_after            # at most two more homing steps, then the hold
@@ -243,6 +248,7 @@ def test_estop_while_going_home_after_the_rollout_holds_and_ends_the_session(tmp
         kinds = [e["kind"] for e in ep.events()]
         interrupted = [e for e in ep.events() if e["kind"] == "go_home_interrupted"]
     assert "went_home" not in kinds
+    assert "torque on" in out.getvalue()
     assert interrupted and interrupted[0]["request"] == "estop" and interrupted[0]["source"] == "key 'e'"
     (event,) = _estop_events(campaign)
     assert event["during"] == "homing after the rollout" and event["attempt_id"] == attempt.attempt_id

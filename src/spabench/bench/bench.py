@@ -85,6 +85,7 @@ class Bench:
         self.home_pose = np.array([cfg.home_pose[j] for j in self.joints], dtype=np.float64)
         self._robot = None
         self._connected = False
+        self._keep_torque = False   # set by disconnect(keep_torque=...) for the close path
         self._observed_state: np.ndarray | None = None
         self.last_sent: np.ndarray | None = None
         self.last_disconnect_error: BaseException | None = None
@@ -231,13 +232,19 @@ class Bench:
         logger.info("bench %s connected (%s)", self.kind, self.calibration_id)
         return self
 
-    def disconnect(self) -> None:
-        """Idempotent. Disables torque when the config says so; never raises (errors are logged)."""
+    def disconnect(self, keep_torque: bool = False) -> None:
+        """Idempotent. Disables torque when the config says so, unless `keep_torque` (after an
+        e-stop: an arm stopped away from its rest pose would drop onto the scene); never raises
+        (errors are logged)."""
         robot = self._robot
         was_connected, self._connected = self._connected, False
         self._observed_state = None
         if robot is None or not was_connected:
             return
+        self._keep_torque = keep_torque
+        config = getattr(robot, "config", None)
+        if keep_torque and hasattr(config, "disable_torque_on_disconnect"):
+            config.disable_torque_on_disconnect = False   # LeRobot's own disconnect then leaves it on
         try:
             if robot.is_connected:
                 robot.disconnect()

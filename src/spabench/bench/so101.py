@@ -245,7 +245,7 @@ class SO101Bench(Bench):
         robot = self._robot
         bus = getattr(robot, "bus", None)
         if bus is not None and bus.is_connected:
-            if self.cfg.disable_torque_on_disconnect:
+            if self.cfg.disable_torque_on_disconnect and not self._keep_torque:
                 failures = 0
                 for motor in bus.motors:
                     try:

@@ -324,10 +324,14 @@ class Session:
             except Exception:
                 pass
         if self.bench is not None:
+            held = self.controls.estopped() and self.bench.is_connected
             try:
-                self.bench.disconnect()
+                self.bench.disconnect(keep_torque=held)
             except Exception as exc:
                 log.warning("bench disconnect failed: %s", exc)
+            if held:
+                self.say("e-stop: the arm is held where it stopped, torque on (it would drop with torque off). "
+                         "Support it, then switch its power off or run the next session to home it.")
         if self.operator is not None:
             self.operator.close()
         if self.ledger is not None:
