@@ -16,6 +16,7 @@ clock) minus Date.now() in the page's key handler. Target: < 100 ms.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -110,7 +111,7 @@ def start_console(workdir: Path):
     """A console (uvicorn thread) over a one-trial ledger, with a BenchChannel the loop publishes to."""
     from spabench.console.app import ConsoleContext, build_app
     from spabench.console.channel import BenchChannel
-    from spabench.console.config import ConsoleConfig
+    from spabench.operator.console_config import ConsoleConfig
     from spabench.console.frames import FramePublisher
     from spabench.console.server import ConsoleServer
     from spabench.ledger import Ledger
@@ -215,7 +216,7 @@ def main() -> None:
            "estop_latency_max_ms": float(max(latencies)), "browser_to_server_p50_ms": pct(to_server, 50),
            "n": len(latencies)}
     print(f"\nControl loop at 30 Hz, {seconds:g} s, five {args.width}x{args.height} cameras recording; "
-          f"median of {runs} runs each (machine shared with other work)")
+          f"median of {runs} runs each (load average {os.getloadavg()[0]:.1f} at the end)")
     print(table(rows, ("metric", "without console", "console streaming", "ratio")))
     print(f"\nE-stop, browser key press to the control loop ({len(latencies)} presses)")
     print(table(list(est.items()), ("metric", "value")))
