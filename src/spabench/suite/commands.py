@@ -48,12 +48,23 @@ def summary_table(suite):
 
 
 def generate(cfg: SpabenchConfig) -> int:
-    """Write the seeded scenes to cfg.out (a complete suite folder) or into cfg.suite.root."""
+    """Write the seeded scenes to cfg.out (a complete suite folder) or into cfg.suite.root.
+
+    A separate `out` is a spabench output (spabench.outputs): an earlier `suite generate` folder is
+    replaced, a folder holding anything else is refused before anything is generated."""
+    import dataclasses
+
+    from spabench.outputs import replace_output
     from spabench.suite.generator import generate_suite
 
     root, hardware, seed, out = _settings(cfg)
     rule = cfg.need("suite").relation
-    suite = generate_suite(seed, out or root, source_root=root, hardware_root=hardware, relation_rule=rule)
+    if out is None or Path(out).resolve() == Path(root).resolve():
+        suite = generate_suite(seed, root, source_root=root, hardware_root=hardware, relation_rule=rule)
+    else:
+        with replace_output(out, "suite generate") as staging:
+            suite = generate_suite(seed, staging, source_root=root, hardware_root=hardware, relation_rule=rule)
+        suite = dataclasses.replace(suite, root=str(out))
     console = _console()
     console.print(summary_table(suite))
     console.print(f"wrote {len(suite.scenes)} scenes (seed {seed}, Relational Placement for the {rule.bound} "
