@@ -146,3 +146,35 @@ def test_ledger_on_the_full_disk_stops_cleanly(tmp_path):
         with Ledger.open(folder, lock=True) as led:   # after freeing space: nothing counted as complete
             led.mark_interrupted()
             assert all(a.status == "invalid" for a in led.attempts()) and led.attempts()
+
+
+def test_the_ledger_reserve_records_the_last_attempt_on_a_full_disk(tmp_path):
+    """Measured before the reserve: on a file system filled to the last byte, finishing the running
+    attempt failed (LedgerStorageError) and it stayed 'running' until a later run marked it
+    interrupted. The ledger keeps 1 MiB beside itself; the session gives it back and retries."""
+    from spabench.ledger import LedgerStorageError
+    from tests.ledger.conftest import HASH, _rows
+
+    with tmpfs(tmp_path / "disk", "8m") as disk:
+        ledger = Ledger.create(disk / "c" / "ledger.sqlite", _rows(), HASH, {"campaign": "full"})
+        try:
+            reserve = disk / "c" / "ledger.sqlite.reserve"
+            assert reserve.stat().st_size == 1 << 20
+            attempt = ledger.begin_attempt(ledger.trials()[0].trial_id)
+            fd = os.open(disk / "filler.bin", os.O_WRONLY | os.O_CREAT)   # every byte the tmpfs has left
+            try:
+                while os.write(fd, b"\0" * 4096):
+                    pass
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+            with pytest.raises(LedgerStorageError, match="cannot write the ledger"):
+                ledger.finish_attempt(attempt, "invalid", "fault", invalid_reason="storage_error")
+            assert ledger.attempt(attempt).status == "running"
+            assert ledger.release_reserve() and not reserve.exists()
+            ledger.finish_attempt(attempt, "invalid", "fault", invalid_reason="storage_error")
+            assert ledger.attempt(attempt).status == "invalid"
+            assert not ledger.release_reserve()   # given back once
+        finally:
+            ledger.close()

@@ -353,6 +353,10 @@ class Ledger:
             )
         return cls(where, storage)
 
+    def release_reserve(self) -> bool:
+        """Give back the ledger's reserve (SQLite) so the last writes fit on a full disk."""
+        return self.storage.release_reserve()
+
     def close(self) -> None:
         try:
             self.storage.close()

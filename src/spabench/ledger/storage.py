@@ -9,6 +9,7 @@ several.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 from abc import ABC, abstractmethod
@@ -19,6 +20,7 @@ from typing import Any, Iterator, Sequence
 from spabench.errors import DataError
 
 Row = dict[str, Any]
+LEDGER_RESERVE_BYTES = 1 << 20   # room for the WAL frames of a few last writes
 
 
 class Tx:
@@ -122,9 +124,17 @@ class Storage(ABC):
         """Hold 'one live process per bench id' for the life of this connection (PostgreSQL)."""
         return True
 
+    def release_reserve(self) -> bool:
+        """Give back the space kept for closing attempts on a full disk; True when there was some."""
+        return False
+
 
 class SQLiteStorage(Storage):
-    """One campaign = one SQLite file in WAL mode; one writer process, any number of readers."""
+    """One campaign = one SQLite file in WAL mode; one writer process, any number of readers.
+
+    A writer keeps a small reserve file beside the database (`<ledger>.reserve`): when the disk fills
+    during a rollout, giving it back lets the session still record the attempt as invalid instead
+    of leaving it 'running' until the next run."""
 
     kind = "sqlite"
     ddl_words = {"serial": "INTEGER PRIMARY KEY AUTOINCREMENT", "real": "REAL"}
@@ -142,6 +152,28 @@ class SQLiteStorage(Storage):
         if not readonly:
             conn.execute("PRAGMA synchronous = FULL")   # a committed attempt survives a power cut
         self.conn = conn
+        self.reserve = self.path.with_name(self.path.name + ".reserve")
+        if not readonly:
+            self._keep_reserve()
+
+    def _keep_reserve(self) -> None:
+        """Best effort: a disk already full gets no reserve (the free-space check refuses attempts)."""
+        if self.reserve.exists() and self.reserve.stat().st_size >= LEDGER_RESERVE_BYTES:
+            return
+        try:
+            with open(self.reserve, "wb") as fh:
+                fh.write(b"\0" * LEDGER_RESERVE_BYTES)
+                fh.flush()
+                os.fsync(fh.fileno())
+        except OSError:
+            self.reserve.unlink(missing_ok=True)
+
+    def release_reserve(self) -> bool:
+        try:
+            self.reserve.unlink()
+        except FileNotFoundError:
+            return False
+        return True
 
     def now_epoch(self) -> str:
         return "((julianday('now') - 2440587.5) * 86400.0)"

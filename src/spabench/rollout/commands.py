@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from spabench.bench.errors import BenchFault, MotionStopped
 from spabench.errors import ConfigError, SpabenchError
-from spabench.ledger import LedgerError
+from spabench.ledger import LedgerError, LedgerStorageError
 from spabench.operator.base import motion_prefill, stage_twin_scene
 from spabench.operator.blinding import Blinder, BlindStream, blind_logging
 from spabench.operator.checklist import (SCENE_STAGED, SCENE_UNSTAGED, checklist, reference_attempt,
@@ -303,10 +303,16 @@ class Session:
             except Exception as exc:
                 log.warning("hold at shutdown failed: %s", exc)
         if self.running_attempt is not None and self.ledger is not None:
+            stop = "fault" if self.running_reason == "storage_error" else "abort"
             try:
-                stop = "fault" if self.running_reason == "storage_error" else "abort"
-                self.ledger.finish_attempt(self.running_attempt, "invalid", stop,
-                                           invalid_reason=self.running_reason)
+                try:
+                    self.ledger.finish_attempt(self.running_attempt, "invalid", stop,
+                                               invalid_reason=self.running_reason)
+                except LedgerStorageError:   # a full disk: the ledger's reserve makes room for this one
+                    if not self.ledger.release_reserve():
+                        raise
+                    self.ledger.finish_attempt(self.running_attempt, "invalid", stop,
+                                               invalid_reason=self.running_reason)
             except Exception as exc:
                 self.say(f"attempt {self.running_attempt} could not be closed in the ledger ({exc}); "
                          "the next run marks it invalid (interrupted)")
@@ -643,7 +649,7 @@ class Session:
 
 def run(cfg: SpabenchConfig, out=None, stdin=None) -> int:
     """Entry point of `spabench run`. Returns the exit code."""
-    from spabench.ledger import LedgerStorageError
+
     from spabench.rollout.space import NoSpaceForAttempt
 
     session = Session(cfg, out=out, stdin=stdin)
