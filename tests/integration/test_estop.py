@@ -252,3 +252,24 @@ def test_estop_while_going_home_after_the_rollout_holds_and_ends_the_session(tmp
     assert interrupted and interrupted[0]["request"] == "estop" and interrupted[0]["source"] == "key 'e'"
     (event,) = _estop_events(campaign)
     assert event["during"] == "homing after the rollout" and event["attempt_id"] == attempt.attempt_id
+
+
+def test_the_arm_is_let_go_only_at_its_home_pose(tmp_path):
+    """conf/bench `disable_torque_on_disconnect` lets the arm go limp when the session ends; measured
+    before, it did so wherever the arm was (operator.go_home_after=false: mid-workspace, it would
+    drop onto the scene). Now torque goes off only within 2 x home_tolerance_deg of home."""
+    results = {}
+    for go_home in (True, False):
+        (tmp_path / str(go_home)).mkdir()
+        campaign = make_campaign(tmp_path / str(go_home))
+        with EmulatedBus(initial_deg=DEFAULT_HOME_POSE) as bus, WaveServer() as server:
+            data = cfg_data(campaign, bus.port, server.port, timer_s=1.5,
+                            operator={"go_home_after": go_home}, max_trials=1)
+            out = io.StringIO()
+            assert run(SpabenchConfig.from_mapping(data, groups=RUN_GROUPS), out=out) == 0, out.getvalue()
+            away = float(np.max(np.abs(_present(bus) - HOME)))
+            results[go_home] = (away, all(bus.torque_enabled(j) for j in JOINTS), out.getvalue())
+    (home_away, home_torque, _), (mid_away, mid_torque, mid_out) = results[True], results[False]
+    assert home_away <= 4.0 and not home_torque          # homed: let go, as configured
+    assert mid_away > 5.0 and mid_torque, mid_out         # left mid-motion: held
+    assert "not at its home pose" in mid_out

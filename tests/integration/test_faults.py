@@ -278,3 +278,34 @@ def test_ctrl_c_aborts_the_attempt_and_the_session(tmp_path):
         for cam, info in videos.items():  # the aborted attempt keeps all five videos, every frame
             assert info["error"] is None and info["frames"] > 0, (cam, info)
             assert ep.count_frames(cam) == info["frames"] == int((ep.frame_index(cam) >= 0).sum())
+
+
+def test_second_ctrl_c_during_shutdown_is_an_estop_and_the_cleanup_goes_on(tmp_path):
+    """Measured before: a second Ctrl-C while the session shut down (waiting for the videos) raised
+    KeyboardInterrupt inside the cleanup: a traceback, exit -2, the ledger and the bus left as they
+    were. Now it latches an e-stop (logged in the ledger, 'during shutdown'), the cleanup finishes,
+    the motors stay on, and the aborted attempt keeps its five videos."""
+    campaign = make_campaign(tmp_path, n=2)
+    with EmulatedBus() as bus, WaveServer() as server:
+        proc = _start_runner(tmp_path, cfg_data(campaign, bus.port, server.port, timer_s=30.0), new_group=True)
+        _wait_for_steps(campaign / "episodes" / "E0000-P1-a1.partial", 20, proc)
+        os.killpg(proc.pid, signal.SIGINT)                   # abort the attempt
+        deadline = time.monotonic() + 30
+        while "Ctrl-C: attempt aborted" not in _output(proc) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        os.killpg(proc.pid, signal.SIGINT)                   # the second one, while shutting down
+        proc.wait(60)
+        assert proc.returncode == EXIT_SIGINT, _output(proc)
+        assert "Traceback" not in _output(proc) and "KeyboardInterrupt" not in _output(proc), _output(proc)
+        _arm_at_rest(bus)
+        assert all(bus.torque_enabled(j) for j in JOINTS), _output(proc)   # an e-stop: held
+    ledger = Ledger.open(campaign / "ledger.sqlite")
+    events = ledger.events(kind="estop")
+    (attempt,) = ledger.attempts_for("E0000-P1")
+    ledger.close()
+    assert (attempt.status, attempt.invalid_reason) == ("invalid", "operator_abort"), attempt
+    assert len(events) == 1 and events[0]["payload"]["source"] == "ctrl-c", events
+    assert events[0]["payload"]["during"] == "shutdown"
+    with EpisodeReader(campaign / attempt.episode_path) as ep:
+        assert ep.complete and len(ep.video_info()) == 5
+        assert all(info["error"] is None and info["frames"] > 0 for info in ep.video_info().values())

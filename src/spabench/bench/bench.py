@@ -320,6 +320,12 @@ class Bench:
         except DRIVER_ERRORS as exc:
             raise self._fault(exc, "read joint positions") from exc
 
+    def at_home(self) -> bool:
+        """Whether every joint is within twice home_tolerance_deg of the home pose (measured now):
+        only there may the arm be let go (torque off) without dropping onto the scene."""
+        measured = self.measure()
+        return bool(np.max(np.abs(measured - self.home_pose)) <= 2 * self.cfg.home_tolerance_deg)
+
     # ------------------------------------------------------------------ acting
     def act(self, target) -> ActResult:
         """Send one joint target through the envelope.

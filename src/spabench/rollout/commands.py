@@ -211,6 +211,7 @@ class Session:
         self.recorder = None
         self.operator = None
         self.controls = StopControl()
+        self.estop_logged = False
         self.running_attempt: str | None = None
         self.blinder: Blinder | None = None
         self._blind_logging = blind_logging(None)
@@ -294,7 +295,17 @@ class Session:
         self._blind_logging = blind_logging(blinder).__enter__()
         self.blinder = blinder
 
+    def _arm_at_home(self) -> bool:
+        """At home, the arm may be let go as conf/bench says; a bus that cannot be read counts as
+        home (nothing could hold the arm anyway)."""
+        try:
+            return self.bench.at_home()
+        except Exception as exc:
+            log.warning("could not read the arm's pose at shutdown: %s", exc)
+            return True
+
     def close(self) -> None:
+        self.controls.stage = "shutdown"
         if self.lease_keeper is not None:
             self.lease_keeper.stop()   # the claim is kept: this bench resumes it first, else it lapses
         if self.bench is not None and self.bench.is_connected:
@@ -330,17 +341,23 @@ class Session:
             except Exception:
                 pass
         if self.bench is not None:
-            held = self.controls.estopped() and self.bench.is_connected
+            held = self.bench.is_connected and (self.controls.estopped() or not self._arm_at_home())
             try:
                 self.bench.disconnect(keep_torque=held)
             except Exception as exc:
                 log.warning("bench disconnect failed: %s", exc)
             if held:
-                self.say("e-stop: the arm is held where it stopped, torque on (it would drop with torque off). "
+                why = "e-stop" if self.controls.estopped() else "the arm is not at its home pose"
+                self.say(f"{why}: the arm is held where it stopped, torque on (it would drop with torque off). "
                          "Support it, then switch its power off or run the next session to home it.")
         if self.operator is not None:
             self.operator.close()
         if self.ledger is not None:
+            if self.controls.estopped() and not self.estop_logged:   # e.g. a second Ctrl-C
+                try:
+                    self.ledger.log_event(None, "estop", {**(self.controls.estop() or {}), "trial_id": None})
+                except Exception as exc:
+                    log.warning("the e-stop could not be logged in the ledger: %s", exc)
             self.ledger.close()
         self._blind_logging.__exit__()
 
@@ -578,6 +595,7 @@ class Session:
         info = self.controls.estop() or {"source": "?", "during": self.controls.stage, "wall_time": time.time()}
         payload = {**info, "trial_id": getattr(trial, "trial_id", None)}
         self.ledger.log_event(attempt_id, "estop", payload)
+        self.estop_logged = True
         self.say(f"E-STOP ({info['source']}) during {info['during'] or 'the session'}: the arm holds where it "
                  "is; session stopped. Check the bench, then resume with the same command")
         if result is not None and result.valid:
@@ -673,5 +691,7 @@ def run(cfg: SpabenchConfig, out=None, stdin=None) -> int:
         session.say("Ctrl-C: stopping; the arm holds")
         code = EXIT_SIGINT
     finally:
-        session.close()
+        # a Ctrl-C while shutting down (videos, ledger, bus) latches an e-stop; the cleanup goes on
+        with session.controls.sigint_aborts():
+            session.close()
     return code
