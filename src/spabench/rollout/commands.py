@@ -355,7 +355,7 @@ class Session:
         if self.ledger is not None:
             if self.controls.estopped() and not self.estop_logged:   # e.g. a second Ctrl-C
                 try:
-                    self.ledger.log_event(None, "estop", {**(self.controls.estop() or {}), "trial_id": None})
+                    self._log_estop()
                 except Exception as exc:
                     log.warning("the e-stop could not be logged in the ledger: %s", exc)
             self.ledger.close()
@@ -590,12 +590,16 @@ class Session:
             result.valid, result.invalid_reason, result.stop_reason = False, "storage_error", "fault"
             result.detail = f"recording failed: {problem}"
 
+    def _log_estop(self, trial: Any = None, attempt_id: str | None = None) -> dict:
+        """The ledger's 'estop' event (source, during, wall time, trial), once per session."""
+        info = self.controls.estop() or {"source": "?", "during": self.controls.stage, "wall_time": time.time()}
+        self.ledger.log_event(attempt_id, "estop", {**info, "trial_id": getattr(trial, "trial_id", None)})
+        self.estop_logged = True
+        return info
+
     def end_by_estop(self, trial: Any = None, attempt_id: str | None = None, result: Any = None) -> int:
         """The session ends after an e-stop, whenever it came: logged in the ledger and said."""
-        info = self.controls.estop() or {"source": "?", "during": self.controls.stage, "wall_time": time.time()}
-        payload = {**info, "trial_id": getattr(trial, "trial_id", None)}
-        self.ledger.log_event(attempt_id, "estop", payload)
-        self.estop_logged = True
+        info = self._log_estop(trial, attempt_id)
         self.say(f"E-STOP ({info['source']}) during {info['during'] or 'the session'}: the arm holds where it "
                  "is; session stopped. Check the bench, then resume with the same command")
         if result is not None and result.valid:
@@ -667,7 +671,6 @@ class Session:
 
 def run(cfg: SpabenchConfig, out=None, stdin=None) -> int:
     """Entry point of `spabench run`. Returns the exit code."""
-
     from spabench.rollout.space import NoSpaceForAttempt
 
     session = Session(cfg, out=out, stdin=stdin)
