@@ -233,9 +233,9 @@ class Bench:
         return self
 
     def disconnect(self, keep_torque: bool = False) -> None:
-        """Idempotent. Disables torque when the config says so, unless `keep_torque` (after an
-        e-stop: an arm stopped away from its rest pose would drop onto the scene); never raises
-        (errors are logged)."""
+        """Idempotent. Disables torque when the config says so, unless `keep_torque` (the session
+        asks for it after an e-stop or away from home: an arm not at rest would drop onto the
+        scene); never raises (errors are logged)."""
         robot = self._robot
         was_connected, self._connected = self._connected, False
         self._observed_state = None
