@@ -127,6 +127,12 @@ class Canvas:
         return -x0, -y0, x1 - x0, y1 - y0
 
 
+def number(value: float, places: int) -> str:
+    """A coordinate for a vector format: `places` decimals, trailing zeros dropped, never '-0'."""
+    text = f"{value:.{places}f}".rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
 def hex_rgb(color: str) -> tuple[int, int, int]:
     """'#RRGGBB' (or 'white'/'black') -> 0-255 channels."""
     named = {"white": "#FFFFFF", "black": "#000000"}

@@ -130,8 +130,9 @@ class Face:
         hhea = bytearray(self.table(b"hhea"))
         metrics = min(struct.unpack_from(">H", hhea, 34)[0], count)
         struct.pack_into(">H", hhea, 34, metrics)
-        hmtx = self.table(b"hmtx")
-        hmtx = hmtx[:4 * metrics] + hmtx[4 * struct.unpack_from(">H", self.table(b"hhea"), 34)[0]:][:2 * (count - metrics)]
+        # the kept (advance, lsb) pairs, then the lsb-only entries of ids past the original pairs
+        hmtx, pairs = self.table(b"hmtx"), len(self.advances)
+        hmtx = hmtx[:4 * metrics] + hmtx[4 * pairs:4 * pairs + 2 * (count - metrics)]
         maxp = bytearray(self.table(b"maxp"))
         struct.pack_into(">H", maxp, 4, count)
         head = bytearray(self.table(b"head"))

@@ -12,12 +12,11 @@ import math
 import zlib
 
 from spabench.analysis.drawing import fonts
-from spabench.analysis.drawing.canvas import HATCH_PITCH, Canvas, Line, Rect, Text, hex_rgb
+from spabench.analysis.drawing.canvas import HATCH_PITCH, Canvas, Line, Rect, Text, hex_rgb, number
 
 
 def _n(value: float) -> str:
-    text = f"{value:.3f}".rstrip("0").rstrip(".")
-    return "0" if text in ("-0", "") else text
+    return number(value, 3)
 
 
 def _color(color: str, op: str) -> str:
@@ -154,9 +153,9 @@ def to_pdf(canvas: Canvas, title: str = "") -> bytes:
     info = add("<< /Title " + _pdf_string(title) + " >>") if title else None
     out = bytearray(b"%PDF-1.6\n%\xe2\xe3\xcf\xd3\n")
     offsets = []
-    for number, body in enumerate(objects, start=1):
+    for index, body in enumerate(objects, start=1):
         offsets.append(len(out))
-        out += f"{number} 0 obj\n".encode() + body + b"\nendobj\n"
+        out += f"{index} 0 obj\n".encode() + body + b"\nendobj\n"
     xref = len(out)
     out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
     out += b"".join(f"{offset:010d} 00000 n \n".encode() for offset in offsets)

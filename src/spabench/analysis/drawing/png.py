@@ -19,7 +19,6 @@ from spabench.analysis.drawing import fonts
 from spabench.analysis.drawing.canvas import HATCH_PITCH, Canvas, Line, Rect, Text, hex_rgb
 
 SUPERSAMPLE = 4
-ANCHORS = {("start", "baseline"): "ls", ("middle", "baseline"): "ms", ("end", "baseline"): "rs"}
 
 
 @lru_cache(maxsize=64)

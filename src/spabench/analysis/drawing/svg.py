@@ -11,14 +11,13 @@ from __future__ import annotations
 from xml.sax.saxutils import escape, quoteattr
 
 from spabench.analysis.drawing import fonts
-from spabench.analysis.drawing.canvas import HATCH_PITCH, Canvas, Line, Rect
+from spabench.analysis.drawing.canvas import HATCH_PITCH, Canvas, Line, Rect, number
 
 FONT_STACK = f"'{fonts.FAMILY}', 'Bitstream Vera Sans', Arial, Helvetica, sans-serif"
 
 
 def _n(value: float) -> str:
-    text = f"{value:.2f}".rstrip("0").rstrip(".")
-    return "0" if text == "-0" else text
+    return number(value, 2)
 
 
 def to_svg(canvas: Canvas, title: str = "") -> str:
