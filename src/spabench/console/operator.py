@@ -74,17 +74,12 @@ class WebOperator(Operator):
         self.show(f"console: open {self.server.url} (bench page: /bench, review: /review)")
         return self._camera_check()
 
-    def _estop_message(self) -> str:
-        info = self.channel.controls.estop() or {}
-        return (f"E-STOP ({info.get('source', '?')}) during {info.get('during') or 'the session'}: the arm holds "
-                "where it is; the session ended. Check the bench, then resume with the same command")
-
     def _estop_ends_wait(self) -> bool:
         """True (and the page says so) when an e-stop came while the session waited for the operator."""
         if not self.channel.estopped():
             return False
         self.channel.live = {}
-        self.channel.set_phase("ended", message=self._estop_message())
+        self.channel.set_phase("ended", message=self.channel.controls.estop_message())
         return True
 
     def _observe(self) -> dict:
@@ -293,7 +288,7 @@ class WebOperator(Operator):
 
     def close(self) -> None:
         if self.channel.phase != "ended":  # keep the reason already shown (an e-stop)
-            self.channel.set_phase("ended", message=self._estop_message() if self.channel.estopped()
+            self.channel.set_phase("ended", message=self.channel.controls.estop_message() if self.channel.estopped()
                                    else "session closed")
         if self.server is not None:
             self.channel.wait_seen(1.0)  # the page shows why the session ended, not "console unreachable"

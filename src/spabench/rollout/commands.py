@@ -590,18 +590,16 @@ class Session:
             result.valid, result.invalid_reason, result.stop_reason = False, "storage_error", "fault"
             result.detail = f"recording failed: {problem}"
 
-    def _log_estop(self, trial: Any = None, attempt_id: str | None = None) -> dict:
+    def _log_estop(self, trial: Any = None, attempt_id: str | None = None) -> None:
         """The ledger's 'estop' event (source, during, wall time, trial), once per session."""
         info = self.controls.estop() or {"source": "?", "during": self.controls.stage, "wall_time": time.time()}
         self.ledger.log_event(attempt_id, "estop", {**info, "trial_id": getattr(trial, "trial_id", None)})
         self.estop_logged = True
-        return info
 
     def end_by_estop(self, trial: Any = None, attempt_id: str | None = None, result: Any = None) -> int:
         """The session ends after an e-stop, whenever it came: logged in the ledger and said."""
-        info = self._log_estop(trial, attempt_id)
-        self.say(f"E-STOP ({info['source']}) during {info['during'] or 'the session'}: the arm holds where it "
-                 "is; session stopped. Check the bench, then resume with the same command")
+        self._log_estop(trial, attempt_id)
+        self.say(self.controls.estop_message())
         if result is not None and result.valid:
             self.say(f"{attempt_id} is complete but unscored: score it with `spabench score` or the console's "
                      "review page")

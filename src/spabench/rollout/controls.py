@@ -55,6 +55,12 @@ class StopControl:
         with self._lock:
             return None if self._estop is None else dict(self._estop)
 
+    def estop_message(self) -> str:
+        """What the operator reads after an e-stop (terminal output and the bench page alike)."""
+        info = self.estop() or {}
+        return (f"E-STOP ({info.get('source', '?')}) during {info.get('during') or 'the session'}: the arm "
+                "holds where it is; session stopped. Check the bench, then resume with the same command")
+
     def clear(self) -> None:
         """Forget operator_stop / abort before the next rollout; an e-stop stays latched."""
         with self._lock:
