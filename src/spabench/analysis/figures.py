@@ -24,7 +24,7 @@ from spabench.analysis import palette
 from spabench.analysis.drawing import fonts
 from spabench.analysis.drawing.canvas import Canvas
 from spabench.analysis.failures import FAILURE_MODE_ORDER, UNANNOTATED, failure_mode_label
-from spabench.analysis.rates import ALL_TASKS, NON_RELATIONAL, NON_RELATIONAL_TASKS
+from spabench.analysis.rates import ALL_TASKS, NON_RELATIONAL, NON_RELATIONAL_TASKS, summary_cells
 from spabench.escaping import printable
 from spabench.suite import vocabulary
 from spabench.suite.vocabulary import TASKS
@@ -61,11 +61,11 @@ class Bar:
 
 
 class Cells:
-    """Summary rows indexed by (policy, task, condition): a dict lookup per bar instead of a filter."""
+    """Summary cells by (policy, task, condition) (rates.summary_cells: successes, trials, rate,
+    wilson_low, wilson_high): a dict lookup per bar instead of a filter."""
 
     def __init__(self, summary: pd.DataFrame):
-        columns = ["policy", "task", "condition", "successes", "trials", "rate", "wilson_low", "wilson_high"]
-        self._rows = {(r[0], r[1], r[2]): r for r in summary[columns].itertuples(index=False, name=None)}
+        self._rows = summary_cells(summary)
 
     def get(self, policy: str, task: str, condition: str):
         return self._rows.get((policy, task, condition))
@@ -175,15 +175,16 @@ def bar_chart(groups: Sequence[str], series: Sequence[Bar], title: str, ncol: in
         for j, cell in enumerate(bar.cells):
             if cell is None:
                 continue
-            rate, low, high = 100 * cell[5], min(100 * cell[6], 100 * cell[5]), max(100 * cell[7], 100 * cell[5])
+            successes, trials, share, wilson_low, wilson_high = cell
+            rate, low, high = 100 * share, min(100 * wilson_low, 100 * share), max(100 * wilson_high, 100 * share)
             shown = rate if rate > 0 else ZERO_STUB   # a 0% bar stays visible
             x = (j + 0.5 + offset) * unit
             canvas.rect(x - half, y_of(shown), 2 * half, y_of(0) - y_of(shown), bar.color, edge, 0.5, hatch,
-                        role="bar", data=(cell[5], int(cell[3]), int(cell[4]), cell[6], cell[7]))
+                        role="bar", data=(share, int(successes), int(trials), wilson_low, wilson_high))
             canvas.line([(x, y_of(low)), (x, y_of(high))], WHISKER, 0.8, role="whisker")
             canvas.line([(x - cap, y_of(low)), (x + cap, y_of(low))], WHISKER, 0.8, role="whisker")
             canvas.line([(x - cap, y_of(high)), (x + cap, y_of(high))], WHISKER, 0.8, role="whisker")
-            label = canvas.text(x, y_of(max(high, shown) + 1.5), f"{int(cell[3])}/{int(cell[4])}", size,
+            label = canvas.text(x, y_of(max(high, shown) + 1.5), f"{int(successes)}/{int(trials)}", size,
                                 color=COUNT_INK, valign="center", rotation=90, role="count")
             label_top = min(label_top, label.extent()[1])
     canvas.line([(0, height), (width, height)], SPINE, 0.8, role="spine")
