@@ -111,3 +111,26 @@ def test_run_is_bound_to_the_planned_rule(tmp_path):
     assert recorded["bound"] == "sheet" and planned_relation_rule(tmp_path / "sheet") == SHEET
     with pytest.raises(ConfigError, match="planned with the Relational Placement rule"):
         check_relation_binding(tmp_path / "sheet", DEFAULT_RELATION_RULE)
+
+
+def test_the_printed_next_command_runs_with_the_planned_suite(tmp_path, capsys):
+    """Measured before: plan printed `spabench run campaign=DIR bench=sim operator=auto` for a
+    campaign planned on a sheet-bound suite folder, and that command was refused (another rule)
+    and would have loaded the default tasks/."""
+    from spabench.cli.commands import COMMANDS
+    from spabench.cli.main import compose
+    from spabench.rollout.commands import check_relation_binding
+
+    settings = yaml.safe_load(open("conf/suite/spabench.yaml"))
+    assert _plan(tmp_path / "paper", settings) == 0
+    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("next: "))
+    assert "suite." not in line
+    generate_suite(DEFAULT_SEED, tmp_path / "tasks", source_root=TASKS, hardware_root=HARDWARE, relation_rule=SHEET)
+    settings.update(root=str(tmp_path / "tasks"), relation={**settings["relation"], "bound": "sheet"})
+    assert _plan(tmp_path / "sheet", settings) == 0
+    line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("next: "))
+    assert f"suite.root={tmp_path / 'tasks'}" in line and "suite.relation.bound=sheet" in line
+    words = line.removeprefix("next: spabench run ").split()
+    cfg = compose(COMMANDS["run"], words)
+    assert cfg.need("suite").root == str(tmp_path / "tasks")
+    check_relation_binding(tmp_path / "sheet", cfg.need("suite").relation)   # accepted as printed

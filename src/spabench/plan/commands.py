@@ -50,11 +50,23 @@ def check_policy_cards(campaign: CampaignConfig, folders: list[Path]) -> None:
                               f"(allowed: {', '.join(available) or 'none'})")
 
 
+def suite_overrides(suite: SuiteConfig) -> list[str]:
+    """The `suite.*` overrides a run of this campaign needs: its suite folders and its Relational
+    Placement rule where they are not the defaults (`run` refuses another rule)."""
+    default = SuiteConfig()
+    out = [f"suite.{key}={getattr(suite, key)}" for key in ("root", "hardware")
+           if getattr(suite, key) != getattr(default, key)]
+    planned, usual = suite.relation.as_dict(), default.relation.as_dict()
+    return out + [f"suite.relation.{key}={value}" for key, value in planned.items() if value != usual[key]]
+
+
 def next_command(out_dir: Path, campaign: CampaignConfig, cfg: SpabenchConfig) -> str:
-    """The exact `spabench run` line for this campaign: its bench kind and the operator it needs."""
+    """The exact `spabench run` line for this campaign: its bench kind, the operator it needs and
+    the suite settings it was planned with."""
     operator = "auto" if campaign.bench == "sim" else "terminal"
-    lab = f" config_dir={cfg.config_dir}" if cfg.config_dir else ""
-    return f"spabench run campaign={out_dir} bench={campaign.bench} operator={operator}{lab}"
+    extra = [f"config_dir={cfg.config_dir}"] if cfg.config_dir else []
+    extra += suite_overrides(cfg.need("suite"))
+    return " ".join([f"spabench run campaign={out_dir} bench={campaign.bench} operator={operator}", *extra])
 
 
 def plan(cfg: SpabenchConfig) -> int:
