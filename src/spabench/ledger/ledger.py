@@ -47,6 +47,15 @@ class LedgerError(SpabenchError):
     """An operation the campaign's current state does not allow (unknown id, wrong status)."""
 
 
+class ClaimLost(LedgerError):
+    """A bench tried to finish an attempt whose scene set another bench has taken over (its lease
+    lapsed): nothing was written; `status` is what the attempt is now."""
+
+    def __init__(self, message: str, *, attempt_id: str, status: str):
+        super().__init__(message)
+        self.attempt_id, self.status = attempt_id, status
+
+
 class BenchSessionActive(LedgerError):
     """Another live process already works this campaign under the same bench id."""
 
@@ -147,6 +156,9 @@ class Ledger:
         self._readonly = storage.readonly
         self._session_lock: CampaignLock | None = None   # lock.py: one session per campaign / bench
         self._bench_locked: str | None = None
+        # Called inside finish_attempt's transaction between reading the attempt and writing it: tests
+        # stall a bench exactly there (None otherwise).
+        self.finish_checked: Callable[[str], None] | None = None
 
     @property
     def location(self) -> str:
@@ -527,12 +539,43 @@ class Ledger:
             if row["status"] != "running":
                 raise LedgerError(f"{self.path}: attempt {attempt_id} is {row['status']}, not running"
                                   + (f" ({row['invalid_reason']})" if row["invalid_reason"] else ""))
+            if self.finish_checked is not None:
+                self.finish_checked(attempt_id)
             path = None if episode_path is None else str(episode_path)
-            tx.execute("UPDATE attempts SET status = ?, ended_at = ?, stop_reason = ?, invalid_reason = ?, "
-                       "episode_path = COALESCE(?, episode_path) WHERE attempt_id = ?",
-                       (status, _now(), stop_reason, invalid_reason, path, attempt_id))
+            # The compare-and-set: the attempt is still running and its scene set is still its bench's
+            # (or nobody's), checked in the same statement that writes it. What was read above may be
+            # stale by now: another bench may have taken the set over and interrupted this attempt.
+            done = tx.execute(
+                "UPDATE attempts SET status = ?, ended_at = ?, stop_reason = ?, invalid_reason = ?, "
+                "episode_path = COALESCE(?, episode_path) WHERE attempt_id = ? AND status = 'running' "
+                "AND EXISTS (SELECT 1 FROM scene_sets s JOIN trials t ON t.evaluation_id = s.evaluation_id "
+                " WHERE t.trial_id = attempts.trial_id AND (s.bench_id IS NULL "
+                " OR s.bench_id = COALESCE(attempts.bench_id, ''))) RETURNING attempt_id",
+                (status, _now(), stop_reason, invalid_reason, path, attempt_id))
+            if not done:
+                raise self._lost_claim(tx, attempt_id, status)
             self._insert_event(tx, attempt_id, "attempt_finished",
                                {"status": status, "stop_reason": stop_reason, "invalid_reason": invalid_reason})
+
+    def _lost_claim(self, tx: Tx, attempt_id: str, status: str) -> LedgerError:
+        """Why a finish changed nothing: the attempt is no longer running (another bench took its scene
+        set over and interrupted it), or its set is now another bench's."""
+        row = self._attempt_row(tx, attempt_id)
+        claim = tx.one("SELECT s.evaluation_id, s.bench_id FROM scene_sets s JOIN trials t "
+                       "ON t.evaluation_id = s.evaluation_id WHERE t.trial_id = ?", (row["trial_id"],))
+        holder = claim["bench_id"] if claim else None
+        taker = holder
+        if row["status"] != "running":
+            ev = tx.one("SELECT payload FROM events WHERE attempt_id = ? AND kind = 'attempt_interrupted' "
+                        "ORDER BY event_id DESC LIMIT 1", (attempt_id,))
+            taker = json.loads(ev["payload"]).get("by_bench", holder) if ev else holder
+        state = row["status"] + (f" ({row['invalid_reason']})" if row["invalid_reason"] else "")
+        return ClaimLost(
+            f"{self.location}: attempt {attempt_id} was not recorded as {status}: bench {row['bench_id']!r} no "
+            f"longer holds scene set {claim['evaluation_id'] if claim else '?'} (its lease lapsed and bench "
+            f"{taker!r} took the set over); the attempt is {state} and its trial is run by the set's holder. "
+            "Nothing was changed; the recording stays where it is",
+            attempt_id=attempt_id, status=row["status"])
 
     def mark_interrupted(self, bench_id: str | None = None) -> list[str]:
         """On resume: every attempt still 'running' becomes invalid ('interrupted'); returns their ids.

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from spabench.bench.errors import BenchFault, MotionStopped
 from spabench.errors import ConfigError, SpabenchError
-from spabench.ledger import LedgerError, LedgerStorageError
+from spabench.ledger import ClaimLost, LedgerStorageError
 from spabench.operator.base import motion_prefill, stage_twin_scene
 from spabench.operator.blinding import Blinder, BlindStream, blind_logging
 from spabench.operator.checklist import (SCENE_STAGED, SCENE_UNSTAGED, checklist, reference_attempt,
@@ -505,14 +505,11 @@ class Session:
                 self.ledger.finish_attempt(attempt_id, "invalid", result.stop_reason,
                                            episode_path=self._recorded_path(attempt_id, rel_path),
                                            invalid_reason=result.invalid_reason)
-        except LedgerError:
-            if not self.multi_bench or self.ledger.attempt(attempt_id).status != "invalid":
-                raise
+        except ClaimLost as exc:
             # this bench's lease lapsed (it stalled) and another bench took the set over: that bench
-            # already made the attempt invalid ('interrupted'); the recording stays here
+            # already made the attempt invalid ('interrupted'); the finish wrote nothing
             self.running_attempt = None
-            self.say(f"attempt {attempt_id}: the lease on scene set {trial.evaluation_id} lapsed and another "
-                     f"bench took the set over; the attempt stays invalid, its recording is kept at {rel_path}")
+            self.say(f"attempt {attempt_id}: {exc}; its recording is kept at {rel_path}")
             self.claim = None
             return dataclasses.replace(result, valid=False, invalid_reason="interrupted"), attempt_id
         self.running_attempt = None
