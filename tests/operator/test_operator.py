@@ -193,8 +193,8 @@ _KEYS = textwrap.dedent("""
     from spabench.rollout.controls import StopControl
     op = TerminalOperator(OperatorConfig(status_line=False))
     c = StopControl()
-    print("READY", flush=True)
     with getattr(op, sys.argv[1] if len(sys.argv) > 1 else "during_rollout")(c):
+        print("READY", flush=True)   # inside: the keys are read from here on
         t = time.time()
         while c.pending() is None and time.time() - t < 10:
             time.sleep(0.01)
@@ -232,7 +232,6 @@ class PtyScript:
 def test_keys_in_cbreak_mode_on_a_pty():
     term = PtyScript(_KEYS)
     assert term.read_until(b"READY")
-    time.sleep(0.3)
     term.type(b"a")                   # no Enter needed: cbreak mode
     assert term.read_until(b"GOT")
     assert term.read_until(b"prompt?")
@@ -245,11 +244,10 @@ def test_keys_in_cbreak_mode_on_a_pty():
 def test_estop_keys_while_going_home_before_a_trial():
     """Measured on main: no key was read while the arm went home before a trial (only Ctrl-C)."""
     term = PtyScript(_KEYS, "during_homing")
+    assert term.read_until(b"Going home (space or e = e-stop)")   # said once the keys are read
     assert term.read_until(b"READY")
-    assert term.read_until(b"Going home (space or e = e-stop)")
-    time.sleep(0.3)
     term.type(b"sa")                  # stop and abort end a rollout: none is running, nothing happens
-    time.sleep(0.3)
+    time.sleep(0.3)                   # (time for a wrongly taken 's' to end the wait before the e-stop)
     term.type(b" ")                   # space: e-stop
     assert term.read_until(b"prompt?")
     term.type(b"\n")

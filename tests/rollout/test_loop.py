@@ -57,7 +57,10 @@ def _run(card, bench=None, client=None, timer_s=0.3, controls=None, observers=()
 def test_timer_stop_is_valid_and_ema_filters_non_gripper(card):
     result, col, bench, client = _run(card)
     assert result.stop_reason == "timer" and result.valid and result.invalid_reason is None
-    assert 10 <= result.n_steps <= 31 and len(col.steps) == result.n_steps
+    # the 0.3 s timer ended it at 100 Hz: never more ticks than time slots (how many a loaded machine
+    # ran is the scheduler's business)
+    assert 2 <= result.n_steps <= 31 and len(col.steps) == result.n_steps
+    assert col.steps[-1].t <= 0.3 + 0.01
     assert client.resets == 1
     acted = [s for s in col.steps if s.chunk_id >= 0]
     first = acted[0]
@@ -137,7 +140,10 @@ def test_motion_detector_and_stats(card):
     motion, stats = MotionDetector(), LoopStats()
     result, col, *_ = _run(card, observers=[motion, stats])
     assert motion.moved is True and result.motion_onset == motion.onset is not None
-    assert stats.steps == result.n_steps and stats.rate_hz == pytest.approx(100.0, rel=0.5)
+    # the status line's rate is the rate the ticks actually ran at, and pacing never exceeds 100 Hz
+    ran = (len(col.steps) - 1) / (col.steps[-1].t - col.steps[0].t)
+    assert stats.steps == result.n_steps and stats.rate_hz == pytest.approx(ran, rel=0.1)
+    assert stats.rate_hz <= 100.0 * 1.1
 
 
 def test_no_motion_when_policy_holds(card):

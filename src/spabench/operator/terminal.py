@@ -157,9 +157,10 @@ class TerminalOperator(Operator):
 
     @contextmanager
     def during_homing(self, controls: Any) -> Iterator[None]:
-        if self.use_keys and KeyReader.available(self.inp):
-            self.show("Going home (space or e = e-stop)")
+        # said once the keys are read: entering cbreak mode discards what was typed before it
         with self._keys(controls, ESTOP_KEYS):
+            if self.use_keys and KeyReader.available(self.inp):
+                self.show("Going home (space or e = e-stop)")
             yield
 
     @contextmanager

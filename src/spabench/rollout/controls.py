@@ -31,6 +31,7 @@ class StopControl:
         self._interruptible = False
         self.stage = ""                       # what the session is doing now (set by the session and the loop)
         self._estop: dict | None = None       # the first e-stop: source, stage, wall time
+        self._estop_at: float | None = None   # time.monotonic() when that e-stop was latched
 
     def request(self, kind: str, source: str = "code") -> None:
         if kind not in _RANK:
@@ -40,6 +41,7 @@ class StopControl:
                 self._kind, self._source = kind, source
             if kind == "estop" and self._estop is None:
                 self._estop = {"source": source, "during": self.stage, "wall_time": time.time()}
+                self._estop_at = time.monotonic()
 
     def pending(self) -> tuple[str, str] | None:
         """(kind, source) of the strongest request so far, or None."""
@@ -54,6 +56,10 @@ class StopControl:
         """The first e-stop (source, during = the stage it came in, wall_time), or None."""
         with self._lock:
             return None if self._estop is None else dict(self._estop)
+
+    def estop_latched_at(self) -> float | None:
+        """time.monotonic() at which the first e-stop was latched: what a reaction is measured from."""
+        return self._estop_at
 
     def estop_message(self) -> str:
         """What the operator reads after an e-stop (terminal output and the bench page alike)."""
