@@ -200,6 +200,43 @@ def _wait_for_steps(folder, n, proc, timeout=60):
                          f"harness output: {_output(proc)[-3000:]}")
 
 
+def _descendants(pid: int) -> set[int]:
+    """Every live process below `pid` (Linux /proc), e.g. a runner's video encoder workers."""
+    found, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            tasks = os.listdir(f"/proc/{p}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    kids = {int(k) for k in f.read().split()}
+            except OSError:
+                continue
+            todo += sorted(kids - found)
+            found |= kids
+    return found
+
+
+def _wait_gone(pids: set[int], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not any(os.path.exists(f"/proc/{p}") and "zombie" not in _state(p) for p in pids):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"processes still running after {timeout} s: {sorted(pids)}")
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next((line for line in f if line.startswith("State:")), "").lower()
+    except OSError:
+        return "zombie"
+
+
 def test_sigkill_mid_episode_then_resume(tmp_path):
     """Issue 9 (measured on main): after kill -9 the ledger named episodes/X while the folder was
     X.partial, plain h5py could not open episode.h5, it had no events, 70 rows against 92 video
@@ -214,10 +251,11 @@ def test_sigkill_mid_episode_then_resume(tmp_path):
         try:
             _wait_for_steps(partial, 40, proc)
         finally:
+            workers = _descendants(proc.pid)
             killed_at = time.time()
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait(10)
-        time.sleep(1.5)  # the orphaned encoders notice and close their files
+        _wait_gone(workers)  # the orphaned encoders notice and close their files
         # resume in this process: the killed attempt becomes invalid, its folder is finished
         out = io.StringIO()
         resumed_at = time.time()
