@@ -138,9 +138,10 @@ def test_wrong_horizon_is_a_protocol_error(served):
 def test_timeout_is_a_fault_and_the_next_call_reconnects_without_the_stale_reply(served):
     server, policy = served
     policy.gate.clear()
-    client = OpenPiClient(make_card(server.port, timeout_s=0.3))
+    # a 1 s budget: the reconnect and the next call must fit in it on a loaded machine too
+    client = OpenPiClient(make_card(server.port, timeout_s=1.0))
     client.connect()
-    with pytest.raises(PolicyFault, match="no inference reply within 0.3 s"):
+    with pytest.raises(PolicyFault, match="no inference reply within 1 s"):
         client.infer(make_obs(marker=1.0), "gated slow")
     assert not client.connected
     policy.gate.set()  # the slow reply now goes to the dropped connection

@@ -105,10 +105,11 @@ def test_error_reply_is_a_policy_fault(server, client):
 
 
 def test_timeout_then_recovery(server):
-    client = Vla0Client(vla0_card(server.port, timeout_s=0.3))
+    # a 1 s budget: the recovered call must fit in it on a loaded machine too
+    client = Vla0Client(vla0_card(server.port, timeout_s=1.0))
     client.connect()
-    server.faults.delay_s = 0.8
-    with pytest.raises(PolicyFault, match="within 0.3 s"):
+    server.faults.delay_s = 1.6
+    with pytest.raises(PolicyFault, match="within 1 s"):
         client.infer(make_obs(state=[1, 1, 1, 1, 1, 1]), "x")
     server.faults.delay_s = 0.0
     second = make_obs(state=[2, 4, 6, 8, 10, 12])
