@@ -51,7 +51,7 @@ def cpu(f):
 out, result = {}, {}
 out["load_outcomes"], outcomes = cpu(lambda: load_outcomes(csv_path, unpaired="error"))
 out["contrast_table"], _ = cpu(lambda: contrasts.contrast_table(outcomes, n_resamples=100_000, seed=seed))
-out["between_policy_table"], _ = cpu(lambda: comparisons.between_policy_table(outcomes, n_resamples=10_000, seed=seed))
+out["between_policy_table"], _ = cpu(lambda: comparisons.between_policy_table(outcomes))
 out["bradley_terry_ranking"], _ = cpu(lambda: ranking.bradley_terry_ranking(outcomes, n_resamples=1000, seed=seed))
 out["success_table"], _ = cpu(lambda: rates.success_table(outcomes))
 out["analyse"], analysis = cpu(lambda: report.analyse(outcomes))

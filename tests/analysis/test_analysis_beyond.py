@@ -11,6 +11,8 @@ from analysis_synthetic import FULL_POLICIES, ID_ONLY_TRIALS, write_csv
 
 from spabench.analysis.agreement import cohen_kappa, rater_agreement
 from spabench.analysis.commands import report
+from paired_reference import tango_brute_force
+
 from spabench.analysis.comparisons import between_policy_table, completeness_table, protocol_plan
 from spabench.analysis.outcomes import load_outcomes, validate_outcomes
 from spabench.analysis.ranking import _counts, bradley_terry_ranking, fit_davidson
@@ -40,14 +42,14 @@ def test_between_policy_hand_computed():
     size = [(0, 1)] * 2 + [(1, 1)] * 2
     records = paired("counting", "id", counting) + paired("relative_size", "id", size, start=100)
     records.append(["c", "counting", "id", "E999", "1", "true"])  # no shared evaluation with a or b
-    got = between_policy_table(table(records), n_resamples=500, seed=1)
+    got = between_policy_table(table(records))
     assert set(zip(got["policy_a"], got["policy_b"])) == {("a", "b")}
     by = got.set_index("condition")
     row = by.loc["id"]
     assert row["n_pairs"] == 16 and row["a_only"] == 6 and row["b_only"] == 3
-    assert row["estimate"] == pytest.approx((5 / 12 + (-2 / 4)) / 2)  # tasks weigh equally
-    assert row["p_value"] == pytest.approx(2 * sum(math.comb(9, i) for i in range(4)) / 2 ** 9)
-    assert row["ci_low"] <= row["estimate"] <= row["ci_high"]
+    assert row["estimate"] == pytest.approx(3 / 16)  # the pooled pairs' mean difference
+    assert row["p_value"] == pytest.approx(math.erfc(math.sqrt((6 - 3) ** 2 / 9 / 2)))  # McNemar score test
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx(tango_brute_force(6, 3, 16), abs=2e-6)
     overall = by.loc["overall"]
     assert overall["estimate"] == pytest.approx(3 / 16) and overall["n_pairs"] == 16
     assert (got["p_holm"] >= got["p_value"] - 1e-15).all()
@@ -55,7 +57,7 @@ def test_between_policy_hand_computed():
 
 def test_between_policy_on_the_campaign(synthetic, tmp_path):
     outcomes = load_outcomes(write_csv(tmp_path / "o.csv", synthetic.rows))
-    got = between_policy_table(outcomes, n_resamples=200).set_index(["policy_a", "policy_b", "condition"])
+    got = between_policy_table(outcomes).set_index(["policy_a", "policy_b", "condition"])
     a, b = FULL_POLICIES[:2]
     expected = np.mean([
         np.mean([s for s in synthetic.by_group[(a, t)]["ood"].values()])

@@ -1,22 +1,18 @@
-"""The percentile bootstrap of the report: resampling laws, their Monte Carlo draws, intervals.
+"""The percentile bootstrap of the report: exact resampling laws and their quantiles.
 
 Every bootstrap here resamples small integers (0/1 outcomes, paired differences in {-1, 0, 1})
 with replacement, within strata (tasks). The sum of n such draws is an integer whose law is the
 n-fold convolution of the observed one-draw distribution, so a resampled mean has an exact law
 on the lattice k / n, and so do an equal-weight mean over strata and a difference of two means
-(convolutions on a common denominator). The law does not depend on the number of resamples.
+(convolutions on a common denominator).
 
-A bootstrap of R resamples is read only through the histogram of its R statistics, and that
-histogram is multinomial(R, law): drawing it directly is the same Monte Carlo experiment as
-drawing the R resamples one by one and counting them, at a cost set by the size of the lattice
-instead of R. The percentile bounds come from the cumulative counts (np.quantile's linear rule on
-the sorted statistics), and each bound's Monte Carlo standard error from BATCHES independent
-batches of R / BATCHES resamples (the spread of the bound over the batches / sqrt(BATCHES)).
-Each interval draws its own histogram: a task='all' interval is drawn from the convolution of
-the per-task laws, not from the draws behind the per-task intervals.
-
-Values that are not small integers, or strata whose common lattice would be too fine to tabulate
-(very unequal stratum sizes), fall back to drawing the resampled statistics themselves.
+A percentile interval from R resamples estimates quantiles of that law with Monte Carlo error; as
+R grows it converges to the law's own quantiles. Where the law is exact the interval is those
+quantiles (the smallest lattice value whose cumulative probability reaches alpha/2, and 1 -
+alpha/2): no Monte Carlo error, no seed, the same for any number of resamples. Values that are
+not small integers, or strata whose common lattice would be too fine to tabulate (very unequal
+stratum sizes), fall back to drawing R resampled statistics, and each bound then carries its
+Monte Carlo standard error from BATCHES batches.
 """
 
 from __future__ import annotations
@@ -41,6 +37,7 @@ class BootstrapInterval:
     low_mc_se: float        # Monte Carlo standard error of each bound
     high_mc_se: float
     degenerate: bool        # every resample gave the same value: no interval to speak of
+    exact: bool = False     # the quantiles of the exact law (no Monte Carlo error)
 
 
 @dataclass(frozen=True)
@@ -142,57 +139,21 @@ def equal_weight_law(strata: Sequence[Sequence[np.ndarray]]) -> LatticeLaw | Non
     return LatticeLaw(total.low, total.denominator * len(laws), total.pmf)
 
 
-# ---------------------------------------------------------------- Monte Carlo and percentiles
+# ---------------------------------------------------------------- quantiles
 
-def histogram_quantiles(values: np.ndarray, counts: np.ndarray, qs) -> np.ndarray:
-    """np.quantile (linear method) of the sample holding counts[k] copies of values[k] (for each row
-    of a [rows, K] `counts`), without expanding it: the order statistics come from cumulative counts."""
-    counts = np.atleast_2d(counts)
-    qs = np.asarray(qs, dtype=float)
-    cumulative = np.cumsum(counts, axis=-1)
-    n = cumulative[:, -1:]                                   # [rows, 1]
-    position = (n - 1) * qs                                  # [rows, q]
-    below = np.floor(position)
-    weight = position - below
-    below = below.astype(np.int64)
-    above = np.minimum(below + 1, n - 1)
-
-    def order_statistic(j):  # the j-th smallest (0-based): first bin whose cumulative count exceeds j
-        return values[(cumulative[:, None, :] <= j[:, :, None]).sum(-1)]
-
-    a, b = order_statistic(below), order_statistic(above)
-    return np.where(weight >= 0.5, b - (b - a) * (1 - weight), a + (b - a) * weight)
+def law_quantiles(law: LatticeLaw, qs) -> np.ndarray:
+    """The q-quantiles of a lattice law: the smallest value whose cumulative probability reaches q
+    (the limit of the percentile bootstrap's bound as the number of resamples grows)."""
+    cumulative = np.cumsum(law.pmf) / law.pmf.sum()
+    index = np.searchsorted(cumulative, np.asarray(qs, dtype=float) - 1e-12, side="left")
+    return law.values()[np.minimum(index, len(cumulative) - 1)]
 
 
-def draw_histograms(law: LatticeLaw, n_resamples: int,
-                    rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray | None]:
-    """Counts per lattice point of `n_resamples` resampled statistics, and of each of BATCHES equal
-    batches of them (None when there are too few resamples for a batch estimate)."""
-    pmf = law.pmf / law.pmf.sum()
-    per_batch = n_resamples // BATCHES
-    if per_batch < 10:
-        return rng.multinomial(n_resamples, pmf), None
-    batches = rng.multinomial(per_batch, pmf, size=BATCHES)
-    total = batches.sum(axis=0)
-    rest = n_resamples - per_batch * BATCHES
-    if rest:
-        total = total + rng.multinomial(rest, pmf)
-    return total, batches
-
-
-def lattice_interval(law: LatticeLaw, n_resamples: int, rng: np.random.Generator,
-                     alpha: float = 0.05) -> BootstrapInterval:
-    """Percentile interval of `n_resamples` statistics drawn from `law`, with Monte Carlo errors."""
-    qs = [alpha / 2, 1 - alpha / 2]
-    values = law.values()
-    total, batches = draw_histograms(law, n_resamples, rng)
-    low, high = histogram_quantiles(values, total, qs)[0]
-    if batches is None:
-        se = np.array([math.nan, math.nan])
-    else:
-        se = histogram_quantiles(values, batches, qs).std(axis=0, ddof=1) / math.sqrt(BATCHES)
-    return BootstrapInterval(float(low), float(high), float(se[0]), float(se[1]),
-                             bool(np.count_nonzero(total) == 1))
+def law_interval(law: LatticeLaw, alpha: float = 0.05) -> BootstrapInterval:
+    """The percentile interval of the exact bootstrap law (no Monte Carlo error: NaN errors)."""
+    low, high = law_quantiles(law, [alpha / 2, 1 - alpha / 2])
+    return BootstrapInterval(float(low), float(high), math.nan, math.nan,
+                             bool(law.pmf.max() >= (1 - 1e-12) * law.pmf.sum()), exact=True)
 
 
 def percentile_interval(replicates: np.ndarray, alpha: float = 0.05) -> BootstrapInterval:
@@ -240,10 +201,11 @@ def equal_weight_interval(strata: Sequence[Sequence[np.ndarray]], n_resamples: i
                           rng: np.random.Generator, alpha: float = 0.05) -> BootstrapInterval:
     """Percentile interval of the equal-weight mean over strata of each stratum's statistic (the
     mean of its one sample, or the mean of the first minus that of the second), every sample
-    resampled with replacement within its stratum."""
+    resampled with replacement within its stratum: the exact law's quantiles where the law is
+    tabulated, else `n_resamples` drawn statistics."""
     law = equal_weight_law(strata)
     if law is not None:
-        return lattice_interval(law, n_resamples, rng, alpha)
+        return law_interval(law, alpha)
     statistics = []
     for samples in strata:
         means = [resampled_means(s, n_resamples, rng) for s in samples]

@@ -2,10 +2,11 @@
 
 Between policies: evaluation N is the same scene specification for every policy, so two policies'
 rollouts of one (task, condition, evaluation_id, instruction variant) are a matched pair. Per
-condition the estimate weights tasks equally (as the published matched-control gap does), the
-interval is the published paired bootstrap (bootstrap.paired_bootstrap: matched pairs resampled
-within task) and the p-value an exact McNemar test on the pooled pairs. 'overall' pools every
-shared evaluation of the two policies (plain mean; bootstrap over all pairs as one stratum).
+condition, and 'overall' over every shared evaluation, the estimate is the mean paired difference
+of the pooled pairs, the interval Tango's score interval and the p-value McNemar's score test (the
+interval's own statistic at zero: the interval excludes 0 exactly when p < alpha, and it exists
+with no discordant pair). With the protocol's equal per-task counts the pooled mean equals the
+equal-weight mean over tasks.
 
 Multiplicity: every p-value of the report belongs to one family (one contrast across policies and
 tasks; the between-policy per-condition tests; the between-policy overall tests), and each gets a
@@ -19,8 +20,7 @@ from itertools import combinations
 import numpy as np
 import pandas as pd
 
-from spabench.analysis.bootstrap import contrast_rng, paired_bootstrap
-from spabench.analysis.exact import holm, mcnemar_exact_counts
+from spabench.analysis.exact import holm, mcnemar_score_counts, tango_interval
 from spabench.analysis.matching import valid_rollouts
 from spabench.analysis.outcomes import policies_in_order
 from spabench.suite.vocabulary import CONDITION_COUNTS, CONDITIONS, TASKS
@@ -46,39 +46,37 @@ def shared_outcomes(outcomes: pd.DataFrame) -> pd.DataFrame:
     return wide.reindex(columns=[p for p in policies_in_order(valid) if p in wide.columns])
 
 
-def between_policy_table(outcomes: pd.DataFrame, n_resamples: int = 2000, seed: int = 0,
-                         alpha: float = 0.05) -> pd.DataFrame:
+def between_policy_table(outcomes: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
     """Every pair of policies with shared evaluations: per condition and overall (a minus b)."""
+    columns = [c for c in COMPARISON_COLUMNS if c != "p_holm"]
     wide = shared_outcomes(outcomes)
-    rows = []
     if wide.empty:
-        return with_holm(pd.DataFrame(rows, columns=[c for c in COMPARISON_COLUMNS if c != "p_holm"]))
+        return with_holm(pd.DataFrame([], columns=columns))
     values = wide.to_numpy(dtype=float)
     ran = ~np.isnan(values)
-    all_tasks = wide.index.get_level_values("task").to_numpy()
+    shared = ran.T.astype(np.int64) @ ran.astype(np.int64)  # evaluations each pair of policies both ran
     all_conditions = wide.index.get_level_values("condition").to_numpy()
+    rows = []
     for (i, a), (j, b) in combinations(enumerate(wide.columns), 2):
-        both = ran[:, i] & ran[:, j]
-        if not both.any():
+        if not shared[i, j]:
             continue
+        both = ran[:, i] & ran[:, j]
         diff = values[both, i] - values[both, j]
-        tasks, conditions = all_tasks[both], all_conditions[both]
+        conditions = all_conditions[both]
         for condition in [c for c in CONDITIONS if (conditions == c).any()]:
-            mine = conditions == condition
-            by_task = {t: diff[mine & (tasks == t)] for t in TASKS if (mine & (tasks == t)).any()}
-            low, high = paired_bootstrap(by_task, n_resamples, contrast_rng(seed, a, b, condition), alpha)
-            estimate = float(np.mean([d.mean() for d in by_task.values()]))
-            rows.append(_row(a, b, condition, diff[mine], estimate, low, high, "between_policy_by_condition"))
-        low, high = paired_bootstrap({OVERALL: diff}, n_resamples, contrast_rng(seed, a, b, OVERALL), alpha)
-        rows.append(_row(a, b, OVERALL, diff, float(diff.mean()), low, high, "between_policy_overall"))
-    table = pd.DataFrame(rows, columns=[c for c in COMPARISON_COLUMNS if c != "p_holm"])
-    return with_holm(table)
+            rows.append(_counts_row(a, b, condition, diff[conditions == condition], "between_policy_by_condition"))
+        rows.append(_counts_row(a, b, OVERALL, diff, "between_policy_overall"))
+    table = pd.DataFrame(rows, columns=["policy_a", "policy_b", "condition", "n_pairs", "a_only", "b_only",
+                                        "estimate", "family"])
+    if not table.empty:
+        a_only, b_only = table["a_only"].to_numpy(), table["b_only"].to_numpy()
+        table["ci_low"], table["ci_high"] = tango_interval(a_only, b_only, table["n_pairs"].to_numpy(), alpha)
+        table["p_value"] = mcnemar_score_counts(a_only, b_only)
+    return with_holm(table.reindex(columns=columns))
 
 
-def _row(a, b, condition, diff, estimate, low, high, family):
-    a_only, b_only = int((diff > 0).sum()), int((diff < 0).sum())
-    return (a, b, condition, len(diff), a_only, b_only, estimate, low, high,
-            mcnemar_exact_counts(a_only, b_only), family)
+def _counts_row(a, b, condition, diff, family):
+    return (a, b, condition, len(diff), int((diff > 0).sum()), int((diff < 0).sum()), float(diff.mean()), family)
 
 
 def with_holm(table: pd.DataFrame, family: str | None = None) -> pd.DataFrame:

@@ -1,18 +1,20 @@
 """Differences in success rate between conditions: matched (paired) and unpaired contrasts.
 
-Paired contrasts compare two rollouts on the same matched scene: an exact McNemar test and a
-seeded paired bootstrap that resamples matched groups within each task. The unpaired ID-vs-OOD
-contrast uses the Newcombe (Wilson score) difference interval and Fisher's exact test.
+Paired contrasts compare two rollouts on the same matched scene. Per task (n = 10-20 pairs) the
+interval is Tango's score interval for a paired difference and the p-value McNemar's score test
+(no continuity correction): the test is the interval's own score statistic at zero, so the
+interval excludes 0 exactly when p < alpha, and the interval exists for every table (no
+discordant pair, or all pairs discordant one way). The unpaired ID-vs-OOD contrast uses the
+Newcombe (Wilson score) difference interval and Fisher's exact test.
 
-task='all' gives every task equal weight: the estimate is the mean of the per-task differences and
-the bootstrap averages per-task resampled means, as the published analysis did (100,000 resamples,
-seed 20260906, percentile interval, matched pairs resampled within each task).
-
-The bootstrap itself (exact resampling laws, their Monte Carlo draws, Monte Carlo error per bound)
-is analysis.bootstrap. Each interval has its own generator (contrast_rng of the seed, policy,
-contrast and task), so the per-task and task='all' intervals are independent Monte Carlo draws; an
-interval whose bootstrap distribution is a single value (every pair differs alike) is flagged
-`degenerate`, not reported as a zero-width interval.
+task='all' with at least MIN_BOOTSTRAP_PAIRS pairs in every task (the direct control: 20 per task)
+gives every task equal weight: the estimate is the mean of the per-task differences and the
+interval the percentile bootstrap that resamples matched pairs within each task, as the authors'
+released analysis code did (100,000 resamples, seed 20260906, percentile interval). Here the
+bootstrap law is exact (analysis.bootstrap), so the bounds are its quantiles with no Monte Carlo
+error; its p-value is the exact McNemar test on the pooled pairs. With fewer pairs per task (the
+paraphrase subset: 10), or a one-point law, the bootstrap's lattice would pin bounds, so task='all'
+is then the pooled pairs' mean difference with its Tango interval and score test, like a task.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ import pandas as pd
 
 from spabench.analysis.bootstrap import (BootstrapInterval, contrast_rng, equal_weight_interval,
                                          paired_bootstrap_interval)
-from spabench.analysis.exact import mcnemar_exact_counts, newcombe_difference
+from spabench.analysis.exact import (fisher_exact, mcnemar_exact_counts, mcnemar_score_counts, newcombe_difference,
+                                     tango_interval)
 from spabench.analysis.matching import matched_pairs, valid_rollouts
 from spabench.analysis.outcomes import policies_in_order
 from spabench.analysis.rates import ALL_TASKS, order_rows
@@ -44,24 +47,51 @@ CONTRAST_COLUMNS: tuple[str, ...] = (
     "policy", "contrast", "task", "estimate", "ci_low", "ci_high", "n_pairs", "p_value",
     "ci_method", "ci_low_mc_se", "ci_high_mc_se", "degenerate", "n_resamples", "bootstrap_seed",
 )
-DEFAULT_RESAMPLES = 100_000      # the published analysis
-PUBLISHED_SEED = 20260906        # the published analysis's seed
+DEFAULT_RESAMPLES = 100_000      # the authors' released analysis code
+MIN_BOOTSTRAP_PAIRS = 20         # task='all' bootstraps only when every task has this many pairs
+PUBLISHED_SEED = 20260906        # its seed
+
+
+def discordant(first, second) -> tuple[int, int]:
+    """(b, c): pairs where only the first succeeded, and where only the second did."""
+    first = np.asarray(first, dtype=int)
+    second = np.asarray(second, dtype=int)
+    return int(np.sum((first == 1) & (second == 0))), int(np.sum((first == 0) & (second == 1)))
 
 
 def mcnemar_exact(first, second) -> float:
     """Exact (binomial) McNemar p-value for paired 0/1 outcomes (as statsmodels' exact=True)."""
-    first = np.asarray(first, dtype=int)
-    second = np.asarray(second, dtype=int)
-    return mcnemar_exact_counts(int(np.sum((first == 1) & (second == 0))),
-                                int(np.sum((first == 0) & (second == 1))))
+    return mcnemar_exact_counts(*discordant(first, second))
+
+
+def tango_row(policy, contrast, task, first, second, seed: int) -> tuple:
+    """A paired row from its pairs: mean difference and McNemar's score p; its Tango bounds are NaN
+    here and filled by `with_tango_bounds` for all rows at once (one vectorised root finding)."""
+    b, c = discordant(first, second)
+    n = len(first)
+    return (policy, contrast, task, (b - c) / n, math.nan, math.nan, n, mcnemar_score_counts(b, c),
+            "tango_score", math.nan, math.nan, False, 0, int(seed), b, c)
+
+
+def with_tango_bounds(rows: list[tuple], alpha: float) -> pd.DataFrame:
+    """The rows as a table, the Tango interval of every `tango_score` row filled in."""
+    table = pd.DataFrame(rows, columns=list(CONTRAST_COLUMNS) + ["_b", "_c"])
+    tango = (table["ci_method"] == "tango_score").to_numpy()
+    if tango.any():
+        low, high = tango_interval(table.loc[tango, "_b"].to_numpy(), table.loc[tango, "_c"].to_numpy(),
+                                   table.loc[tango, "n_pairs"].to_numpy(), alpha)
+        table.loc[tango, "ci_low"], table.loc[tango, "ci_high"] = low, high
+    return table[list(CONTRAST_COLUMNS)]
 
 
 def _row(policy, contrast, task, estimate, n, p, interval: BootstrapInterval | None, low=None, high=None,
          n_resamples: int = 0, seed: int = 0) -> tuple:
     if interval is None:  # an analytic interval (Newcombe)
-        return (policy, contrast, task, estimate, low, high, n, p, "newcombe", math.nan, math.nan, False, 0, seed)
-    return (policy, contrast, task, estimate, interval.low, interval.high, n, p, "bootstrap_percentile",
-            interval.low_mc_se, interval.high_mc_se, interval.degenerate, int(n_resamples), int(seed))
+        return (policy, contrast, task, estimate, low, high, n, p, "newcombe", math.nan, math.nan, False, 0, seed, 0, 0)
+    method = "bootstrap_exact_percentile" if interval.exact else "bootstrap_percentile"
+    return (policy, contrast, task, estimate, interval.low, interval.high, n, p, method,
+            interval.low_mc_se, interval.high_mc_se, interval.degenerate,
+            0 if interval.exact else int(n_resamples), int(seed), 0, 0)
 
 
 def matched_contrast(outcomes: pd.DataFrame, contrast: str, n_resamples: int = DEFAULT_RESAMPLES,
@@ -69,8 +99,9 @@ def matched_contrast(outcomes: pd.DataFrame, contrast: str, n_resamples: int = D
                      alpha: float = 0.05) -> pd.DataFrame:
     """One paired contrast (a key of PAIRED_CONTRASTS) per policy, per task and for task='all'.
 
-    estimate = mean(minuend - subtrahend) over matched groups; n_pairs counts them. For 'all' the
-    McNemar test pools the pairs of all tasks.
+    estimate = mean(minuend - subtrahend) over matched groups; n_pairs counts them. Per task: Tango
+    interval and McNemar score p; for 'all': the equal-weight bootstrap and the exact McNemar test
+    on the pairs of all tasks pooled.
     """
     first, second = PAIRED_CONTRASTS[contrast]
     pairs = matched_pairs(valid_rollouts(outcomes), first, second)
@@ -82,36 +113,21 @@ def matched_contrast(outcomes: pd.DataFrame, contrast: str, n_resamples: int = D
         if not by_task:
             continue
         for task, at in by_task.items():
-            differences = ones[at] - twos[at]
-            interval = paired_bootstrap_interval({task: differences}, n_resamples,
-                                                 contrast_rng(seed, policy, contrast, task), alpha)
-            rows.append(_row(policy, contrast, task, float(differences.mean()), len(differences),
-                             mcnemar_exact(ones[at], twos[at]), interval, n_resamples=n_resamples, seed=seed))
+            rows.append(tango_row(policy, contrast, task, ones[at], twos[at], seed))
         # task='all': the equal-weight mean of the per-task means, tasks resampled independently
         differences = {task: ones[at] - twos[at] for task, at in by_task.items()}
-        interval = paired_bootstrap_interval(differences, n_resamples, contrast_rng(seed, policy, contrast, ALL_TASKS),
-                                             alpha)
         estimate = float(np.mean([d.mean() for d in differences.values()]))
         mine = np.concatenate(list(by_task.values()))
+        interval = None
+        if min(len(d) for d in differences.values()) >= MIN_BOOTSTRAP_PAIRS:
+            interval = paired_bootstrap_interval(differences, n_resamples,
+                                                 contrast_rng(seed, policy, contrast, ALL_TASKS), alpha)
+        if interval is None or interval.degenerate:  # few pairs per task: the pooled pairs' score interval
+            rows.append(tango_row(policy, contrast, ALL_TASKS, ones[mine], twos[mine], seed))
+            continue
         rows.append(_row(policy, contrast, ALL_TASKS, estimate, len(mine), mcnemar_exact(ones[mine], twos[mine]),
                          interval, n_resamples=n_resamples, seed=seed))
-    return pd.DataFrame(rows, columns=list(CONTRAST_COLUMNS))
-
-
-def fisher_exact(table) -> float:
-    """Two-sided Fisher exact p-value of a 2x2 table [[a, b], [c, d]] (exact integer arithmetic).
-
-    Sums the probabilities of all tables with the observed margins that are no more likely than
-    the observed one.
-    """
-    (a, b), (c, d) = ((int(x) for x in row) for row in table)
-    row1, col1, n = a + b, a + c, a + b + c + d
-    if n == 0:
-        return 1.0
-    lo, hi = max(0, row1 + col1 - n), min(row1, col1)
-    weights = [math.comb(col1, x) * math.comb(n - col1, row1 - x) for x in range(lo, hi + 1)]
-    observed = weights[a - lo]
-    return min(1.0, sum(w for w in weights if w <= observed) / math.comb(n, row1))
+    return with_tango_bounds(rows, alpha)
 
 
 def proportion_difference(successes1: int, trials1: int, successes2: int, trials2: int,
@@ -158,7 +174,7 @@ def unpaired_contrast(outcomes: pd.DataFrame, contrast: str = "id_minus_ood",
         p = fisher_exact([[s1, n1 - s1], [s2, n2 - s2]])
         rows.append(_row(policy, contrast, ALL_TASKS, estimate, min(n1, n2), p, interval,
                          n_resamples=n_resamples, seed=seed))
-    return pd.DataFrame(rows, columns=list(CONTRAST_COLUMNS))
+    return pd.DataFrame([r[:len(CONTRAST_COLUMNS)] for r in rows], columns=list(CONTRAST_COLUMNS))
 
 
 def contrast_table(outcomes: pd.DataFrame, n_resamples: int = DEFAULT_RESAMPLES, seed: int = PUBLISHED_SEED,

@@ -1,7 +1,9 @@
-"""Closed-form interval and test formulas in numpy and the standard library.
+"""Interval and test formulas: Wilson, Newcombe and Holm in closed form (numpy), tail probabilities
+from scipy, and Tango's score interval for a paired difference of proportions.
 
-The report used statsmodels for these; importing it pulls scipy and cost about a second per report.
-The formulas are short and exact, and the tests check each one against statsmodels/scipy.
+Wilson, Newcombe and Holm are short closed forms, checked against statsmodels by the tests. Every
+binomial or hypergeometric tail comes from scipy (stable at any count: a hand-rolled sum of
+binomial coefficients overflowed at 1,024 discordant pairs); scipy is imported on first use.
 """
 
 from __future__ import annotations
@@ -49,24 +51,91 @@ def wilson_half_width(rate, trials, alpha: float = 0.05):
     return z / (1 + z * z / n) * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
 
 
-def binomial_cdf(k: int, n: int, p: float = 0.5) -> float:
-    """P(X <= k) for X ~ Binomial(n, p), summed exactly in floating point."""
-    if k < 0:
-        return 0.0
-    if k >= n:
-        return 1.0
-    if p == 0.5:
-        return math.fsum(math.comb(n, i) for i in range(k + 1)) / 2.0 ** n
-    return math.fsum(math.comb(n, i) * p ** i * (1 - p) ** (n - i) for i in range(k + 1))
-
-
 def mcnemar_exact_counts(first_only: int, second_only: int) -> float:
     """Exact McNemar p-value from the discordant counts b, c: min(1, 2 P(X <= min(b, c))),
-    X ~ Binomial(b + c, 1/2) (statsmodels' `mcnemar(exact=True)`; 1.0 with no discordant pairs)."""
+    X ~ Binomial(b + c, 1/2), as statsmodels' `mcnemar(exact=True)` (1.0 with no discordant pairs)."""
+    from scipy.stats import binom
+
     b, c = int(first_only), int(second_only)
     if b + c == 0:
         return 1.0
-    return min(1.0, 2.0 * binomial_cdf(min(b, c), b + c))
+    return float(min(1.0, 2.0 * binom.cdf(min(b, c), b + c, 0.5)))
+
+
+def mcnemar_score_counts(first_only, second_only):
+    """McNemar's score test without continuity correction, (b - c)^2 / (b + c) against chi-square(1)
+    (statsmodels' `mcnemar(exact=False, correction=False)`; 1.0 with no discordant pairs). It is
+    Tango's score test at a zero difference, so it rejects exactly when `tango_interval` excludes 0.
+    Vectorised; scalars give a float."""
+    from scipy.stats import chi2
+
+    b, c = np.asarray(first_only, dtype=float), np.asarray(second_only, dtype=float)
+    discordant = b + c
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = np.where(discordant > 0, chi2.sf((b - c) ** 2 / discordant, 1), 1.0)
+    return float(p) if p.ndim == 0 else p
+
+
+def tango_score(delta, first_only, second_only, n):
+    """Tango's (1998) score statistic for H0: p1 - p2 = delta from n matched pairs with b pairs where
+    only the first succeeded and c where only the second did (arrays broadcast). The nuisance
+    parameter (the probability of a (0, 1) pair) is its maximum-likelihood value under H0, the
+    positive root of 2n q^2 + (-(b + c) + delta (2n - b + c)) q - c delta (1 - delta) = 0.
+    Decreasing in delta; +-inf where H0 leaves no variance and the data contradict it."""
+    b, c, n = (np.asarray(x, dtype=float) for x in (first_only, second_only, n))
+    delta = np.asarray(delta, dtype=float)
+    a_ = 2.0 * n
+    b_ = -(b + c) + delta * (2.0 * n - b + c)
+    c_ = -c * delta * (1.0 - delta)
+    q = (np.sqrt(np.maximum(b_ * b_ - 4 * a_ * c_, 0.0)) - b_) / (2 * a_)
+    variance = n * (2.0 * q + delta * (1.0 - delta))
+    numerator = b - c - n * delta
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = numerator / np.sqrt(np.maximum(variance, 0.0))
+        z = np.where(variance > 1e-12 * np.maximum(n, 1), z, np.sign(numerator) * np.inf)
+    return np.where(numerator == 0, 0.0, z)
+
+
+def tango_interval(first_only, second_only, n, alpha: float = 0.05):
+    """Tango's score interval for a paired difference p1 - p2: every delta whose score test
+    (`tango_score`) does not reject at level alpha. It exists for every table (also with no
+    discordant pair, or all pairs discordant one way) and excludes 0 exactly when
+    `mcnemar_score_counts` < alpha. Vectorised over arrays of (b, c, n); scalars give floats.
+    Bounds by scipy's elementwise bracketing root finder on the monotone statistic."""
+    from scipy.optimize.elementwise import find_root
+
+    b, c, n = np.broadcast_arrays(*(np.asarray(x, dtype=float) for x in (first_only, second_only, n)))
+    z = z_value(alpha)
+    ok = n > 0
+    safe_n = np.where(ok, n, 1.0)
+    estimate = np.where(ok, (b - c) / safe_n, 0.0)
+    big = 1e12
+
+    def excess(delta, b, c, n, target):  # zero at a bound; clipped so the root finder sees finite values
+        return np.clip(tango_score(delta, b, c, n), -big, big) - target
+
+    bounds = []
+    for end, target in ((-1.0, z), (1.0, -z)):
+        reaches = (excess(np.full(b.shape, end), b, c, safe_n, target) * end) >= 0  # the end itself is accepted
+        ends = (np.full(b.shape, end), estimate) if end < 0 else (estimate, np.full(b.shape, end))
+        found = find_root(excess, ends, args=(b, c, safe_n, np.full(b.shape, target)),
+                          tolerances={"xatol": 1e-13, "xrtol": 1e-13}).x
+        bounds.append(np.where(ok, np.where(reaches, end, found), np.nan))
+    low, high = bounds
+    if low.ndim == 0:
+        return float(low), float(high)
+    return low, high
+
+
+def fisher_exact(table) -> float:
+    """Two-sided Fisher exact p-value of a 2x2 table [[a, b], [c, d]] (scipy's `fisher_exact`:
+    the tables with the observed margins no more likely than the observed one)."""
+    from scipy.stats import fisher_exact as scipy_fisher
+
+    (a, b), (c, d) = ((int(x) for x in row) for row in table)
+    if a + b + c + d == 0:
+        return 1.0
+    return float(min(1.0, scipy_fisher([[a, b], [c, d]], alternative="two-sided")[1]))
 
 
 def newcombe_difference(successes1: int, trials1: int, successes2: int, trials2: int,

@@ -31,10 +31,6 @@ from spabench.outputs import replace_output
 OUTPUT_FILES = ("summary.csv", "contrasts.csv", "failure_modes.csv", "invalid.csv", "comparisons.csv",
                 "ranking.csv", "completeness.csv", "agreement.csv", "report.md", "report.html")
 
-# Between-policy comparisons are beyond the published analysis: 10,000 resamples put the Monte Carlo
-# error of a percentile bound well under the interval's own width (with the lattice bootstrap the
-# cost no longer grows with the number of resamples).
-COMPARISON_RESAMPLES = 10_000
 HEADLINE_CONDITIONS = ("id", "ood", "ood_matched", "direct", "paraphrase_ood", "paraphrase_direct",
                        "cross_task", "novel_object", "no_intervention", "no_movement", "movement_required")
 # (title, context conditions shown only beside the section's own, the section's own conditions)
@@ -100,7 +96,7 @@ def analyse(outcomes: pd.DataFrame, n_resamples: int = DEFAULT_RESAMPLES, seed: 
         seed=seed,
         id_only=id_only,
         names=display_names(policies_in_order(outcomes), names),
-        comparisons=between_policy_table(outcomes, n_resamples=min(n_resamples, COMPARISON_RESAMPLES), seed=seed),
+        comparisons=between_policy_table(outcomes),
         ranking=ranking,
         tie_parameter=tie_parameter,
         completeness=completeness_table(outcomes, protocol_plan(outcomes) if plan is None else plan),
@@ -386,29 +382,32 @@ def method_notes(analysis: Analysis) -> list[str]:
         "pilot is excluded from the strict cross-task aggregate). Cross-task rates are "
         "descriptive: the scenes are not paired.",
         f"- Paired contrasts {paired} pair the two rollouts of one matched group (same policy, task "
-        "and scene). Estimate: mean paired difference; p: exact (binomial) McNemar test on the "
-        "discordant pairs; interval: percentile paired bootstrap resampling matched groups within each "
-        f"task ({analysis.n_resamples:,} resamples, seed {analysis.seed}; the published analysis: "
-        "100,000 resamples, seed 20260906). Each bootstrap bound is followed by its Monte Carlo "
-        "standard error (batch method, 20 batches); a per-task interval whose bootstrap "
-        "distribution is a single value (every pair differs the same way, common at n = 10-20) is "
-        "flagged `degenerate` instead of printed as a zero-width interval.",
-        "- Bootstrap computation: every contrast and between-policy bootstrap resamples 0/1 outcomes or "
-        "paired differences in {-1, 0, 1}, so a resampled mean, an equal-weight mean over tasks and a "
+        "and scene); the estimate is the mean paired difference. Per task (10-20 pairs) the interval is "
+        "Tango's score interval for a paired difference (Tango 1998) and p is McNemar's score test "
+        "without continuity correction, which is that interval's own statistic at zero: the interval "
+        "excludes 0 exactly when p < 0.05, and it exists for every table (no discordant pair, or all "
+        "pairs discordant one way). `task=all` with at least 20 pairs in every task (the direct "
+        "control) weights tasks equally: the interval is the percentile paired bootstrap resampling "
+        "matched groups within each task, as in the authors' released analysis code (100,000 "
+        "resamples, seed 20260906), and p the exact (binomial) McNemar test on the pooled pairs. "
+        "`task=all` with fewer pairs per task (the paraphrase subset, 10) is the pooled pairs' "
+        "difference with its Tango interval and score test, like a task: a bootstrap at that size "
+        "pins bounds to its lattice.",
+        "- Bootstrap computation: the resampled statistics are means of 0/1 outcomes or of paired "
+        "differences in {-1, 0, 1}, so a resampled mean, an equal-weight mean over tasks and a "
         "difference of two means each have an exact law on a lattice (convolutions of the observed "
-        "distributions). The resampled statistics are drawn from that law as their histogram "
-        "(multinomial over the lattice points: the same Monte Carlo experiment as drawing the "
-        "resamples one by one and counting them), and the percentile bounds and their batch errors "
-        "are read from cumulative counts. Each interval is drawn independently (the `all` interval "
-        "from the convolution of the per-task laws); data off such a lattice are resampled one by one.",
+        "distributions). The bounds are that law's 2.5% and 97.5% quantiles: the limit of the "
+        "percentile interval as the number of resamples grows, with no Monte Carlo error and no "
+        "dependence on the seed (`ci_method` `bootstrap_exact_percentile`). Data off such a lattice "
+        "are resampled one by one (`bootstrap_percentile`, with a Monte Carlo error per bound).",
         "- `id_minus_ood` is unpaired (different scenes): per task, Newcombe's hybrid score interval "
         "(method 10, from the two Wilson intervals) and a two-sided Fisher exact p-value.",
         "- Between policies: rollouts of two policies with the same task, condition, evaluation id and "
         "instruction variant are a matched pair (evaluation N is the same scene for every policy). "
-        "Per condition: equal-weight mean over tasks of the mean paired difference, percentile paired "
-        "bootstrap resampling pairs within task, exact McNemar p on the pooled pairs; `overall`: the "
-        "mean over all shared pairs, bootstrap over all pairs "
-        f"({min(analysis.n_resamples, COMPARISON_RESAMPLES):,} resamples).",
+        "Per condition, and `overall` over every shared evaluation: the pooled pairs' mean difference, "
+        "Tango's score interval and McNemar's score test (the interval excludes 0 exactly when "
+        "p < 0.05). With the protocol's equal per-task counts the pooled mean equals the equal-weight "
+        "mean over tasks.",
         "- Ranking: Bradley-Terry with ties (Davidson 1970) fitted by its fixed-point iteration, half a "
         "virtual tie per compared pair; 95% percentile intervals of strength and rank from "
         f"{min(analysis.n_resamples, 1000)} bootstrap resamples of the shared evaluations (all pairs "
