@@ -75,7 +75,7 @@ test: install egl postgresql chromium
 test-fast: install
 	$(PY) -m pytest -q -m "not slow"
 
-# BENCH_ARGS=--quick for short runs; results land in benchmarks/results/*.json.
+# BENCH_ARGS=--quick for short runs; results land in benchmarks/results/*.json (git-ignored).
 BENCH_ARGS ?=
 bench: install egl postgresql chromium
 	@for b in benchmarks/[a-z]*.py; do echo "== $$b"; $(PY) $$b $(BENCH_ARGS) || exit 1; done
