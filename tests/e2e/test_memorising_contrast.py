@@ -17,11 +17,9 @@ from tests.sim.test_scripted import reached
 
 @pytest.fixture(scope="module")
 def suite():
-    from tests.sim.inventory import load_suite_or_none
+    from tests.sim.inventory import load_checkout_suite
 
-    s = load_suite_or_none()
-    assert s is not None
-    return s
+    return load_checkout_suite()
 
 
 def test_memorising_id_beats_ood_and_direct_beats_ood(suite):

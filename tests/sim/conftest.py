@@ -11,17 +11,14 @@ os.environ.setdefault("MUJOCO_GL", "egl")
 
 import pytest  # noqa: E402
 
-from tests.sim.inventory import load_objects_and_geometry, load_suite_or_none  # noqa: E402
+from tests.sim.inventory import load_checkout_suite, load_objects_and_geometry  # noqa: E402
 
 pytest.importorskip("mujoco")
 
 
 @pytest.fixture(scope="session")
 def suite():
-    s = load_suite_or_none()
-    if s is None:
-        pytest.skip("the suite (tasks/) does not load yet")
-    return s
+    return load_checkout_suite()
 
 
 @pytest.fixture(scope="session")
