@@ -101,3 +101,56 @@ def test_finish_is_refused_once_the_attempt_is_no_longer_running(request, tmp_pa
         assert len(led.events(att, "attempt_finished")) == 1
     finally:
         led.close()
+
+
+def _split_and_duplicated(a: Ledger, b: Ledger) -> tuple[str, str]:
+    """Scene set E0001 split by a takeover between its two trials; trial E0002-P2 with two complete
+    attempts (forced with SQL, as a ledger written before the compare-and-set could hold)."""
+    assert a.claim_scene_set("a", 1.0) == "E0001"
+    first = a.begin_attempt("E0001-P2", bench_id="a")
+    a.finish_attempt(first, "complete", "timer")
+    a.record_score(first, "ana", True)
+    _until(lambda: _lease_left(b, "E0001") < 0, "bench a's lease to lapse")
+    assert b.claim_scene_set("b", 60) == "E0001"
+    other = b.begin_attempt("E0001-P1", bench_id="b")
+    b.finish_attempt(other, "complete", "timer")
+    b.record_score(other, "ben", False, "grasp_failure")
+    b.release_claim("b", "E0001")
+    d1 = a.begin_attempt("E0002-P2", bench_id="a")
+    a.finish_attempt(d1, "invalid", "interrupted", invalid_reason="interrupted")
+    d2 = b.begin_attempt("E0002-P2", bench_id="b")
+    b.finish_attempt(d2, "complete", "timer")
+    with a._write() as tx:
+        tx.execute("UPDATE attempts SET status = 'complete', invalid_reason = NULL WHERE attempt_id = ?", (d1,))
+    return d1, d2
+
+
+def test_status_and_report_flag_split_sets_and_trials_with_two_complete_attempts(two_benches, tmp_path):
+    import io
+
+    from spabench.analysis.commands import load_campaign
+    from spabench.errors import DataError
+    from spabench.ledger.commands import run_status
+
+    a, b = two_benches
+    d1, d2 = _split_and_duplicated(a, b)
+    campaign = tmp_path / "camp"
+    buf = io.StringIO()
+    assert run_status(campaign, out=buf) == 0
+    text = buf.getvalue()
+    assert (f"PROBLEM: trial E0002-P2 has 2 complete attempts: {d1} (bench a, unscored), {d2} (bench b, "
+            "unscored)") in text
+    assert f"spabench score campaign={campaign} attempt={d1} invalidate=true reason=" in text
+    assert "WARNING: scene set E0001 is split between benches a, b (E0001-P2 on a, E0001-P1 on b)" in text
+    with pytest.raises(DataError, match=r"1 trial\(s\) with more than one complete attempt.*\n  trial E0002-P2"):
+        load_campaign(campaign)
+    b.invalidate_attempt(d1, "second complete attempt after a takeover", "ben")   # the printed fix
+    said: list[str] = []
+    outcomes = load_campaign(campaign, say=said.append)[0]
+    assert said == ["report: warning: scene set E0001 is split between benches a, b (E0001-P2 on a, E0001-P1 "
+                    "on b): its policies were not all run on one staged scene"]
+    valid = dict(zip(outcomes["attempt_id"], outcomes["valid"]))
+    assert valid == {"E0001-P2-a1": True, "E0001-P1-a1": True, d1: False}     # d2 counts once scored
+    buf = io.StringIO()
+    run_status(campaign, out=buf)
+    assert "PROBLEM" not in buf.getvalue() and "WARNING: scene set E0001" in buf.getvalue()

@@ -19,17 +19,24 @@ def load_campaign_outcomes(campaign_dir: Path, unpaired: str = "exclude"):
     return load_campaign(campaign_dir, unpaired)[0]
 
 
-def load_campaign(campaign_dir: Path, unpaired: str = "exclude"):
+def load_campaign(campaign_dir: Path, unpaired: str = "exclude", say=print):
     """(outcomes, plan, ratings) of a campaign: the validated outcomes view, the planned trials per
     cell, and every rater's score of the attempts scored more than once."""
     from spabench.analysis.agreement import ledger_ratings
     from spabench.analysis.comparisons import ledger_plan
     from spabench.ledger import Ledger  # lazy: the ledger is only needed for campaign input
+    from spabench.ledger.checks import duplicate_lines, split_lines
 
     if not Ledger.exists(campaign_dir):
         raise ConfigError(f"campaign={campaign_dir} has no ledger.sqlite or ledger.pg.json "
                           "(is it a campaign folder written by `spabench plan`?)")
     with Ledger.open(campaign_dir, readonly=True) as ledger:   # the ledger alone: episodes may be elsewhere
+        duplicates = duplicate_lines(ledger, campaign_dir)
+        if duplicates:   # which attempt counts is a rater's decision, never the report's
+            raise DataError(ledger.path, f"{len(duplicates)} trial(s) with more than one complete attempt; the "
+                            "protocol counts one valid rollout per trial:\n  " + "\n  ".join(duplicates))
+        for line in split_lines(ledger):
+            say(f"report: warning: {line}")
         frame = ledger.outcomes()
         outcomes = outcomes_from_frame(frame, source=f"{ledger.path} (outcomes view)", unpaired=unpaired)
         return outcomes, ledger_plan(ledger), ledger_ratings(ledger, frame)

@@ -89,6 +89,7 @@ def ledger_collect(cfg: SpabenchConfig) -> int:
 
 def run_status(campaign_dir: Path, out=None) -> int:
     from spabench.ledger import Ledger
+    from spabench.ledger.checks import duplicate_lines, split_lines
 
     out = out or sys.stdout
     with Ledger.open(campaign_dir, readonly=True) as ledger:
@@ -101,6 +102,10 @@ def run_status(campaign_dir: Path, out=None) -> int:
                 left = claim["lease_left_s"]
                 state = f"lease {left:.0f} s left" if left >= 0 else f"lease lapsed {-left:.0f} s ago"
                 print(f"  scene set {claim['evaluation_id']}: bench {claim['bench_id']} ({state})", file=out)
+        for line in duplicate_lines(ledger, campaign_dir):
+            print(f"  PROBLEM: {line}", file=out)
+        for line in split_lines(ledger):
+            print(f"  WARNING: {line}", file=out)
     return 0
 
 

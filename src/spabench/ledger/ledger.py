@@ -76,6 +76,14 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, default=_json_default, sort_keys=True)
 
 
+def _grouped(rows: list[Row], key: str, items: str, item: Callable[[Row], Any]) -> list[dict[str, Any]]:
+    """Rows grouped by `key` in their order: [{key: value, items: [item(row), ...]}, ...]."""
+    out: dict[Any, dict[str, Any]] = {}
+    for r in rows:
+        out.setdefault(r[key], {key: r[key], items: []})[items].append(item(r))
+    return list(out.values())
+
+
 def _is_bool(value: Any) -> bool:
     if isinstance(value, bool):
         return True
@@ -755,6 +763,31 @@ class Ledger:
             " (SELECT 1 FROM scores s WHERE s.attempt_id = a.attempt_id)) AS unscored")[0]
         out = {k: int(v) for k, v in r.items()}
         out["pending"] = out["trials"] - out["complete"]
+        return out
+
+    def duplicate_complete(self) -> list[dict[str, Any]]:
+        """Trials with more than one complete attempt (possible only in a ledger written before finishing
+        was a compare-and-set): each trial with its complete attempts, bench and current scores."""
+        rows = self._query(
+            "SELECT a.trial_id, a.attempt_id, a.bench_id, a.ended_at FROM attempts a JOIN trials t USING (trial_id) "
+            "WHERE a.status = 'complete' AND a.trial_id IN (SELECT trial_id FROM attempts WHERE status = 'complete' "
+            'GROUP BY trial_id HAVING COUNT(*) > 1) ORDER BY t."order", a.n')
+        return _grouped(rows, "trial_id", "attempts", lambda r: {
+            "attempt_id": r["attempt_id"], "bench_id": r["bench_id"], "ended_at": r["ended_at"],
+            "scores": [("success" if s.success else "failure") for s in self.scores_for(r["attempt_id"])]})
+
+    def split_sets(self) -> list[dict[str, Any]]:
+        """Scene sets whose complete attempts were run on more than one bench (a takeover between two of
+        its trials): the set's policies were not compared on one staged scene. Each with its trials'
+        benches."""
+        rows = self._query(
+            "SELECT t.evaluation_id, a.trial_id, a.bench_id FROM attempts a JOIN trials t USING (trial_id) "
+            "WHERE a.status = 'complete' AND t.evaluation_id IN (SELECT t2.evaluation_id FROM attempts a2 "
+            "JOIN trials t2 USING (trial_id) WHERE a2.status = 'complete' GROUP BY t2.evaluation_id "
+            'HAVING COUNT(DISTINCT COALESCE(a2.bench_id, \'\')) > 1) ORDER BY t."order", a.n')
+        out = _grouped(rows, "evaluation_id", "trials", lambda r: (r["trial_id"], r["bench_id"]))
+        for entry in out:
+            entry["benches"] = sorted({b or "?" for _, b in entry["trials"]})
         return out
 
     def outcomes(self):
