@@ -5,8 +5,9 @@ envelope, fault translation); a subclass only builds the LeRobot `Robot` (`_make
 add checks after connecting. `make_bench(cfg)` picks the subclass: so101 (LeRobot SO101Follower
 over a Feetech bus) or any bench type registered with BenchConfig (the MuJoCo twin registers "sim").
 
-Everything that reaches the robot goes through `SafetyEnvelope`; every change it makes comes back
-as a `Clamp` for the event log. Hardware failures surface as `BenchFault` (the attempt is invalid,
+Everything that reaches the robot goes through `SafetyEnvelope` (joint box, step bound, and the
+Cartesian workspace envelope of hardware/bench.yaml over the arm's FK); every change it makes comes
+back as a `Clamp` for the event log. Hardware failures surface as `BenchFault` (the attempt is invalid,
 never a policy failure); refusals of the envelope as `SafetyError`.
 """
 
@@ -25,14 +26,17 @@ import numpy as np
 
 from spabench.bench.config import BenchConfig
 from spabench.bench.errors import BenchFault, MotionStopped, NonFiniteTarget
+from spabench.bench.kinematics import arm_model
 from spabench.bench.safety import (
     REASON_JOINT_LIMIT,
     REASON_MAX_RELATIVE_TARGET,
     REASON_ROBOT_CLIP,
     Clamp,
     SafetyEnvelope,
+    WorkspaceEnvelope,
 )
-from spabench.errors import SafetyError
+from spabench.errors import ConfigError, SafetyError
+from spabench.suite.model import ArmEnvelope
 from spabench.suite.vocabulary import JOINTS
 
 logger = logging.getLogger(__name__)
@@ -76,13 +80,16 @@ class Bench:
     # no sleeping (SimBench sets this False).
     paced = True
 
-    def __init__(self, cfg: BenchConfig):
+    def __init__(self, cfg: BenchConfig, *, workspace: ArmEnvelope | None = None):
+        """`workspace`: the Cartesian envelope (the session passes its suite's hardware/bench.yaml
+        `arm_envelope`); None reads it from hardware/bench.yaml of the spabench root."""
         if not isinstance(cfg, BenchConfig):
             cfg = BenchConfig.from_mapping(cfg)
         self.cfg = cfg
         self.joints: tuple[str, ...] = JOINTS
-        self.envelope = SafetyEnvelope(cfg.joint_limits, cfg.max_relative_target, self.joints)
         self.home_pose = np.array([cfg.home_pose[j] for j in self.joints], dtype=np.float64)
+        self.envelope = SafetyEnvelope(cfg.joint_limits, cfg.max_relative_target, self.joints,
+                                       workspace=self._workspace_envelope(workspace))
         self._robot = None
         self._connected = False
         self._keep_torque = False   # set by disconnect(keep_torque=...) for the close path
@@ -124,6 +131,32 @@ class Bench:
     def camera_fps(self) -> dict[str, float]:
         """Nominal frame rate per camera (the recorder's yardstick for skipped frames)."""
         return {name: float(getattr(spec, "fps", None) or self.fps) for name, spec in self.cfg.cameras.items()}
+
+    def _workspace_envelope(self, spec: ArmEnvelope | None) -> WorkspaceEnvelope:
+        """The Cartesian envelope over the arm model, refused before anything connects when the
+        joint units are not degrees (the FK needs them) or the home pose's gripper lies outside."""
+        if not self.cfg.use_degrees:
+            raise ConfigError("bench config, field 'use_degrees': false; the Cartesian workspace envelope "
+                              "places the gripper from joint degrees (allowed: true)")
+        if spec is None:
+            spec = self._default_arm_envelope()
+        envelope = WorkspaceEnvelope(spec, arm_model(self._arm_model_file()))
+        depth, rule = envelope.violation(self.home_pose)
+        if depth > 0:
+            raise ConfigError(f"bench config, field 'home_pose': {self.cfg.home_pose} puts the gripper "
+                              f"{depth * 100:.1f} cm past the workspace envelope's {rule!r} rule "
+                              "(hardware/bench.yaml arm_envelope); move the home pose or the envelope")
+        return envelope
+
+    def _default_arm_envelope(self) -> ArmEnvelope:
+        from spabench.paths import resolve
+        from spabench.suite.loader import load_geometry
+
+        return load_geometry(resolve("hardware") / "bench.yaml").arm_envelope
+
+    def _arm_model_file(self) -> str | None:
+        """The MJCF the FK reads (None: hardware/sim/so101.xml)."""
+        return None
 
     # ------------------------------------------------------------------ hooks for subclasses
     def _make_robot(self):
@@ -345,7 +378,7 @@ class Bench:
                                   "the arm holds its measured position", joints=bad)
         current = self._observed_state if self._observed_state is not None else self.measure()
         self._observed_state = None
-        safe, clamps = self.envelope.check_target(requested, current)
+        safe, clamps = self.envelope.check_target(requested, current, self.last_sent)
         sent = self._send(safe)
         clamps += self._robot_clips(safe, sent)
         for clamp in clamps:

@@ -1,7 +1,10 @@
 """The safety envelope every joint command passes through before it reaches the robot.
 
-Two clamps, both logged: the joint-limit box from the bench config, then a per-tick step bound
-(max_relative_target) around the measured position. A non-finite command is refused outright.
+Three clamps, all logged: the joint-limit box from the bench config, then a per-tick step bound
+(max_relative_target) around the measured position, then the Cartesian workspace envelope of
+hardware/bench.yaml (`arm_envelope:`): the gripper's points, placed by the arm's forward kinematics,
+stay above the table top plus a margin, inside a box and out of keep-out boxes. A non-finite
+command is refused outright.
 """
 
 from __future__ import annotations
@@ -12,13 +15,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from spabench.bench.kinematics import ArmModel
 from spabench.errors import ConfigError, SafetyError
+from spabench.suite.model import ArmEnvelope
 from spabench.suite.vocabulary import JOINTS
 
 REASON_JOINT_LIMIT = "joint_limit"
 REASON_MAX_RELATIVE_TARGET = "max_relative_target"
 REASON_ROBOT_CLIP = "robot_clip"  # the robot driver (LeRobot) changed the command further
-CLAMP_REASONS: tuple[str, ...] = (REASON_JOINT_LIMIT, REASON_MAX_RELATIVE_TARGET, REASON_ROBOT_CLIP)
+REASON_WORKSPACE = "workspace"    # the gripper would have left the Cartesian envelope
+CLAMP_REASONS: tuple[str, ...] = (REASON_JOINT_LIMIT, REASON_MAX_RELATIVE_TARGET, REASON_ROBOT_CLIP,
+                                  REASON_WORKSPACE)
+# Halvings of the step when cutting a target back to the envelope: 2**-12 of a step of at most
+# max_relative_target (10 deg) is under 0.003 deg, and each costs one forward kinematics (~60 us).
+WORKSPACE_BISECTIONS = 12
 
 
 @dataclass(frozen=True)
@@ -31,12 +41,87 @@ class Clamp:
     reason: str
 
 
+@dataclass(frozen=True)
+class WorkspaceClamp(Clamp):
+    """One arm target cut back to the Cartesian envelope: one clamp per target, not per joint.
+
+    joint/requested/sent: the joint the cut changed most; rule: the broken rule ("table",
+    "box", "keep_out:<name>"); depth_cm: how far the requested target's gripper went past it;
+    kept: the fraction of the step from the last executed target that was sent (0: the arm held);
+    requested_target/sent_target: all six joints before and after the cut."""
+
+    rule: str = ""
+    depth_cm: float = 0.0
+    kept: float = 0.0
+    requested_target: tuple[float, ...] = ()
+    sent_target: tuple[float, ...] = ()
+
+
+class WorkspaceEnvelope:
+    """The Cartesian envelope of the gripper (hardware/bench.yaml `arm_envelope:`) over the arm's FK.
+
+    Targets are in bench units (degrees, gripper 0..100, vocabulary.JOINTS order)."""
+
+    def __init__(self, spec: ArmEnvelope, arm: ArmModel):
+        self.spec = spec
+        self.arm = arm
+        self.floor_m = (spec.table_z_cm + spec.table_margin_cm) / 100.0
+        lo, hi = spec.box.bounds_m()
+        self.box_lo, self.box_hi = np.array(lo), np.array(hi)
+        self.keep_out = [(f"keep_out:{name}", *map(np.array, box.bounds_m())) for name, box in spec.keep_out.items()]
+
+    def violation(self, target) -> tuple[float, str]:
+        """(metres past the envelope, rule) of the worst-placed gripper point; (0.0, "") inside."""
+        pts = self.arm.gripper_points_units(target)
+        worst, rule = self.floor_m - float(pts[:, 2].min()), "table"
+        out = float(np.max(np.maximum(self.box_lo - pts, pts - self.box_hi)))
+        if out > worst:
+            worst, rule = out, "box"
+        for name, lo, hi in self.keep_out:
+            depth = float(np.max(np.min(np.minimum(pts - lo, hi - pts), axis=1)))
+            if depth > worst:
+                worst, rule = depth, name
+        return (worst, rule) if worst > 0 else (0.0, "")
+
+    def limit(self, target: np.ndarray, start: np.ndarray,
+              joints: Sequence[str] = JOINTS) -> tuple[np.ndarray, WorkspaceClamp | None]:
+        """`target` if its gripper is inside; else the last safe point on the joint-space segment from
+        `start` (the last executed target) towards it, found by bisection. If `start` itself is outside
+        (the arm was put there by hand, or by physics), a target no deeper out is let through so the
+        arm can leave, and a deeper one holds at `start`."""
+        depth, rule = self.violation(target)
+        if depth == 0.0:
+            return target, None
+        start_depth, _ = self.violation(start)
+        if start_depth > 0.0:
+            if depth <= start_depth:
+                return target, None
+            kept = 0.0
+        else:
+            lo, hi = 0.0, 1.0
+            for _ in range(WORKSPACE_BISECTIONS):
+                mid = 0.5 * (lo + hi)
+                if self.violation(start + mid * (target - start))[0] == 0.0:
+                    lo = mid
+                else:
+                    hi = mid
+            kept = lo
+        sent = start + kept * (target - start)
+        i = int(np.argmax(np.abs(target - sent)))
+        return sent, WorkspaceClamp(joints[i], float(target[i]), float(sent[i]), REASON_WORKSPACE, rule=rule,
+                                    depth_cm=round(depth * 100.0, 3), kept=float(kept),
+                                    requested_target=tuple(float(v) for v in target),
+                                    sent_target=tuple(float(v) for v in sent))
+
+
 class SafetyEnvelope:
-    """Joint-limit box plus per-tick step bound, in the bench's joint order (vocabulary.JOINTS)."""
+    """Joint-limit box, per-tick step bound and (when given) the Cartesian workspace envelope, in the
+    bench's joint order (vocabulary.JOINTS)."""
 
     def __init__(self, limits: Mapping[str, Sequence[float]], max_relative_target: float,
-                 joints: Sequence[str] = JOINTS):
+                 joints: Sequence[str] = JOINTS, workspace: WorkspaceEnvelope | None = None):
         self.joints = tuple(joints)
+        self.workspace = workspace
         missing = [j for j in self.joints if j not in limits]
         if missing:
             raise ConfigError(f"safety envelope: joint_limits missing {missing} "
@@ -67,8 +152,11 @@ class SafetyEnvelope:
         arr = self._vector("target", target)
         return [j for j, v in zip(self.joints, arr) if not math.isfinite(v)]
 
-    def check_target(self, target, current) -> tuple[np.ndarray, list[Clamp]]:
-        """Return (safe_target, clamps). Raises SafetyError for a non-finite target or measurement."""
+    def check_target(self, target, current, last=None) -> tuple[np.ndarray, list[Clamp]]:
+        """Return (safe_target, clamps). Raises SafetyError for a non-finite target or measurement.
+
+        `last`: the last executed target, where a workspace cut starts (None: the measured position);
+        held within the step bound around `current`, so the cut stays inside it."""
         req = self._vector("target", target)
         cur = self._vector("measured position", current)
         bad = [j for j, v in zip(self.joints, req) if not math.isfinite(v)]
@@ -86,6 +174,13 @@ class SafetyEnvelope:
                 clamps.append(Clamp(joint, float(req[i]), float(boxed[i]), REASON_JOINT_LIMIT))
             if safe[i] != boxed[i]:
                 clamps.append(Clamp(joint, float(boxed[i]), float(safe[i]), REASON_MAX_RELATIVE_TARGET))
+        if self.workspace is not None:
+            start = cur if last is None else self._vector("last target", last)
+            if not np.all(np.isfinite(start)):
+                start = cur
+            safe, cut = self.workspace.limit(safe, np.clip(start, cur - step, cur + step), self.joints)
+            if cut is not None:
+                clamps.append(cut)
         return safe, clamps
 
 

@@ -20,6 +20,7 @@ import numpy as np
 from spabench.bench.bench import DRIVER_ERRORS, Bench
 from spabench.bench.config import BenchConfig, CameraSpec
 from spabench.errors import ConfigError, DataError, SafetyError
+from spabench.suite.model import ArmEnvelope
 from spabench.suite.vocabulary import JOINTS
 
 logger = logging.getLogger(__name__)
@@ -112,8 +113,8 @@ class SO101Bench(Bench):
 
     kind = "so101"
 
-    def __init__(self, cfg: BenchConfig):
-        super().__init__(cfg)
+    def __init__(self, cfg: BenchConfig, *, workspace: ArmEnvelope | None = None):
+        super().__init__(cfg, workspace=workspace)
         self.calibration_dir = resolve_path(cfg.calibration_dir)
         self.calibration_path = self.calibration_dir / f"{cfg.robot_id}.json"
         self.calibration: dict[str, dict[str, int]] | None = None

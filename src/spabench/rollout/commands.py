@@ -265,13 +265,14 @@ class Session:
                 raise
             self.clients[name] = client
             self.brokers[name] = ActionBroker(client, card)
-        self.bench = make_bench(self.bench_cfg)
+        self.suite = _load_suite(self.cfg)
+        # the arm's Cartesian envelope is the suite's hardware/bench.yaml: checked before connecting
+        self.bench = make_bench(self.bench_cfg, workspace=self.suite.geometry.arm_envelope)
         self.bench.connect()
         self.recorder = Recorder(self.campaign_dir, self.op_cfg.recorder_config())
         from spabench.operator.auto import make_operator
 
         self.operator = make_operator(self.op_cfg, bench=self.bench, stdin=self.stdin, stdout=self.out)
-        self.suite = _load_suite(self.cfg)
         self.bench.adopt_suite(self.suite)   # the twin scores by the configured success rules
         self.controls.stage = "session start"
         if self.multi_bench:

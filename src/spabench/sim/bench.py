@@ -58,12 +58,23 @@ class SimBench(Bench):
     kind = "sim"
     paced = False
 
-    def __init__(self, cfg: SimBenchConfig, *, objects=None, geometry=None, suite=None):
+    def __init__(self, cfg: SimBenchConfig, *, objects=None, geometry=None, suite=None, workspace=None):
         if not isinstance(cfg, SimBenchConfig):
             raise ConfigError(f"bench config, field 'type': {cfg.type!r} (the sim bench needs 'sim')")
-        super().__init__(cfg)
+        if workspace is None and geometry is not None:
+            workspace = geometry.arm_envelope     # the envelope of the bench the twin builds
+        super().__init__(cfg, workspace=workspace)
         self._world_data = {"objects": objects, "geometry": geometry, "suite": suite}
         self.with_privileged = cfg.sim.privileged
+
+    def _default_arm_envelope(self):
+        from spabench.paths import resolve
+        from spabench.suite.loader import load_geometry
+
+        return load_geometry(resolve(self.cfg.sim.hardware_root) / "bench.yaml").arm_envelope
+
+    def _arm_model_file(self) -> str | None:
+        return self.cfg.sim.robot_xml and str(self.cfg.sim.robot_xml)
 
     def robot_config(self):
         from spabench.sim.config_sim_robot import SimCameraConfig, SimRobotConfig

@@ -1,9 +1,9 @@
-"""SO-101 kinematics over the twin's own MJCF: forward kinematics of the grasp point and damped
-least-squares inverse kinematics. Used by the scripted stand-in policy (in the server process,
-which has no scene: it loads the arm alone).
+"""SO-101 inverse kinematics over the twin's own MJCF (damped least squares on MuJoCo's Jacobians)
+for the scripted stand-in policy (in the server process, which has no scene: it loads the arm alone).
+Forward kinematics is the bench's (spabench.bench.kinematics, the same MJCF read without MuJoCo).
 
 Joint values here are MuJoCo radians in JOINTS order (the gripper is carried along untouched);
-`spabench.sim.units` converts to the degrees / 0..100 the bench speaks.
+`spabench.bench.kinematics` converts to the degrees / 0..100 the bench speaks.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
+from spabench.bench.kinematics import arm_model, default_arm_model
 from spabench.suite.vocabulary import JOINTS
 
 ARM = JOINTS[:5]
@@ -56,9 +57,9 @@ class ArmKinematics:
 
     def __init__(self, robot_xml: str | Path | None = None, site: str = "tcp"):
         if robot_xml is None:
-            from spabench.sim.scene_builder import default_robot_xml
-
-            robot_xml = default_robot_xml()
+            robot_xml = default_arm_model()
+        self.arm = arm_model(str(robot_xml))
+        self.site = site
         self.model = mujoco.MjModel.from_xml_path(str(robot_xml))
         self.data = mujoco.MjData(self.model)
         self.site_id = mujoco.mj_name2id(self.model, mujoco.mjtObj.mjOBJ_SITE, site)
@@ -79,14 +80,10 @@ class ArmKinematics:
     # ------------------------------------------------------------------ forward
     def fk(self, q) -> tuple[np.ndarray, np.ndarray]:
         """(position (3,), rotation (3,3)) of the grasp point for joint radians q (6,)."""
-        self.data.qpos[self.qadr] = np.asarray(q, float)
-        mujoco.mj_kinematics(self.model, self.data)
-        return (self.data.site_xpos[self.site_id].copy(),
-                self.data.site_xmat[self.site_id].reshape(3, 3).copy())
+        return self.arm.site_pose(q, self.site)
 
     def body_pos(self, q, body: str) -> np.ndarray:
-        self.fk(q)
-        return self.data.body(body).xpos.copy()
+        return self.arm.body_pos(q, body)
 
     # ------------------------------------------------------------------ inverse
     def ik(self, pos, rot=None, q0=None, *, rot_weight: float = 0.15, iters: int = 150,
@@ -222,21 +219,15 @@ def _angle_deg(a, b) -> float:
 def jaw_aperture_table(kin: ArmKinematics, n: int = 111) -> tuple[np.ndarray, np.ndarray]:
     """(gripper values 0..100, aperture metres): the gap between the fixed finger's inner face and
     the nearest corner of the moving finger, measured along the jaw axis, for each gripper value."""
-    m, d = kin.model, kin.data
-    gid = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, "moving_finger")
-    face = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_SITE, "fixed_finger_face")
     values = np.linspace(0.0, 100.0, n)
     apertures = np.zeros(n)
     lo, hi = kin.gripper_range
-    signs = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)], float)
     for i, v in enumerate(values):
         q = np.zeros(6)
         q[5] = lo + v / 100.0 * (hi - lo)
-        kin.fk(q)
-        jaw = d.site_xmat[face].reshape(3, 3)[:, 2]
-        centre, rot, half = d.geom_xpos[gid], d.geom_xmat[gid].reshape(3, 3), m.geom_size[gid]
-        corners = centre + (signs * half) @ rot.T
-        apertures[i] = float(np.min((corners - d.site_xpos[face]) @ jaw))
+        face, rot = kin.arm.site_pose(q, "fixed_finger_face")
+        corners = kin.arm.box_corners(q, ["moving_finger"])
+        apertures[i] = float(np.min((corners - face) @ rot[:, 2]))
     return values, apertures
 
 

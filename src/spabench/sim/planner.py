@@ -18,12 +18,13 @@ from dataclasses import dataclass, field
 import mujoco
 import numpy as np
 
-from spabench.sim import units
+from spabench.bench.kinematics import to_radians, to_units
 from spabench.sim.kinematics import ArmKinematics, gripper_value_for, jaw_aperture_table
 
 CARRY_Z_M = 0.13           # grasp point height while carrying
 PREGRASP_DZ_M = 0.07       # approach this far above the grasp point
 MIN_GRASP_Z_M = 0.0155     # grasp point never lower: the fixed finger's tip stays at the table top
+FLOOR_CLEARANCE_M = 0.001  # low poses keep the gripper this far above the bench's workspace floor
 GRASP_CLEARANCE_M = 0.004  # fixed finger face this far from the object's side
 APERTURE_MARGIN_M = 0.006  # jaw opens this much wider than object + clearance
 ARM_TOL_DEG = 4.0
@@ -93,8 +94,11 @@ class Planner:
 
     def __init__(self, kin: ArmKinematics | None = None, horizon: int = 30, max_step_deg: float = MAX_STEP_DEG,
                  grasp_noise_cm: float = 0.0, rng: np.random.Generator | None = None,
-                 max_attempts: int = 2):
+                 max_attempts: int = 2, floor_cm: float | None = None):
         self.kin = kin or ArmKinematics()
+        # the bench's workspace floor (table top + margin): low poses are raised until every gripper
+        # point clears it, so the bench's envelope never has to cut the stand-in's targets
+        self.floor_m = None if floor_cm is None else float(floor_cm) / 100.0
         self.horizon = int(horizon)
         self.max_step = float(max_step_deg)
         self.grasp_noise_m = float(grasp_noise_cm) / 100.0
@@ -304,17 +308,8 @@ class Planner:
         """Smallest 3-D gap between the jaws (fingers and moving jaw, opened as in `pose_units`)
         and the bowl (its wall from inside or outside) or a neighbouring object, at that pose."""
         kin = self.kin
-        kin.fk(units.to_radians(pose_units, kin.gripper_range))
-        m, d = kin.model, kin.data
-        signs = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for sz in (-1, 1)], float)
-        corners = []
-        for name in ("fixed_finger", "moving_finger", "moving_jaw_arm"):
-            gid = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_GEOM, name)
-            if gid < 0:
-                continue
-            rot, half = d.geom_xmat[gid].reshape(3, 3), m.geom_size[gid]
-            corners.append(d.geom_xpos[gid] + (signs * half) @ rot.T)
-        pts = np.vstack(corners)
+        names = [n for n in ("fixed_finger", "moving_finger", "moving_jaw_arm") if n in kin.arm.boxes]
+        pts = kin.arm.box_corners(to_radians(pose_units, kin.gripper_range), names)
         bowl = self._bowl
         centre = np.asarray(bowl["pos_cm"][:2], float) / 100.0
         rim = float(bowl.get("height_cm", 5.0)) / 100.0
@@ -373,14 +368,14 @@ class Planner:
         return inner - max(np.linalg.norm(f - centre) for f in self._finger_points(point, jaw, width))
 
     def _solve(self, pos, jaw_axis, seed_units, symmetric=True):
-        seed = units.to_radians(seed_units, self.kin.gripper_range)
+        seed = to_radians(seed_units, self.kin.gripper_range)
         res = self.kin.solve_grasp(pos, jaw_axis, seed, jaw_symmetric=symmetric)
         if res is None:
             raise _NoSolution(f"({pos[0]*100:.1f}, {pos[1]*100:.1f}, {pos[2]*100:.1f}) cm")
         return res
 
     def _pose_units(self, res, gripper: float) -> np.ndarray:
-        out = units.to_units(res.q, self.kin.gripper_range)
+        out = to_units(res.q, self.kin.gripper_range)
         out[5] = gripper
         return out
 
@@ -390,7 +385,7 @@ class Planner:
         _, rot = self.kin.fk(res.q)
         jaw = rot[:, 2]
         target = centre - jaw * (half_width + GRASP_CLEARANCE_M)
-        return self._solve(target, jaw, units.to_units(res.q, self.kin.gripper_range), symmetric=False)
+        return self._solve(target, jaw, to_units(res.q, self.kin.gripper_range), symmetric=False)
 
     # -------------------------------------------------------------- phase builders
     def _approach(self, state, objects, open_first: bool = False) -> None:
@@ -454,6 +449,12 @@ class Planner:
             z = z_from + (z_to - z_from) * i / n
             try:
                 res = self._solve(np.array([xy[0], xy[1], z]), jaw, seed, symmetric=False)
+                for _ in range(2):
+                    under = self._under_floor(res, gripper)
+                    if under <= 0.0:
+                        break
+                    res = self._solve(np.array([xy[0], xy[1], z + under + FLOOR_CLEARANCE_M]), jaw, seed,
+                                      symmetric=False)
             except _NoSolution:
                 if partial and i > 1:
                     break
@@ -461,6 +462,17 @@ class Planner:
             seed = self._pose_units(res, gripper)
             points.append(seed)
         return points
+
+    def _under_floor(self, res, gripper: float) -> float:
+        """How far (m) the lowest gripper point of IK result `res` lies under the floor, the jaws
+        anywhere from closed to the wider of `gripper` and the grasp's opening (a low pose is held
+        while they close or open, and the moving jaw's corners dip lowest part-way)."""
+        if self.floor_m is None:
+            return 0.0
+        widest = max(float(gripper), float(self._grasp.get("opening", gripper)))
+        lowest = min(float(self.kin.arm.gripper_points_units(self._pose_units(res, value))[:, 2].min())
+                     for value in np.linspace(0.0, widest, 9))
+        return self.floor_m - lowest
 
     def _face_xy(self) -> np.ndarray:
         g = self._grasp
@@ -587,7 +599,7 @@ class Planner:
         symmetric = False
         if jaw is None:
             # keep the jaw's heading relative to the arm: rotate it with the change of pan angle
-            tcp_now, rot_now = self.kin.fk(units.to_radians(start, self.kin.gripper_range))
+            tcp_now, rot_now = self.kin.fk(to_radians(start, self.kin.gripper_range))
             jaw = rot_now[:, 2].copy()
             dpan = math.atan2(xy[1], xy[0]) - math.atan2(tcp_now[1], tcp_now[0])
             c, s = math.cos(dpan), math.sin(dpan)

@@ -19,6 +19,7 @@ from pathlib import Path
 import mujoco
 import numpy as np
 
+from spabench.bench.kinematics import default_arm_model
 from spabench.errors import DataError
 from spabench.suite.model import BenchGeometry, ObjectSpec, SceneSpec
 from spabench.suite.vocabulary import CAMERAS, JOINTS
@@ -36,19 +37,6 @@ _GEOM_TYPES = {
     "sphere": mujoco.mjtGeom.mjGEOM_SPHERE,
     "ellipsoid": mujoco.mjtGeom.mjGEOM_ELLIPSOID,
 }
-
-
-def default_robot_xml() -> Path:
-    """hardware/sim/so101.xml of the spabench root (or of the source tree)."""
-    try:
-        from spabench.paths import repo_root
-
-        candidate = repo_root() / "hardware" / "sim" / "so101.xml"
-        if candidate.is_file():
-            return candidate
-    except Exception:  # noqa: BLE001 - fall back to the source tree below
-        pass
-    return Path(__file__).resolve().parents[3] / "hardware" / "sim" / "so101.xml"
 
 
 @dataclass
@@ -146,7 +134,7 @@ def build_spec(scene: SceneSpec | None, objects: Mapping[str, ObjectSpec], geome
                options: SceneOptions | None = None) -> tuple[mujoco.MjSpec, BuiltScene]:
     """The MjSpec of a scene (not yet compiled) and the builder's bookkeeping."""
     options = options or SceneOptions()
-    robot_xml = Path(options.robot_xml) if options.robot_xml else default_robot_xml()
+    robot_xml = Path(options.robot_xml) if options.robot_xml else default_arm_model()
     if not robot_xml.is_file():
         raise DataError(robot_xml, "the SO-101 twin model is missing", field="robot_xml",
                         allowed="a MuJoCo MJCF file (default hardware/sim/so101.xml)")

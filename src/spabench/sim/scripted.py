@@ -99,7 +99,9 @@ class ScriptedPolicy:
         rng = self._rng(key)
         grounder = Grounder(self.suite, self.mode, rng)
         self.decision = grounder.decide(prompt, privileged)
-        self.planner = Planner(self.kin, horizon=self.horizon, grasp_noise_cm=self.grasp_noise_cm, rng=rng)
+        envelope = self.suite.geometry.arm_envelope   # the bench's Cartesian floor: stay above it
+        self.planner = Planner(self.kin, horizon=self.horizon, grasp_noise_cm=self.grasp_noise_cm, rng=rng,
+                               floor_cm=envelope.table_z_cm + envelope.table_margin_cm)
         self.planner.reset(home_units=state)
         self.planner.set_jobs(self._jobs(self.decision))
         self.episode_key = key

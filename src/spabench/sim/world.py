@@ -12,10 +12,10 @@ from collections.abc import Mapping
 import mujoco
 import numpy as np
 
+from spabench.bench.kinematics import to_radians, to_units
 from spabench.errors import SpabenchError
 from spabench.suite.model import BenchGeometry, ObjectSpec, SceneSpec
 from spabench.suite.vocabulary import JOINTS
-from spabench.sim import units
 from spabench.sim.scene_builder import BODY_PREFIX, BuiltScene, SceneOptions, compile_scene
 
 
@@ -86,12 +86,12 @@ class SimWorld:
     def joint_units(self) -> np.ndarray:
         """Measured joints in bench units (degrees, gripper 0..100), JOINTS order."""
         self._need()
-        return units.to_units(self.data.qpos[self._qadr], self.gripper_range)
+        return to_units(self.data.qpos[self._qadr], self.gripper_range)
 
     def set_joint_units(self, values) -> None:
         """Teleport the arm (scene resets only; control goes through set_targets)."""
         self._need()
-        q = units.to_radians(values, self.gripper_range)
+        q = to_radians(values, self.gripper_range)
         self.data.qpos[self._qadr] = q
         self.data.qvel[self._dadr] = 0.0
         self.data.ctrl[self._act] = np.clip(q, self._ctrl_lo, self._ctrl_hi)
@@ -99,14 +99,14 @@ class SimWorld:
 
     def target_units(self) -> np.ndarray:
         self._need()
-        return units.to_units(self.data.ctrl[self._act], self.gripper_range)
+        return to_units(self.data.ctrl[self._act], self.gripper_range)
 
     def set_targets(self, values) -> np.ndarray:
         """Position targets in bench units (clamped to the actuator ranges); returns what was set."""
         self._need()
-        q = np.clip(units.to_radians(values, self.gripper_range), self._ctrl_lo, self._ctrl_hi)
+        q = np.clip(to_radians(values, self.gripper_range), self._ctrl_lo, self._ctrl_hi)
         self.data.ctrl[self._act] = q
-        return units.to_units(q, self.gripper_range)
+        return to_units(q, self.gripper_range)
 
     def hold(self) -> None:
         """Targets = measured positions (the arm holds still)."""

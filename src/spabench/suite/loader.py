@@ -10,7 +10,7 @@ from pathlib import Path
 
 from spabench.errors import DataError, SpabenchError
 from spabench.suite import checks
-from spabench.suite.model import BenchGeometry, Cell, ObjectSpec, SceneSpec
+from spabench.suite.model import ArmEnvelope, BenchGeometry, Box, Cell, ObjectSpec, SceneSpec
 from spabench.suite.scene_io import parse_cell, scene_from_mapping
 from spabench.suite.spec import (
     AXES,
@@ -33,6 +33,10 @@ MANIFEST_KEYS_REQUIRED = ("name", "version", "generator_seed", "tasks", "counts"
 MANIFEST_KEYS_OPTIONAL = ("protocol", "notes")
 GEOMETRY_KEYS = ("table_size_cm", "workspace_x_cm", "workspace_y_cm", "bowl_xy_cm", "bowl_inner_radius_cm",
                  "bowl_outer_radius_cm", "bowl_height_cm", "cameras")
+GEOMETRY_KEYS_OPTIONAL = ("arm_envelope",)
+ENVELOPE_KEYS = ("table_z_cm", "table_margin_cm", "box_cm", "keep_out_cm")
+BOX_KEYS = ("x", "y", "z")
+MAX_TABLE_MARGIN_CM = 20.0
 COUNT_KEYS = (*SCENE_CONDITIONS, "matched", "paraphrase")
 _OBJECT_ID = re.compile(r"^[a-z0-9][a-z0-9_]*$")
 
@@ -98,7 +102,7 @@ def _interval(value, path: Path, field: str) -> tuple[float, float]:
 
 def load_geometry(path: Path) -> BenchGeometry:
     doc = checks.mapping(read_yaml(path), path, None)
-    checks.keys(doc, path, None, GEOMETRY_KEYS)
+    checks.keys(doc, path, None, GEOMETRY_KEYS, GEOMETRY_KEYS_OPTIONAL)
     cameras = checks.mapping(doc["cameras"], path, "cameras")
     for name, cam in cameras.items():
         checks.choice(name, CAMERAS, path, f"cameras.{name}", "camera")
@@ -116,7 +120,45 @@ def load_geometry(path: Path) -> BenchGeometry:
         bowl_outer_radius_cm=outer,
         bowl_height_cm=checks.number(doc["bowl_height_cm"], path, "bowl_height_cm", positive=True),
         cameras={str(k): dict(v) for k, v in cameras.items()},
+        arm_envelope=load_arm_envelope(doc.get("arm_envelope"), path),
     )
+
+
+def _box(value, path: Path, field: str) -> Box:
+    data = checks.mapping(value, path, field)
+    checks.keys(data, path, field, BOX_KEYS)
+    x, y, z = (_interval(data[axis], path, f"{field}.{axis}") for axis in BOX_KEYS)
+    return Box(x_cm=x, y_cm=y, z_cm=z)
+
+
+def load_arm_envelope(value, path: Path) -> ArmEnvelope:
+    """The `arm_envelope:` block (absent: the documented defaults of ArmEnvelope). A box that
+    leaves no room above the table is refused here, before any bench connects."""
+    if value is None:
+        return ArmEnvelope()
+    field = "arm_envelope"
+    data = checks.mapping(value, path, field)
+    checks.keys(data, path, field, (), ENVELOPE_KEYS)
+    default = ArmEnvelope()
+    table_z = checks.number(data.get("table_z_cm", default.table_z_cm), path, f"{field}.table_z_cm")
+    margin = checks.number(data.get("table_margin_cm", default.table_margin_cm), path,
+                           f"{field}.table_margin_cm", minimum=0.0)
+    if margin > MAX_TABLE_MARGIN_CM:
+        raise DataError(path, f"{margin} cm leaves the gripper no way to reach the table (allowed: 0 to "
+                        f"{MAX_TABLE_MARGIN_CM} cm)", field=f"{field}.table_margin_cm")
+    box = _box(data["box_cm"], path, f"{field}.box_cm") if "box_cm" in data else default.box
+    floor = table_z + margin
+    if not box.z_cm[0] <= floor < box.z_cm[1]:
+        raise DataError(path, f"box_cm.z {list(box.z_cm)} must hold the lowest allowed gripper height "
+                        f"table_z_cm + table_margin_cm = {floor} cm (low <= it < high)", field=f"{field}.box_cm.z")
+    keep_out: dict[str, Box] = {}
+    entries = checks.mapping(data.get("keep_out_cm") or {}, path, f"{field}.keep_out_cm")
+    for name, spec in entries.items():
+        where = f"{field}.keep_out_cm.{name}"
+        if not isinstance(name, str) or not _OBJECT_ID.match(name):
+            raise DataError(path, f"keep-out box name {name!r} must be lower_snake_case", field=where)
+        keep_out[name] = _box(spec, path, where)
+    return ArmEnvelope(table_z_cm=table_z, table_margin_cm=margin, box=box, keep_out=keep_out)
 
 
 # -- manifest ----------------------------------------------------------------------------------------
@@ -307,5 +349,5 @@ def load_suite(tasks_root: str | os.PathLike = "tasks", hardware_root: str | os.
                  sources=sources, root=str(root))
 
 
-__all__ = ["load_suite", "load_objects", "load_geometry", "load_manifest", "load_task", "load_scene_file",
+__all__ = ["load_suite", "load_objects", "load_geometry", "load_arm_envelope", "load_manifest", "load_task", "load_scene_file",
            "parse_cell", "resolve_path"]

@@ -113,6 +113,37 @@ class SceneSpec:
 
 
 @dataclass(frozen=True)
+class Box:
+    """An axis-aligned box in the workspace frame, centimetres: [low, high] per axis."""
+
+    x_cm: tuple[float, float]
+    y_cm: tuple[float, float]
+    z_cm: tuple[float, float]
+
+    def bounds_m(self) -> tuple[tuple[float, float, float], tuple[float, float, float]]:
+        """((x, y, z) low corner, (x, y, z) high corner) in metres, the arm model's unit."""
+        return (tuple(v[0] / 100.0 for v in (self.x_cm, self.y_cm, self.z_cm)),  # type: ignore[return-value]
+                tuple(v[1] / 100.0 for v in (self.x_cm, self.y_cm, self.z_cm)))
+
+
+# The reference bench's Cartesian envelope (hardware/bench.yaml `arm_envelope:` documents each field):
+# the table's footprint (x -8..72, y -30..30) widened a little, up to 60 cm above the table top.
+DEFAULT_ARM_BOX = Box(x_cm=(-10.0, 60.0), y_cm=(-35.0, 35.0), z_cm=(0.0, 60.0))
+
+
+@dataclass(frozen=True)
+class ArmEnvelope:
+    """Where the gripper may go (hardware/bench.yaml `arm_envelope:`; checked by bench/safety.py on
+    every arm target): every gripper point at least table_margin_cm above the table top
+    (table_z_cm), inside `box`, and outside every `keep_out` box (camera mounts and the like)."""
+
+    table_z_cm: float = 0.0
+    table_margin_cm: float = 0.5
+    box: Box = DEFAULT_ARM_BOX
+    keep_out: dict[str, Box] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class BenchGeometry:
     """Fixed bench facts (hardware/bench.yaml): table, workspace, bowl, camera mounts."""
 
@@ -124,3 +155,4 @@ class BenchGeometry:
     bowl_outer_radius_cm: float
     bowl_height_cm: float
     cameras: dict[str, dict]       # name -> {"pos_cm": [x,y,z], "look_at_cm": [x,y,z], "fovy_deg": f, "mount": "fixed"|"gripper"}
+    arm_envelope: ArmEnvelope = field(default_factory=ArmEnvelope)
