@@ -1,14 +1,23 @@
-"""Small helpers the config loaders share (bench, campaign, ...).
+"""Small helpers the config loaders share (bench, campaign, operator, policy, suite, console).
 
 Loaders accept either a plain mapping or the node Hydra composed; turning the node into plain
 containers first means validation sees ordinary dicts and lists with interpolations resolved.
+`typed_fields` checks each given value against the dataclass field's annotation (the one place a
+boolean must be a boolean and `???` means "required"), so every group reads its types from its
+dataclass: a field another engineer adds is checked without a list kept here.
 """
 
 from __future__ import annotations
 
+import math
+import types
+import typing
+from dataclasses import fields
 from typing import Any
 
-__all__ = ["plain_container", "from_known_fields"]
+__all__ = ["plain_container", "from_known_fields", "typed_fields", "field_kind", "MISSING_VALUE"]
+
+MISSING_VALUE = "???"   # OmegaConf's mark of a required value
 
 
 def plain_container(data: Any) -> Any:
@@ -24,11 +33,82 @@ def plain_container(data: Any) -> Any:
     return data
 
 
+def _hints(cls: type) -> dict[str, Any]:
+    """Each field's annotation, evaluated one by one in its module (a field named `type` must not
+    shadow the builtin, and one unresolvable annotation must not hide the others)."""
+    import sys
+
+    out: dict[str, Any] = {}
+    for klass in reversed(cls.__mro__):
+        module = sys.modules.get(klass.__module__)
+        for name, hint in vars(klass).get("__annotations__", {}).items():
+            if isinstance(hint, str):
+                try:
+                    hint = eval(hint, dict(vars(module)) if module else {}, {})  # noqa: S307 - own source
+                except Exception:  # noqa: BLE001 - not checked then
+                    continue
+            out[name] = hint
+    return out
+
+
+def field_kind(cls: type, name: str) -> tuple[Any, bool]:
+    """(the scalar type of field `name` of dataclass `cls` or None when not a scalar, optional?)."""
+    hint = _hints(cls).get(name)
+    optional = False
+    args = typing.get_args(hint)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in args:
+        optional = True
+        rest = [a for a in args if a is not type(None)]
+        hint = rest[0] if len(rest) == 1 else None
+    return (hint if hint in (bool, int, float, str) else None), optional
+
+
+def _allowed(kind: type, optional: bool) -> str:
+    text = {bool: "true | false", int: "an integer", float: "a number", str: "a string"}[kind]
+    return text + (", or null" if optional else "")
+
+
+def typed_fields(cls: type, data: dict[str, Any], where: str) -> dict[str, Any]:
+    """`data` with each scalar field (bool, int, float, str; optional or not) checked against `cls`'s
+    annotation: a bool is only true/false (never "no"), an int never a bool, a float finite, `???`
+    refused as a required value not given. Numbers given for a string field become strings
+    (host=10, api_key=1234 arrive as numbers from the command line)."""
+    from spabench.errors import ConfigError
+
+    out = dict(data)
+    for name, value in data.items():
+        if isinstance(value, str) and value == MISSING_VALUE:
+            raise ConfigError(f"{where}: field '{name}' is required (???) and was not given "
+                              f"(set it, e.g. {name}=...)")
+        kind, optional = field_kind(cls, name)
+        if kind is None:
+            continue
+        if value is None:
+            if optional:
+                continue
+            ok = False
+        elif kind is bool:
+            ok = isinstance(value, bool)
+        elif kind is int:
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        elif kind is float:
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            if ok:
+                out[name] = float(value)
+        else:
+            ok = isinstance(value, str) or (isinstance(value, (int, float)) and not isinstance(value, bool))
+            if ok:
+                out[name] = str(value)
+        if not ok:
+            shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
+            raise ConfigError(f"{where}: field '{name}': {shown} (allowed: {_allowed(kind, optional)})")
+    return out
+
+
 def from_known_fields(cls: type, data: Any, where: str) -> Any:
     """`cls(**data)` for a dataclass, after refusing keys it has no field for (one error naming `where`,
-    the unknown keys and the allowed ones), so a typo never reaches a TypeError traceback."""
-    from dataclasses import fields
-
+    the unknown keys and the allowed ones) and checking scalar types (`typed_fields`), so a typo or a
+    wrong type never reaches a TypeError traceback or a truthy string."""
     from spabench.errors import ConfigError
 
     data = dict(plain_container(data) or {})
@@ -36,4 +116,4 @@ def from_known_fields(cls: type, data: Any, where: str) -> Any:
     unknown = sorted(map(str, set(data) - set(allowed)))
     if unknown:
         raise ConfigError(f"{where}: unknown field(s) {', '.join(unknown)} (allowed: {', '.join(allowed)})")
-    return cls(**data)
+    return cls(**typed_fields(cls, data, where))

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
-from spabench.configtools import plain_container
+from spabench.configtools import plain_container, typed_fields
 from spabench.errors import ConfigError
 from spabench.suite.vocabulary import CAMERAS, GRIPPER, JOINTS
 
@@ -163,8 +163,6 @@ class BenchConfig:
         self.home_tolerance_deg = _finite_number("home_tolerance_deg", self.home_tolerance_deg,
                                                  positive=True)
         _int_in("connect_retries", self.connect_retries, 0, 5)
-        if not isinstance(self.use_degrees, bool):
-            raise ConfigError(f"{_where('use_degrees')}: {self.use_degrees!r} (allowed: true | false)")
         self.joint_limits = self._validated_limits()
         self.home_pose = self._validated_home()
         self.cameras = self._validated_cameras()
@@ -300,7 +298,7 @@ def _build(cls, data: Mapping, prefix: str):
     if unknown:
         field_name = f"{prefix}.{unknown[0]}" if prefix else unknown[0]
         raise ConfigError(f"{_where(field_name)}: unknown field (allowed: {', '.join(sorted(known))})")
-    return cls(**dict(data))
+    return cls(**typed_fields(cls, dict(data), f"bench config{' ' + prefix if prefix else ''}"))
 
 
 def _as_mapping(name: str, value: Any) -> Mapping:

@@ -9,12 +9,15 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from spabench.configtools import from_known_fields, plain_container
+from spabench.configtools import from_known_fields, plain_container, typed_fields
 from spabench.errors import ConfigError
 
 OPERATOR_TYPES: tuple[str, ...] = ("terminal", "unattended", "auto", "web")
 RECORDER_KEYS: tuple[str, ...] = ("flush_s", "codec", "preset", "crf", "queue_frames", "video")
 CODECS: tuple[str, ...] = ("libx264", "mpeg4")
+# libx264's presets (x264 --help); mpeg4 ignores the preset
+X264_PRESETS: tuple[str, ...] = ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower",
+                                 "veryslow", "placebo")
 DEFAULT_RATERS = {"terminal": "operator", "unattended": "operator", "auto": "sim_evaluator", "web": "operator"}
 
 
@@ -67,14 +70,26 @@ class OperatorConfig:
         for name in ("reference_camera", "reference_fallback"):
             if getattr(self, name) not in CAMERAS:
                 raise ConfigError(f"{where} '{name}': {getattr(self, name)!r} (allowed: {', '.join(CAMERAS)})")
-        rec = dict(self.recorder or {})
+        if isinstance(self.wait_videos_s, bool) or not isinstance(self.wait_videos_s, (int, float)) \
+                or not math.isfinite(self.wait_videos_s) or self.wait_videos_s <= 0:
+            raise ConfigError(f"{where} 'wait_videos_s': {self.wait_videos_s!r} (allowed: seconds > 0)")
+        rec = dict(plain_container(self.recorder) or {})
         unknown = sorted(set(rec) - set(RECORDER_KEYS))
         if unknown:
             raise ConfigError(f"{where} 'recorder': unknown key(s) {', '.join(unknown)} "
                               f"(allowed: {', '.join(RECORDER_KEYS)})")
+        from spabench.record.recorder import RecorderConfig
+
+        rec = typed_fields(RecorderConfig, rec, "operator config, field 'recorder'")
         if "codec" in rec and rec["codec"] not in CODECS:
             raise ConfigError(f"{where} 'recorder.codec': {rec['codec']!r} (allowed: {', '.join(CODECS)})")
-        if "queue_frames" in rec and (not isinstance(rec["queue_frames"], int) or rec["queue_frames"] < 2):
+        if "preset" in rec and rec["preset"] not in X264_PRESETS:
+            raise ConfigError(f"{where} 'recorder.preset': {rec['preset']!r} (allowed: {', '.join(X264_PRESETS)})")
+        if "crf" in rec and not 0 <= rec["crf"] <= 51:
+            raise ConfigError(f"{where} 'recorder.crf': {rec['crf']!r} (allowed: an integer 0..51)")
+        if "flush_s" in rec and rec["flush_s"] <= 0:
+            raise ConfigError(f"{where} 'recorder.flush_s': {rec['flush_s']!r} (allowed: seconds > 0)")
+        if "queue_frames" in rec and rec["queue_frames"] < 2:
             raise ConfigError(f"{where} 'recorder.queue_frames': {rec['queue_frames']!r} (allowed: an integer >= 2)")
         self.recorder = rec
         self.console = dict(plain_container(self.console) or {})

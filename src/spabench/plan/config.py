@@ -200,4 +200,6 @@ def campaign_from_mapping(data: Any) -> CampaignConfig:
     values = dict(data)
     if values.get("tasks") is None:
         values.pop("tasks", None)
-    return CampaignConfig(**values)
+    from spabench.configtools import typed_fields
+
+    return CampaignConfig(**typed_fields(CampaignConfig, values, _where(name)))

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from spabench.configtools import plain_container
+from spabench.configtools import plain_container, typed_fields
 from spabench.errors import ConfigError
 from spabench.suite.vocabulary import CAMERAS, POLICY_CAMERAS
 
@@ -206,7 +206,7 @@ def card_from_mapping(data: Any, source: str = "policy card") -> PolicyCard:
     if missing:
         raise ConfigError(f"{source}: missing required field(s) {', '.join(missing)}")
     try:
-        return PolicyCard(**data)
+        return PolicyCard(**typed_fields(PolicyCard, data, source))
     except ConfigError as exc:
         raise ConfigError(f"{source}: {exc}") from None
 

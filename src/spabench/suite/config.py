@@ -43,7 +43,7 @@ def suite_config(data) -> SuiteConfig:
     """The `suite` group's typed object (the SpabenchConfig group builder); unknown fields fail."""
     from dataclasses import fields
 
-    from spabench.configtools import plain_container
+    from spabench.configtools import plain_container, typed_fields
 
     if isinstance(data, SuiteConfig):
         return data
@@ -54,6 +54,4 @@ def suite_config(data) -> SuiteConfig:
     unknown = sorted(set(data) - set(allowed))
     if unknown:
         raise ConfigError(f"conf/suite: unknown field '{unknown[0]}' (allowed: {', '.join(allowed)})")
-    if "seed" in data and (isinstance(data["seed"], bool) or not isinstance(data["seed"], int)):
-        raise ConfigError(f"conf/suite: field 'seed': {data['seed']!r} (allowed: an integer)")
-    return SuiteConfig(**data)
+    return SuiteConfig(**typed_fields(SuiteConfig, data, "conf/suite"))
