@@ -228,7 +228,7 @@ class SpabenchConfig:
                                  "never pooled)", "report", optional=True, choices=("so101", "sim"))
     ledger: str | None = key(None, str, "where the ledger lives: null/sqlite (a file in the campaign folder) or "
                              "postgresql://[user@]host[:port]/db (no password: PGPASSWORD/PGPASSFILE)",
-                             ("plan", "run", "ledger copy", "ledger status", "ledger collect"), optional=True)
+                             ("plan", "run", "report", "ledger copy", "ledger status", "ledger collect"), optional=True)
     ledger_grant: str | None = key(None, str, "the benches' group role on a PostgreSQL ledger, granted what a "
                                    "bench needs", ("plan", "ledger copy"), optional=True)
     bench_id: str | None = key(None, str, "this bench's name in a shared ledger (null: the host name)", "run",
@@ -278,6 +278,12 @@ class SpabenchConfig:
                 raise ConfigError(f"conf/config.yaml: key 'cards.{card}': {overrides!r} (allowed: a "
                                   f"mapping of card fields, e.g. cards.{card}.host=10.0.0.5)")
             self.cards[card] = dict(overrides)
+
+    @property
+    def ledger_url(self) -> str | None:
+        """`ledger=` as a connection: None for the campaign's own back end (null or sqlite), else the
+        URL every command that reads or writes the ledger connects with."""
+        return None if self.ledger in (None, "", "sqlite") else self.ledger
 
     def replace(self, **changes: Any) -> SpabenchConfig:
         """A copy with some keys changed (validated like the originals)."""

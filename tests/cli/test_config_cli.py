@@ -196,7 +196,7 @@ def test_card_overrides_as_documented(tmp_path, capsys):
     assert "cards." in out and "unknown field(s) hots" in out and "allowed:" in out and "host" in out
     assert "conf/cards" not in out and _attempts(campaign) == 0
     assert main(["run", f"campaign={campaign}", "cards.pi05.host=10.0.0.5"]) == 2
-    assert "no policy card 'pi05' in this campaign" in capsys.readouterr().out
+    assert "no policy card or alias 'pi05' in this campaign" in capsys.readouterr().out
 
 
 # ---------------------------------------------------------------------------- a lab's own folder

@@ -50,8 +50,8 @@ def test_two_policies_terminal_operator(tmp_path, monkeypatch):
 
         real_load = commands.load_cards
 
-        def load_cards(names, c):  # point the second card at the second local server
-            cards = real_load(names, c)
+        def load_cards(names, c, **kw):  # point the second card at the second local server
+            cards = real_load(names, c, **kw)
             card = cards[other.name]
             card.port, card.horizon, card.execute_steps, card.pre_rollout_assist = s2.port, 10, 10, None
             card.cameras = {"observation/image": "middle", "observation/wrist_image": "wrist"}

@@ -17,7 +17,7 @@ def test_a_field_of_one_card_is_overridden_and_the_others_are_untouched():
 
 
 def test_an_override_for_a_card_outside_the_campaign_is_refused():
-    with pytest.raises(ConfigError, match="no policy card 'groot_fft'.*allowed: pi05"):
+    with pytest.raises(ConfigError, match="no policy card or alias 'groot_fft'.*allowed: pi05"):
         load_cards(["pi05"], SpabenchConfig.from_mapping({"cards": {"groot_fft": {"port": 1}}}))
 
 

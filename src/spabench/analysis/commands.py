@@ -19,9 +19,10 @@ def load_campaign_outcomes(campaign_dir: Path, unpaired: str = "exclude"):
     return load_campaign(campaign_dir, unpaired)[0]
 
 
-def load_campaign(campaign_dir: Path, unpaired: str = "exclude", say=print):
+def load_campaign(campaign_dir: Path, unpaired: str = "exclude", say=print, url: str | None = None):
     """(outcomes, plan, ratings) of a campaign: the validated outcomes view, the planned trials per
-    cell, and every rater's score of the attempts scored more than once."""
+    cell, and every rater's score of the attempts scored more than once. `url` (ledger=) replaces a
+    PostgreSQL pointer's URL, e.g. to connect as the read-only analyst role."""
     from spabench.analysis.agreement import ledger_ratings
     from spabench.analysis.comparisons import ledger_plan
     from spabench.ledger import Ledger  # lazy: the ledger is only needed for campaign input
@@ -30,7 +31,7 @@ def load_campaign(campaign_dir: Path, unpaired: str = "exclude", say=print):
     if not Ledger.exists(campaign_dir):
         raise ConfigError(f"campaign={campaign_dir} has no ledger.sqlite or ledger.pg.json "
                           "(is it a campaign folder written by `spabench plan`?)")
-    with Ledger.open(campaign_dir, readonly=True) as ledger:   # the ledger alone: episodes may be elsewhere
+    with Ledger.open(campaign_dir, readonly=True, url=url) as ledger:   # the ledger alone: episodes may be elsewhere
         duplicates = duplicate_lines(ledger, campaign_dir)
         if duplicates:   # which attempt counts is a rater's decision, never the report's
             raise DataError(ledger.path, f"{len(duplicates)} trial(s) with more than one complete attempt; the "
@@ -99,7 +100,7 @@ def report(cfg: SpabenchConfig) -> int:
         outcomes = load_outcomes(cfg.outcomes, unpaired=cfg.unpaired or "error")
     else:
         outcomes, plan, ratings = load_campaign(campaign_folder(cfg.campaign_dir, "report"),
-                                                cfg.unpaired or "exclude")
+                                                cfg.unpaired or "exclude", cfg.ledger_url)
     source = outcomes.attrs.get("source", cfg.outcomes or cfg.campaign_dir)
     left_out = outcomes.attrs.get("unpaired_rows") or []
     if left_out:

@@ -42,7 +42,7 @@ COMMANDS: dict[str, Command] = {
                 usage="campaign=<preset>|FILE.yaml out=DIR"),
         Command("run", "spabench.rollout.commands:run", ("bench", "operator", "suite"),
                 "run (or resume) a planned campaign at the bench it was planned for", CAMPAIGN_FOLDER,
-                bench_from_campaign=True, usage="campaign=DIR [operator=terminal] [bench=<preset>]"),
+                bench_from_campaign=True, usage="campaign=DIR [operator=terminal|web|unattended|auto] [bench=<preset>]"),
         Command("score", "spabench.operator.commands:score", ("operator", "suite"),
                 "score recorded, unscored attempts; correct one: attempt=ID reason=... [invalidate=true]",
                 CAMPAIGN_FOLDER, usage="campaign=DIR [attempt=ID reason=... [invalidate=true]]"),

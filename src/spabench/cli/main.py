@@ -141,13 +141,141 @@ def _split(item: str) -> tuple[str, str, str]:
 
 
 PATH_KEYS = ("out", "campaign_dir", "outcomes", "checkpoint", "src", "dst")
+NULL_WORDS = ("null", "None", "none", "~")   # `out=None` (Python's word) means null, never a folder "None"
 
 
-def _quoted(value: str) -> str:
-    """A path as a Hydra value: quoted when Hydra's grammar would read its characters (i10)."""
-    if any(c in value for c in "=,[]{}()'\" \t:*?$"):
-        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
-    return value
+# ---------------------------------------------------------------------------- what a command reads
+def group_classes(group: str) -> list[type]:
+    """The dataclass(es) of a config group (every registered bench type), for key look-ups."""
+    if group == "bench":
+        from spabench.bench.config import BenchConfig
+        from spabench.config import BENCH_TYPE_MODULES
+
+        for module in BENCH_TYPE_MODULES:
+            importlib.import_module(module)
+        return [BenchConfig._registry[name] for name in BenchConfig.known_types()]
+    if group == "operator":
+        from spabench.operator.config import OperatorConfig
+
+        return [OperatorConfig]
+    if group == "policy":
+        from spabench.policy.card import PolicyCard
+
+        return [PolicyCard]
+    if group == "campaign":
+        from spabench.plan.config import CampaignConfig
+
+        return [CampaignConfig]
+    from spabench.suite.config import SuiteConfig
+
+    return [SuiteConfig]
+
+
+def _nested_class(group: str, path: list[str]) -> list[type]:
+    """The dataclasses that hold the last part of a dotted group key (operator.console.* -> ConsoleConfig)."""
+    if group == "operator" and path[:1] == ["console"]:
+        from spabench.operator.console_config import ConsoleConfig
+
+        return [ConsoleConfig]
+    return group_classes(group)
+
+
+def accepted(command: Command) -> str:
+    """What a command accepts, for its errors: its keys, its groups, campaign=."""
+    from spabench.config import keys_for
+
+    keys = ["campaign" if k == "campaign_dir" else k for k in keys_for(command.name)]
+    if command.campaign is not None and "campaign" not in keys:
+        keys.insert(0, "campaign")
+    groups = [g for g in command.groups if not (g == "campaign" and command.campaign == CAMPAIGN_FOLDER)]
+    text = f"keys {', '.join(keys)}"
+    if groups:
+        text += f"; groups {', '.join(f'{g}=<option> and {g}.<field>' for g in groups)}"
+    return text
+
+
+def _hint(command: Command, root: str) -> str:
+    """Where a key a command does not read lives instead: a field of a group it reads, or other commands."""
+    from dataclasses import fields as dc_fields
+
+    from spabench.config import top_level_keys
+
+    for group in command.groups:
+        if group == "campaign" and command.campaign == CAMPAIGN_FOLDER:
+            continue
+        if any(root in {f.name for f in dc_fields(c)} for c in group_classes(group)):
+            return f" (did you mean {group}.{root}=...?)"
+        if group == "operator" and root in {f.name for f in dc_fields(_nested_class("operator", ["console"])[0])}:
+            return f" (did you mean operator.console.{root}=...?)"
+    spec = top_level_keys().get(root)
+    if spec is not None:
+        return f" ('{root}' is read by: {', '.join(f'spabench {c}' for c in spec[1].commands)})"
+    return ""
+
+
+def check_accepted(command: Command, bare: str) -> None:
+    """A key, group or group field `command` does not read: one error naming the command and what it accepts."""
+    from spabench.config import keys_for
+
+    root = bare.split(".")[0]
+    dotted = "." in bare
+    if root == "campaign" and command.campaign is not None:
+        if not dotted or command.campaign == CAMPAIGN_PRESET:
+            return
+    elif root in GROUPS and root in command.groups:
+        return
+    elif root == "campaign_dir" and command.campaign == CAMPAIGN_FOLDER and not dotted:
+        return
+    elif root in keys_for(command.name) and root not in GROUPS and (
+            not dotted or isinstance(keys_for(command.name)[root][0], dict)):
+        return
+    from spabench.config import top_level_keys
+
+    if root == "hydra":
+        what = (f"'{bare}' is not accepted: spabench composes conf/ itself and runs no Hydra job, so hydra.* "
+                "settings have no effect")
+    elif root in GROUPS:
+        what = f"'{bare}' is not accepted: it reads no '{root}' group{_hint(command, root)}"
+    elif root in top_level_keys() or root == "campaign":
+        what = f"key '{bare}' is not read by this command{_hint(command, root)}"
+    else:
+        what = f"unknown key '{bare}'{_hint(command, root)}"
+    raise ConfigError(f"spabench {command.name}: {what}. It accepts: {accepted(command)}")
+
+
+def literal_value(command: Command, bare: str) -> bool:
+    """True when `bare` names a string (free text, a URL, a name): its value is passed literally,
+    never parsed by the override grammar (commas, quotes, parentheses, ?, & are characters)."""
+    from spabench.config import top_level_keys
+    from spabench.configtools import field_kind
+
+    parts = bare.split(".")
+    spec = top_level_keys().get(parts[0])
+    if spec is not None:
+        if len(parts) == 1:
+            return spec[1].kind is str
+        if parts[0] in ("display_names", "bench_dirs"):
+            return True
+        if parts[0] == "cards" and len(parts) == 3:
+            from spabench.policy.card import PolicyCard
+
+            return field_kind(PolicyCard, parts[2])[0] is str
+        return False
+    if parts[0] in GROUPS and len(parts) >= 2:
+        classes = _nested_class(parts[0], parts[1:-1]) if len(parts) > 2 else group_classes(parts[0])
+        return any(field_kind(c, parts[-1])[0] is str for c in classes)
+    return False
+
+
+def _literal(value: str) -> str:
+    """A value as a Hydra quoted string, so the override grammar reads none of its characters.
+    Values already quoted by the caller (Hydra's own habit) and null are kept."""
+    if value in ("", "null") or (len(value) >= 2 and value[0] == value[-1] and value[0] in "'\""):
+        return value
+    import re
+
+    # Hydra's quoted strings: a backslash is literal unless it precedes a quote or the closing quote
+    return "'" + re.sub(r"(\\*)('|$)", lambda m: m.group(1) * 2 + ("\\'" if m.group(2) else ""), value) + "'"
 
 
 def _campaign_file(value: str) -> Path | None:
@@ -159,14 +287,17 @@ def _campaign_file(value: str) -> Path | None:
 
 def prepare(command: Command, argv: list[str]) -> tuple[list[str], dict[str, Any], list[Path]]:
     """Hydra overrides, values applied after composition (a campaign file), and the config folders."""
+    argv = run_policy_items(command, argv)
     given = {_split(o)[1] for o in argv}
+    for item in argv:   # before anything else: a key the command does not read is one error
+        check_accepted(command, _split(item)[1])
     argv = [p for p in command.presets if p.partition("=")[0] not in given] + list(argv)
     lab = None
     rest = []
     for item in argv:
         prefix, bare, value = _split(item)
         if bare == "config_dir":
-            lab = _check_lab_dir(value) if value not in ("", "null") else None
+            lab = _check_lab_dir(value) if value not in ("", *NULL_WORDS) else None
         rest.append(item)
     dirs = config_dirs(lab)
     overrides: list[str] = []
@@ -174,7 +305,7 @@ def prepare(command: Command, argv: list[str]) -> tuple[list[str], dict[str, Any
     for item in rest:
         prefix, bare, value = _split(item)
         if bare == "campaign" and command.campaign == CAMPAIGN_FOLDER:
-            overrides.append(f"campaign_dir={_quoted(str(Path(value).expanduser().resolve()))}")  # a folder here
+            overrides.append(f"campaign_dir={_literal(str(Path(value).expanduser().resolve()))}")  # a folder here
             continue
         if bare == "campaign" and command.campaign == CAMPAIGN_PRESET:
             presets = group_options(dirs, "campaign")
@@ -192,7 +323,7 @@ def prepare(command: Command, argv: list[str]) -> tuple[list[str], dict[str, Any
                                   f"(allowed: {', '.join(presets)}, or a path to a campaign .yaml file)")
             continue
         if bare == "config_dir":
-            overrides.append(f"config_dir={lab if lab is not None else 'null'}")
+            overrides.append(f"config_dir={_literal(str(lab)) if lab is not None else 'null'}")
             continue
         if bare in GROUPS and not prefix:
             options = group_options(dirs, bare)
@@ -201,8 +332,11 @@ def prepare(command: Command, argv: list[str]) -> tuple[list[str], dict[str, Any
                                   f"{' or '.join(str(d / bare) for d in dirs)} (allowed: {', '.join(options)})")
             overrides.append(item)
             continue
-        if bare in PATH_KEYS and value not in ("", "null"):
-            value = _quoted(str(Path(value).expanduser().resolve()))
+        if bare in PATH_KEYS:
+            value = "null" if value in NULL_WORDS else (
+                _literal(str(Path(value).expanduser().resolve())) if value else value)
+        elif literal_value(command, bare):
+            value = _literal(value)
         if not prefix:
             # Hydra adds the key if the composed config lacks it; the typed config then says whether
             # it exists (top level: SpabenchConfig; group fields: the group's dataclass).
@@ -210,11 +344,76 @@ def prepare(command: Command, argv: list[str]) -> tuple[list[str], dict[str, Any
         else:
             item = f"{prefix}{bare}={value}"
         overrides.append(item)
-    if command.bench_from_campaign and "bench" not in given:
-        kind = _planned_bench(overrides)
-        if kind is not None:
+    if command.bench_from_campaign:
+        kind = _planned_bench(next((_split(i)[2] for i in rest if _split(i)[1] in ("campaign", "campaign_dir")), None))
+        if kind is not None and "bench" not in given:
             overrides.append(f"bench={kind}")
+        if "operator" not in given:   # a person at the robot; the twin scores itself
+            option = next((o.partition("=")[2] for o in reversed(overrides) if o.startswith("bench=")), None)
+            auto = option is not None and _bench_type(dirs, option) == "sim"
+            overrides.append(f"operator={'auto' if auto else 'terminal'}")
     return overrides, after, dirs
+
+
+def _bench_type(dirs: list[Path], option: str) -> str:
+    """The `type:` of a bench option file (so101 when the file does not say)."""
+    import yaml
+
+    path = next((d / "bench" / f"{option}.yaml" for d in dirs if (d / "bench" / f"{option}.yaml").is_file()), None)
+    try:
+        data = yaml.safe_load(path.read_text()) if path is not None else None
+    except (OSError, yaml.YAMLError):
+        data = None
+    return str(data.get("type") or "so101") if isinstance(data, dict) else "so101"
+
+
+PLANNED_FIELDS = ("timer_s", "control_hz")   # fixed per trial by `spabench plan` (plan.csv)
+
+
+def run_policy_items(command: Command, argv: list[str]) -> list[str]:
+    """`run` reads the campaign's own cards: `policy.<field>` is mapped to the one card of a single-card
+    campaign and refused with the exact replacement otherwise; planned fields are refused with a
+    pointer to `plan`. With blind aliases on, cards are named by alias only."""
+    if command.name != "run":
+        return argv
+    folder = next((_split(a)[2] for a in argv if _split(a)[1] == "campaign"), None)
+    labels: list[str] = []
+    if folder:
+        from spabench.plan.planner import PLAN_CSV, read_plan_csv
+
+        path = Path(folder).expanduser() / PLAN_CSV
+        try:
+            rows = read_plan_csv(path) if path.is_file() else []
+        except (SpabenchError, OSError, ValueError):
+            rows = []
+        blind = any(r.alias != r.policy for r in rows)
+        labels = list(dict.fromkeys(r.alias if blind else r.card for r in rows))
+    out = []
+    for item in argv:
+        prefix, bare, value = _split(item)
+        parts = bare.split(".")
+        planned = (parts[2] if parts[0] == "cards" and len(parts) >= 3 else
+                   parts[1] if parts[0] == "policy" and len(parts) >= 2 else None)
+        if planned in PLANNED_FIELDS:
+            raise ConfigError(f"spabench run: '{bare}' is planned: each trial's {planned} was fixed by "
+                              "`spabench plan` (see plan.csv) and `run` does not change it. Plan a campaign with "
+                              f"campaign.policies[].{planned} for another value"
+                              + ("; for a short dry run use operator.timer_s=S" if planned == "timer_s" else ""))
+        if parts[0] != "policy":
+            out.append(item)
+            continue
+        if len(parts) == 1:
+            raise ConfigError("spabench run: 'policy=' is not accepted: run uses the policy cards the "
+                              f"campaign was planned with ({', '.join(labels) or 'see plan.csv'}); change one "
+                              "card's field with cards.<card or alias>.<field>=value")
+        rest = ".".join(parts[1:])
+        if len(labels) == 1:
+            out.append(f"{prefix}cards.{labels[0]}.{rest}={value}")
+            continue
+        choices = " or ".join(f"cards.{x}.{rest}={value}" for x in labels) or f"cards.<card or alias>.{rest}={value}"
+        raise ConfigError(f"spabench run: '{bare}' is ambiguous: this campaign has {len(labels) or 'several'} "
+                          f"policy servers. Address one: {choices}")
+    return out
 
 
 def _load_campaign_file(path: Path) -> dict:
@@ -234,9 +433,8 @@ def _load_campaign_file(path: Path) -> dict:
     return data
 
 
-def _planned_bench(overrides: list[str]) -> str | None:
+def _planned_bench(folder: str | None) -> str | None:
     """The bench kind the campaign folder was planned for (None: not known here; `run` says why)."""
-    folder = next((o.partition("=")[2] for o in overrides if o.startswith("campaign_dir=")), None)
     if not folder:
         return None
     from spabench.plan.planner import planned_bench_kind
@@ -254,8 +452,24 @@ def _hydra_error(exc: BaseException, conf: Path) -> ConfigError:
     return ConfigError(f"{conf}/config.yaml: {first}")
 
 
-def compose(command: Command, argv: list[str]) -> SpabenchConfig:
-    """The composed, validated config for one command."""
+def read_config(command: Command, node: Any) -> dict[str, Any]:
+    """The plain values of a composed node (interpolations resolved, `???` refused naming the key)."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue
+
+    try:
+        return OmegaConf.to_container(node, resolve=True, throw_on_missing=True)
+    except MissingMandatoryValue as exc:
+        key = getattr(exc, "full_key", "") or str(exc).splitlines()[0]
+        raise ConfigError(f"spabench {command.name}: '{key}' is required (??? in its config file) and was not "
+                          f"given; set it on the command line, e.g. {key}=...") from None
+    except InterpolationResolutionError as exc:
+        raise ConfigError(f"spabench {command.name}: {str(exc).splitlines()[0]}") from None
+
+
+def composed(command: Command, argv: list[str]) -> Any:
+    """The composed OmegaConf node of what the command reads: the top-level keys and its own groups
+    (groups it does not read are left out, so a required value there never stops it)."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.errors import ConfigCompositionException, MissingConfigException
@@ -272,17 +486,26 @@ def compose(command: Command, argv: list[str]) -> SpabenchConfig:
         try:
             with initialize_config_dir(config_dir=str(conf), version_base=None):
                 cfg = hydra_compose(config_name="config", overrides=overrides)
-            data = OmegaConf.to_container(cfg, resolve=True)
+            node = OmegaConf.masked_copy(cfg, [k for k in cfg if k not in GROUPS or k in command.groups])
+            if "campaign" in after:   # a campaign file: the file's values, then the caller's campaign.* keys
+                held = {o.lstrip("+~").partition("=")[0] for o in overrides
+                        if o.lstrip("+~").startswith("campaign.")}
+                file_node = OmegaConf.create(after["campaign"])
+                for key in sorted(held):
+                    OmegaConf.update(file_node, key.removeprefix("campaign."), OmegaConf.select(cfg, key),
+                                     force_add=True)
+                OmegaConf.set_struct(node, False)
+                node.campaign = file_node
         except MissingConfigException as exc:
             raise ConfigError(f"{dirs[-1]}: {str(exc).splitlines()[0]}") from None
         except (ConfigCompositionException, OmegaConfBaseException) as exc:
             raise _hydra_error(exc, dirs[-1]) from None
-    if "campaign" in after:   # a campaign file: the file's values, then the caller's campaign.* keys
-        held = [o.lstrip("+~").removeprefix("campaign.") for o in overrides
-                if o.lstrip("+~").startswith("campaign.")]
-        node = OmegaConf.merge(OmegaConf.create(after["campaign"]), OmegaConf.from_dotlist(held))
-        data["campaign"] = OmegaConf.to_container(node, resolve=True)
-    return SpabenchConfig.from_mapping(data, groups=command.groups)
+    return node
+
+
+def compose(command: Command, argv: list[str]) -> SpabenchConfig:
+    """The composed, validated config for one command."""
+    return SpabenchConfig.from_mapping(read_config(command, composed(command, argv)), groups=command.groups)
 
 
 # ---------------------------------------------------------------------------- help
@@ -317,6 +540,8 @@ def command_help(command: Command) -> str:
             default = defaults.get(group, "")
             if group == "bench" and command.bench_from_campaign:
                 default = "the bench kind the campaign was planned for"
+            elif group == "operator" and command.bench_from_campaign:
+                default = "terminal on a robot campaign, auto on the twin"
             elif group == "campaign" and command.campaign == CAMPAIGN_PRESET:
                 options.append("FILE.yaml")
             lines.append(f"  {group:<9} default {default}; allowed: {', '.join(options)}")
@@ -333,19 +558,41 @@ def command_help(command: Command) -> str:
     return "\n".join(lines)
 
 
+def _cfg_flag(args: list[str]) -> str | None:
+    """The value of `--cfg job|all` (or `-c job`), None without it."""
+    for i, a in enumerate(args):
+        if a in ("--cfg", "-c"):
+            value = args[i + 1] if i + 1 < len(args) else ""
+            if value not in ("job", "all"):
+                raise ConfigError(f"--cfg {value}: allowed: job | all (the composed config this command reads)")
+            return value
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(_usage())
         return 0
+    if argv[0] in ("--version", "-V"):
+        from spabench import __version__
+
+        print(f"spabench {__version__}")
+        return 0
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     for chatty in ("websockets", "httpx", "urllib3"):  # per-connection chatter hides the progress lines
         logging.getLogger(chatty).setLevel(logging.WARNING)
     try:
-        command, overrides = split_command(argv)
+        command, overrides = split_command([a for a in argv if a not in ("--cfg", "-c", "job", "all")])
+        show = _cfg_flag(argv)
         overrides = fill_positionals(command, overrides)
         if any(a in ("-h", "--help") for a in overrides):
             print(command_help(command))
+            return 0
+        if show is not None:   # Hydra's habit: print the composed config of this command, run nothing
+            from omegaconf import OmegaConf
+
+            print(OmegaConf.to_yaml(composed(command, overrides)), end="")
             return 0
         cfg = compose(command, overrides)
         return int(_import(command.target)(cfg) or 0)

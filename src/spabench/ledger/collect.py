@@ -52,12 +52,12 @@ def _copy_rsync(src: str, dst: Path) -> None:
 
 
 def collect_episodes(campaign_dir: Path, out: Path, bench_dirs: Mapping[str, str], *,
-                     include_invalid: bool = True,
+                     include_invalid: bool = True, url: str | None = None,
                      progress: Callable[[str], None] | None = None) -> CollectResult:
     """Copy every recorded episode of the campaign into `out` (a campaign folder, made if new).
 
     `bench_dirs` maps bench id -> that bench's campaign folder; attempts of a bench not listed are
-    looked for in `campaign_dir` itself (this bench's own)."""
+    looked for in `campaign_dir` itself (this bench's own). `url` replaces a PostgreSQL pointer's URL."""
     campaign_dir, out = Path(campaign_dir), Path(out)
     say = progress or (lambda _text: None)
     for bench, where in bench_dirs.items():
@@ -65,7 +65,7 @@ def collect_episodes(campaign_dir: Path, out: Path, bench_dirs: Mapping[str, str
             raise ConfigError(f"bench_dirs.{bench}={where!r}: no such folder (allowed: a local campaign folder "
                               "or an rsync-able [user@]host:/path)")
     result = CollectResult()
-    with Ledger.open(campaign_dir, readonly=True) as ledger:
+    with Ledger.open(campaign_dir, readonly=True, url=url) as ledger:
         attempts = [a for a in ledger.attempts() if a.episode_path and
                     (a.status == "complete" or (include_invalid and a.status == "invalid"))]
         marker = read_marker(out) if out.is_dir() else None

@@ -58,6 +58,7 @@ class CollectArgs:
     out: Path
     bench_dirs: dict[str, str] = field(default_factory=dict)
     include_invalid: bool = True
+    url: str | None = None           # ledger=: the URL to read the campaign's ledger with
 
     @classmethod
     def from_cfg(cls, cfg: SpabenchConfig) -> CollectArgs:
@@ -67,7 +68,7 @@ class CollectArgs:
                               "bench_dirs.bench-a=/mnt/bench-a/campaign bench_dirs.bench-b=lab@bench-b:/data/campaign")
         return cls(_folder(cfg.campaign_dir, "campaign", "collect", "campaign=DIR, this bench's campaign folder"),
                    _folder(cfg.out, "out", "collect", "out=DIR, where the episodes are gathered"),
-                   {str(k): str(v) for k, v in dirs.items()})
+                   {str(k): str(v) for k, v in dirs.items()}, url=cfg.ledger_url)
 
 
 def run_collect(args: CollectArgs, out=None) -> int:
@@ -75,6 +76,7 @@ def run_collect(args: CollectArgs, out=None) -> int:
 
     out = out or sys.stdout
     result = collect_episodes(args.campaign_dir, args.out, args.bench_dirs, include_invalid=args.include_invalid,
+                              url=args.url,
                               progress=lambda text: print(text, file=out, flush=True))
     print(f"collected {len(result.copied)} episode(s) into {args.out}; {len(result.already)} already there; "
           f"{len(result.missing)} missing", file=out)
@@ -87,12 +89,12 @@ def ledger_collect(cfg: SpabenchConfig) -> int:
     return run_collect(CollectArgs.from_cfg(cfg))
 
 
-def run_status(campaign_dir: Path, out=None) -> int:
+def run_status(campaign_dir: Path, out=None, url: str | None = None) -> int:
     from spabench.ledger import Ledger
     from spabench.ledger.checks import duplicate_lines, split_lines
 
     out = out or sys.stdout
-    with Ledger.open(campaign_dir, readonly=True) as ledger:
+    with Ledger.open(campaign_dir, readonly=True, url=url) as ledger:
         p = ledger.progress()
         print(f"{ledger.campaign}: {ledger.location}", file=out)
         print(f"  {p['complete']}/{p['trials']} trials complete, {p['running']} running, "
@@ -110,4 +112,4 @@ def run_status(campaign_dir: Path, out=None) -> int:
 
 
 def ledger_status(cfg: SpabenchConfig) -> int:
-    return run_status(_folder(cfg.campaign_dir, "campaign", "status", "campaign=DIR"))
+    return run_status(_folder(cfg.campaign_dir, "campaign", "status", "campaign=DIR"), url=cfg.ledger_url)

@@ -66,24 +66,31 @@ def card_yaml(card: Any) -> str:
     return yaml.safe_dump(dataclasses.asdict(card), sort_keys=False)
 
 
-def load_cards(names: list[str], cfg: SpabenchConfig) -> dict[str, Any]:
+def load_cards(names: list[str], cfg: SpabenchConfig, aliases: dict[str, str] | None = None) -> dict[str, Any]:
     """One PolicyCard per card name in the plan; `cfg.policy` (with its overrides) wins for its own
-    name, and `cfg.cards.<name>.<field>=...` overrides single fields of any card (e.g. each policy's
-    GPU host in a multi-policy campaign)."""
+    name, and `cfg.cards.<card or alias>.<field>=...` overrides single fields of any card (e.g. each
+    policy's GPU host in a multi-policy campaign). `aliases` (alias -> card) lets a blinded operator
+    address a card by its alias; errors then name the alias only."""
     from spabench.policy.card import card_from_mapping, load_card
 
+    aliases = {a: c for a, c in (aliases or {}).items() if a != c}
+    by_card: dict[str, tuple[str, dict[str, Any]]] = {}
+    for key, fields in cfg.cards.items():
+        card = aliases.get(key, key)
+        if card not in names:
+            allowed = sorted(aliases) if aliases else sorted(names)
+            raise ConfigError(f"cards.{key}: no policy card or alias {key!r} in this campaign "
+                              f"(allowed: {', '.join(allowed)})")
+        by_card.setdefault(card, (key, {}))[1].update(fields)
     cards = {}
-    unknown = sorted(set(cfg.cards) - set(names))
-    if unknown:
-        raise ConfigError(f"cards.{unknown[0]}: no policy card {unknown[0]!r} in this campaign "
-                          f"(allowed: {', '.join(sorted(names))})")
     for name in names:
         if cfg.policy is not None and cfg.policy.name == name:
             card = cfg.policy
         else:
             card = load_card(name, search=cfg.group_dirs("policy"))
-        if cfg.cards.get(name):
-            card = card_from_mapping({**dataclasses.asdict(card), **cfg.cards[name]}, source=f"cards.{name}")
+        if name in by_card:
+            key, fields = by_card[name]
+            card = card_from_mapping({**dataclasses.asdict(card), **fields}, source=f"cards.{key}")
         cards[name] = card
     return cards
 
@@ -198,7 +205,7 @@ class Session:
         self.dry_run = False
         self.bench_id = cfg.bench_id or socket.gethostname()
         self.lease_s = cfg.lease_s
-        self.ledger_url = None if cfg.ledger in (None, "", "sqlite") else cfg.ledger
+        self.ledger_url = cfg.ledger_url
         self.multi_bench = False       # a shared (PostgreSQL) ledger: claim scene sets, renew leases
         self.claim: str | None = None  # the scene set (evaluation id) this bench holds
         self.lease_keeper: LeaseKeeper | None = None
@@ -230,11 +237,18 @@ class Session:
 
         planned = check_bench_binding(self.campaign_dir, self.bench_cfg.type, self.cfg.dry_run)
         check_relation_binding(self.campaign_dir, self.cfg.need("suite").relation)
-        self.dry_run = planned is not None and planned != self.bench_cfg.type
+        # dry_run=true means a dry run on any bench: its attempts are marked and kept out of the results
+        self.dry_run = self.cfg.dry_run or (planned is not None and planned != self.bench_cfg.type)
+        if self.op_cfg.type == "auto" and self.bench_cfg.type != "sim":
+            raise ConfigError(f"operator=auto scores from the twin's object poses and runs only on the twin; "
+                              f"at the robot (bench kind {self.bench_cfg.type}) use operator=terminal (the "
+                              "default), operator=web or operator=unattended")
         self.ledger = _open_ledger(self.campaign_dir, self.ledger_url)
         self._blind(Blinder.for_trials(self.ledger.trials()))
         # every card of the plan, with its overrides: a bad cards.<name>.<field> fails before any write
-        self.cards = load_cards(list(dict.fromkeys(t.card for t in self.ledger.trials())), self.cfg)
+        trials = self.ledger.trials()
+        self.cards = load_cards(list(dict.fromkeys(t.card for t in trials)), self.cfg,
+                                aliases={t.alias: t.card for t in trials})
         self.multi_bench = self.ledger.storage.multi_bench
         if self.multi_bench:  # one live process per bench id; then this bench's own leftovers only
             self.ledger.lock_bench(self.bench_id)
