@@ -100,7 +100,7 @@ def report(cfg: SpabenchConfig) -> int:
         outcomes = load_outcomes(cfg.outcomes, unpaired=cfg.unpaired or "error")
     else:
         outcomes, plan, ratings = load_campaign(campaign_folder(cfg.campaign_dir, "report"),
-                                                cfg.unpaired or "exclude", cfg.ledger_url)
+                                                cfg.unpaired or "exclude", url=cfg.ledger_url)
     source = outcomes.attrs.get("source", cfg.outcomes or cfg.campaign_dir)
     left_out = outcomes.attrs.get("unpaired_rows") or []
     if left_out:
