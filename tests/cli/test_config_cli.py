@@ -11,29 +11,22 @@ import yaml
 
 from spabench.cli.commands import COMMANDS
 from spabench.cli.main import compose, main
+from tests.support.campaigns import ledger_count, plan_smoke
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def _plan(tmp_path: Path, name: str = "c", **campaign) -> Path:
     """A one-trial smoke campaign (bench kind and other fields as given), planned through the CLI."""
-    data = yaml.safe_load((REPO / "conf" / "campaign" / "smoke.yaml").read_text())
-    data.update(campaign)
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(data))
-    out = tmp_path / name
-    assert main(["plan", f"campaign={path}", f"out={out}"]) == 0
-    return out
+    return plan_smoke(tmp_path, name, **campaign)
 
 
 def _attempts(campaign: Path) -> int:
-    with sqlite3.connect(campaign / "ledger.sqlite") as conn:
-        return conn.execute("SELECT COUNT(*) FROM attempts").fetchone()[0]
+    return ledger_count(campaign, "attempts")
 
 
 def _events(campaign: Path) -> int:
-    with sqlite3.connect(campaign / "ledger.sqlite") as conn:
-        return conn.execute("SELECT COUNT(*) FROM events").fetchone()[0]
+    return ledger_count(campaign, "events")
 
 
 # ---------------------------------------------------------------------------- typed top-level keys

@@ -9,7 +9,6 @@ string ended in a traceback.
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -19,23 +18,16 @@ from spabench.cli.commands import CAMPAIGN_FOLDER, COMMANDS
 from spabench.cli.main import check_accepted, compose, main
 from spabench.config import GROUPS, keys_for, top_level_keys
 from spabench.errors import ConfigError
+from tests.support.campaigns import ledger_count, plan_smoke
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _plan(tmp_path: Path, name: str = "c", **campaign) -> Path:
-    data = yaml.safe_load((REPO / "conf" / "campaign" / "smoke.yaml").read_text())
-    data.update(campaign)
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(data))
-    out = tmp_path / name
-    assert main(["plan", f"campaign={path}", f"out={out}"]) == 0
-    return out
+_plan = plan_smoke
 
 
 def _events(campaign: Path) -> int:
-    with sqlite3.connect(campaign / "ledger.sqlite") as conn:
-        return conn.execute("SELECT COUNT(*) FROM events").fetchone()[0]
+    return ledger_count(campaign, "events")
 
 
 def _reads_group(command, group: str) -> bool:

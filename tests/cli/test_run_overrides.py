@@ -16,25 +16,17 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 from spabench.cli.commands import COMMANDS
 from spabench.cli.main import compose, main
+from tests.support.campaigns import plan_smoke
 
-REPO = Path(__file__).resolve().parents[2]
 TWO = [{"name": "scripted_compositional", "card": "scripted_compositional", "timer_s": 20.0},
        {"name": "scripted_memorising", "card": "scripted_memorising", "timer_s": 20.0}]
 NAMES = ("scripted_compositional", "scripted_memorising")
 
 
-def _plan(tmp_path: Path, name: str = "c", **campaign) -> Path:
-    data = yaml.safe_load((REPO / "conf" / "campaign" / "smoke.yaml").read_text())
-    data.update(campaign)
-    path = tmp_path / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(data))
-    out = tmp_path / name
-    assert main(["plan", f"campaign={path}", f"out={out}"]) == 0
-    return out
+_plan = plan_smoke
 
 
 def _aliases(campaign: Path) -> dict[str, str]:

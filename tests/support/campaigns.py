@@ -1,0 +1,29 @@
+"""A small campaign planned through the real CLI, for the tests of the commands that read one."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def plan_smoke(tmp_path: Path, name: str = "c", **campaign) -> Path:
+    """conf/campaign/smoke.yaml with `campaign` fields changed, planned by `spabench plan` into tmp_path/name."""
+    from spabench.cli.main import main
+
+    data = yaml.safe_load((REPO / "conf" / "campaign" / "smoke.yaml").read_text())
+    data.update(campaign)
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(data))
+    out = tmp_path / name
+    assert main(["plan", f"campaign={path}", f"out={out}"]) == 0
+    return out
+
+
+def ledger_count(campaign: Path, table: str) -> int:
+    """Rows of one ledger table (attempts, events): nothing written means these stay the same."""
+    with sqlite3.connect(campaign / "ledger.sqlite") as conn:
+        return conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
