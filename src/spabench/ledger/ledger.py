@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 from spabench.errors import ConfigError, DataError, SpabenchError
 from spabench.ledger.schema import (
     DDL,
+    LATER_INDEXES,
     FINISH_STATUSES,
     OPERATOR_INVALIDATED,
     OUTCOME_COLUMNS,
@@ -360,6 +361,9 @@ class Ledger:
             storage.close()
             raise DataError(where, f"ledger schema version {meta.get('schema_version')!r} is not supported",
                             field="schema_version", allowed=[SCHEMA_VERSION])
+        if not readonly and isinstance(storage, SQLiteStorage):
+            for statement in LATER_INDEXES:
+                storage.conn.execute(statement)
         if expect_hash is not None and meta.get("config_hash") != expect_hash:
             storage.close()
             name = meta.get("campaign") or "?"

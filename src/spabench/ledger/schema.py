@@ -69,6 +69,7 @@ CREATE TABLE attempts (
 );
 CREATE INDEX attempts_trial ON attempts (trial_id);
 CREATE INDEX attempts_status ON attempts (status);
+CREATE INDEX attempts_trial_status ON attempts (trial_id, status);
 CREATE TABLE scores (
     score_id      {serial},
     attempt_id    TEXT NOT NULL REFERENCES attempts (attempt_id),
@@ -99,6 +100,14 @@ CREATE TABLE events (
 );
 CREATE INDEX events_attempt ON events (attempt_id);
 """
+
+# Indexes added to the version-2 schema after it was first released: every writable SQLite open
+# creates those still missing (a ledger planned earlier gets them at its next run). Without
+# attempts_trial_status, SQLite answered next_trial() through attempts_status, scanning every
+# complete attempt per trial: 0.37 s at 2,600 attempts, between every two trials.
+LATER_INDEXES: tuple[str, ...] = (
+    "CREATE INDEX IF NOT EXISTS attempts_trial_status ON attempts (trial_id, status)",
+)
 
 
 @dataclass(frozen=True)
