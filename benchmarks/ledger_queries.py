@@ -24,7 +24,7 @@ from pathlib import Path
 
 from _common import ROOT, export_source, median, revision_before_added, table, write_result
 
-CALLS = ("next_trial", "pending_trials", "unscored_attempts", "outcomes")
+CALLS = ("next_trial", "pending_trials", "progress", "claims")  # what a session asks between two trials
 
 CHILD = r"""
 import json, statistics, sys, tempfile, time
