@@ -171,10 +171,10 @@ def test_ranking_orders_a_dominant_policy_first():
         records += [["strong", "counting", "id", f"E{j}", "1" if j % 5 else "0", "true"],
                     ["middle", "counting", "id", f"E{j}", "1" if j % 2 else "0", "true"],
                     ["weak", "counting", "id", f"E{j}", "1" if j % 10 == 0 else "0", "true"]]
-    ranking, nu = bradley_terry_ranking(table(records), n_resamples=300)
-    assert list(ranking["policy"]) == ["strong", "middle", "weak"]
+    ranking = bradley_terry_ranking(table(records), n_resamples=300)
+    assert list(ranking["policy"]) == ["strong", "middle", "weak"] and set(ranking["component"]) == {1}
     assert (ranking["ci_low"] <= ranking["strength"]).all() and (ranking["strength"] <= ranking["ci_high"]).all()
-    assert ranking["strength"].sum() == pytest.approx(0, abs=1e-9) and nu > 0
+    assert ranking["strength"].sum() == pytest.approx(0, abs=1e-9) and (ranking["tie_parameter"] > 0).all()
     assert ranking.loc[0, "comparisons"] == 80
 
 

@@ -19,6 +19,7 @@ from itertools import combinations
 
 import numpy as np
 import pandas as pd
+from scipy.sparse import csr_matrix
 
 from spabench.analysis.exact import holm, mcnemar_score_counts, tango_interval
 from spabench.analysis.matching import valid_rollouts
@@ -54,7 +55,8 @@ def between_policy_table(outcomes: pd.DataFrame, alpha: float = 0.05) -> pd.Data
         return with_holm(pd.DataFrame([], columns=columns))
     values = wide.to_numpy(dtype=float)
     ran = ~np.isnan(values)
-    shared = ran.T.astype(np.int64) @ ran.astype(np.int64)  # evaluations each pair of policies both ran
+    incidence = csr_matrix(ran.astype(np.int32))
+    shared = (incidence.T @ incidence).toarray()  # evaluations each pair of policies both ran (sparse: linear)
     all_conditions = wide.index.get_level_values("condition").to_numpy()
     rows = []
     for (i, a), (j, b) in combinations(enumerate(wide.columns), 2):

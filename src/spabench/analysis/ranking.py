@@ -5,9 +5,18 @@ win for the policy that succeeded where the other failed, a tie when both succee
 Davidson's model: P(i beats j) = pi_i / D, P(tie) = nu sqrt(pi_i pi_j) / D, with
 D = pi_i + pi_j + nu sqrt(pi_i pi_j). Fitted by its fixed-point (MM-type) iteration, every
 bootstrap replicate at once in numpy. Half a virtual tie per compared pair keeps a policy that never
-wins finite. Intervals: percentile bootstrap that resamples shared evaluations (the scenes)
-with replacement; an evaluation's outcome pattern across policies is the resampled unit, so the
-pairs of one scene stay together.
+wins finite.
+
+Only policies linked by comparisons can be ranked against each other. The comparison graph
+(policies; an edge where two ran a common evaluation) is split into its connected components and
+each is ranked on its own, with its own strengths (centred within it), tie parameter and
+bootstrap: concatenating two labs' outcomes gives two rankings, never one across them.
+
+Intervals: a cluster bootstrap. The resampled unit is a matched scene (task and matched_group:
+an OOD scene with its direct control and paraphrases), or a single shared evaluation where there is
+no matched group, so the correlated comparisons of one scene stay together. Cost: the pair tables
+of each component's distinct outcome patterns, weighted per replicate by one matrix product, so
+time and memory grow with the comparisons inside components, not with the square of all policies.
 
 The ranking summarises many conditions with unequal difficulty into one scale; the per-condition
 rates remain the primary result.
@@ -17,33 +26,42 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+from scipy.sparse import coo_matrix
+from scipy.sparse.csgraph import connected_components
 
-from spabench.analysis.comparisons import shared_outcomes
 from spabench.analysis.bootstrap import contrast_rng
+from spabench.analysis.comparisons import shared_outcomes
+from spabench.analysis.matching import valid_rollouts
 
 RANKING_COLUMNS: tuple[str, ...] = (
-    "rank", "policy", "strength", "ci_low", "ci_high", "rank_low", "rank_high", "wins", "losses", "ties",
-    "comparisons",
+    "component", "rank", "policy", "strength", "ci_low", "ci_high", "rank_low", "rank_high", "wins", "losses",
+    "ties", "comparisons", "tie_parameter",
 )
 PRIOR_TIES = 0.5
 ITERATIONS = 300
+CHUNK_CELLS = 4_000_000          # bound on the floats of one block of pair tables or of replicates
 
 
 def _counts(patterns: np.ndarray, weights: np.ndarray):
     """Wins W[b, i, j] (i succeeded, j failed), ties T[b, i, j] and comparisons C[b, i, j] for each
-    row b of integer pattern weights: one integer matrix product with every pattern's pair tables
-    (exact, and free of BLAS threads)."""
-    success = np.nan_to_num(patterns, nan=0.0).astype(np.int64)
-    failure = np.where(np.isnan(patterns), 0, 1 - np.nan_to_num(patterns)).astype(np.int64)
-    present = (~np.isnan(patterns)).astype(np.int64)
+    row b of integer pattern weights: the pattern pair tables weighted by one matrix product per
+    block of patterns (exact: integer counts in float64)."""
     p, k = patterns.shape
+    counts = np.zeros((len(weights), 3 * k * k))
+    step = max(1, CHUNK_CELLS // (3 * k * k))
+    for start in range(0, p, step):
+        block = patterns[start:start + step]
+        success = np.nan_to_num(block, nan=0.0)
+        failure = np.where(np.isnan(block), 0.0, 1.0 - np.nan_to_num(block))
+        present = (~np.isnan(block)).astype(float)
 
-    def pair(first, second):
-        return (first[:, :, None] * second[:, None, :]).reshape(p, k * k)
+        def pair(first, second):
+            return (first[:, :, None] * second[:, None, :]).reshape(len(block), k * k)
 
-    tables = np.hstack([pair(success, failure), pair(success, success) + pair(failure, failure),
-                        pair(present, present)])
-    counts = (np.asarray(weights, dtype=np.int64) @ tables).astype(float).reshape(-1, 3, k, k)
+        tables = np.hstack([pair(success, failure), pair(success, success) + pair(failure, failure),
+                            pair(present, present)])
+        counts += np.asarray(weights[:, start:start + step], dtype=float) @ tables
+    counts = counts.reshape(-1, 3, k, k)
     return counts[:, 0], counts[:, 1], counts[:, 2]
 
 
@@ -86,32 +104,92 @@ def fit_davidson(wins: np.ndarray, ties: np.ndarray, iterations: int = ITERATION
     return np.log(pi.T), nu
 
 
+def comparison_components(present: np.ndarray) -> np.ndarray:
+    """Component label per policy (column of `present`: evaluations x policies, True where it ran)
+    of the comparison graph, numbered in order of each component's first policy. Found on the
+    sparse evaluation-policy graph (linear in the rollouts)."""
+    n_rows, k = present.shape
+    rows, columns = np.nonzero(present)
+    graph = coo_matrix((np.ones(len(rows)), (rows, n_rows + columns)), shape=(n_rows + k, n_rows + k))
+    labels = connected_components(graph, directed=False)[1][n_rows:]
+    first = {label: i for i, label in reversed(list(enumerate(labels)))}
+    order = {label: n for n, label in enumerate(sorted(first, key=first.get))}
+    return np.array([order[label] for label in labels])
+
+
+def _clusters(outcomes: pd.DataFrame, index: pd.MultiIndex) -> np.ndarray:
+    """Cluster id per shared evaluation: its matched scene (task, matched_group) when it has one,
+    else the evaluation itself."""
+    valid = valid_rollouts(outcomes)
+    named = valid[valid["matched_group"] != ""]
+    group = named.groupby(list(index.names))["matched_group"].first()
+    frame = index.to_frame(index=False)
+    matched = group.reindex(index).to_numpy()
+    keys = np.where(pd.isna(matched), "evaluation\x1f" + frame["condition"].astype(str) + "\x1f"
+                    + frame["evaluation_id"].astype(str) + "\x1f" + frame["instruction_variant"].astype(str),
+                    "scene\x1f" + pd.Series(matched, dtype=object).fillna("").astype(str))
+    keys = frame["task"].astype(str).to_numpy() + "\x1f" + keys
+    return np.unique(keys, return_inverse=True)[1]
+
+
+def _rank_component(values: np.ndarray, clusters: np.ndarray, n_resamples: int, rng: np.random.Generator):
+    """(point strengths, replicate strengths [B, k], nu, W, T, C) of one connected component."""
+    k = values.shape[1]
+    codes = np.where(np.isnan(values), 2, values).astype(np.int64)
+    _, first, pattern = np.unique(codes, axis=0, return_index=True, return_inverse=True)
+    patterns = values[first]
+    pattern = pattern.reshape(-1)
+    # each cluster as a vector of pattern counts; identical clusters pooled into one resampling unit
+    _, cluster = np.unique(clusters, return_inverse=True)
+    member = np.zeros((cluster.max() + 1, len(patterns)), dtype=np.int64)
+    np.add.at(member, (cluster.reshape(-1), pattern), 1)
+    kinds, frequency = np.unique(member, axis=0, return_counts=True)
+    n_clusters = int(frequency.sum())
+    draws = rng.multinomial(n_clusters, frequency / n_clusters, size=n_resamples)
+    weights = np.vstack([frequency @ kinds, draws @ kinds])
+    wins, ties, compared = _counts(patterns, weights)
+    chunk = max(1, CHUNK_CELLS // (k * k * 8))
+    parts = [fit_davidson(wins[i:i + chunk], ties[i:i + chunk]) for i in range(0, len(weights), chunk)]
+    strength = np.vstack([part[0] for part in parts])
+    nu = np.concatenate([part[1] for part in parts])
+    return strength[0], strength[1:], float(nu[0]), wins[0], ties[0], compared[0]
+
+
 def bradley_terry_ranking(outcomes: pd.DataFrame, n_resamples: int = 1000, seed: int = 0,
-                          alpha: float = 0.05) -> tuple[pd.DataFrame, float]:
-    """The ranking table (RANKING_COLUMNS, best first) and the fitted tie parameter nu."""
+                          alpha: float = 0.05) -> pd.DataFrame:
+    """The ranking table (RANKING_COLUMNS): per connected component of the comparison graph
+    (`component` 1, 2, ...), its policies best first with ranks within the component."""
+    empty = pd.DataFrame(columns=list(RANKING_COLUMNS))
     wide = shared_outcomes(outcomes)
     if wide.shape[1] < 2:
-        return pd.DataFrame(columns=list(RANKING_COLUMNS)), float("nan")
+        return empty
     values = wide.to_numpy(dtype=float)
-    values = values[(~np.isnan(values)).sum(1) >= 2]  # an evaluation only one policy ran compares nothing
-    if len(values) == 0:
-        return pd.DataFrame(columns=list(RANKING_COLUMNS)), float("nan")
-    policies = list(wide.columns)
-    codes = np.where(np.isnan(values), 2, values).astype(int) @ (3 ** np.arange(values.shape[1]))
-    unique, first, frequency = np.unique(codes, return_index=True, return_counts=True)
-    patterns = values[first]
-    rng = contrast_rng(seed, "bradley_terry")
-    weights = np.vstack([frequency, rng.multinomial(len(values), frequency / len(values), size=n_resamples)])
-    wins, ties, compared = _counts(patterns, weights)
-    strength, nu = fit_davidson(wins, ties)
-    point, replicates = strength[0], strength[1:]
-    ranks = np.argsort(np.argsort(-replicates, axis=1), axis=1) + 1
-    low, high = np.quantile(replicates, [alpha / 2, 1 - alpha / 2], axis=0)
-    rank_low, rank_high = np.quantile(ranks, [alpha / 2, 1 - alpha / 2], axis=0)
-    order = np.argsort(-point, kind="stable")
+    keep = (~np.isnan(values)).sum(1) >= 2  # an evaluation only one policy ran compares nothing
+    if not keep.any():
+        return empty
+    values = values[keep]
+    clusters = _clusters(outcomes, wide.index[keep])
+    policies = np.array(wide.columns)
+    present = ~np.isnan(values)
+    labels = comparison_components(present)
     rows = []
-    for place, i in enumerate(order, start=1):
-        rows.append((place, policies[i], float(point[i]), float(low[i]), float(high[i]), int(rank_low[i]),
-                     int(rank_high[i]), int(wins[0, i].sum()), int(wins[0, :, i].sum()),
-                     int(ties[0, i].sum() - ties[0, i, i]), int(compared[0, i].sum() - compared[0, i, i])))
-    return pd.DataFrame(rows, columns=list(RANKING_COLUMNS)), float(nu[0])
+    for component in range(labels.max() + 1):
+        members = np.flatnonzero(labels == component)
+        if len(members) < 2:
+            continue  # compared with nobody (every evaluation it shares has no other policy)
+        mine = present[:, members].any(axis=1)
+        rng = contrast_rng(seed, "bradley_terry", *map(str, policies[members]))
+        point, replicates, nu, wins, ties, compared = _rank_component(values[np.ix_(mine, members)], clusters[mine],
+                                                                      n_resamples, rng)
+        ranks = np.argsort(np.argsort(-replicates, axis=1), axis=1) + 1
+        low, high = np.quantile(replicates, [alpha / 2, 1 - alpha / 2], axis=0)
+        rank_low, rank_high = np.quantile(ranks, [alpha / 2, 1 - alpha / 2], axis=0)
+        for place, i in enumerate(np.argsort(-point, kind="stable"), start=1):
+            rows.append((component + 1, place, policies[members[i]], float(point[i]), float(low[i]),
+                         float(high[i]), int(rank_low[i]), int(rank_high[i]), int(wins[i].sum()),
+                         int(wins[:, i].sum()), int(ties[i].sum() - ties[i, i]),
+                         int(compared[i].sum() - compared[i, i]), nu))
+    table = pd.DataFrame(rows, columns=list(RANKING_COLUMNS))
+    # components renumbered 1, 2, ... over those ranked (a lone policy has no ranking)
+    table["component"] = table["component"].map({c: n for n, c in enumerate(dict.fromkeys(table["component"]), 1)})
+    return table

@@ -31,6 +31,7 @@ from spabench.outputs import replace_output
 OUTPUT_FILES = ("summary.csv", "contrasts.csv", "failure_modes.csv", "invalid.csv", "comparisons.csv",
                 "ranking.csv", "completeness.csv", "agreement.csv", "report.md", "report.html")
 
+RANKING_RESAMPLES = 1000   # cluster-bootstrap replicates of the ranking (a secondary summary)
 HEADLINE_CONDITIONS = ("id", "ood", "ood_matched", "direct", "paraphrase_ood", "paraphrase_direct",
                        "cross_task", "novel_object", "no_intervention", "no_movement", "movement_required")
 # (title, context conditions shown only beside the section's own, the section's own conditions)
@@ -61,8 +62,7 @@ class Analysis:
     id_only: list[str] = field(default_factory=list)
     names: dict[str, str] = field(default_factory=dict)  # policy id -> display name
     comparisons: pd.DataFrame = field(default_factory=pd.DataFrame)  # between policies, same scenes
-    ranking: pd.DataFrame = field(default_factory=pd.DataFrame)      # Bradley-Terry (secondary)
-    tie_parameter: float = float("nan")
+    ranking: pd.DataFrame = field(default_factory=pd.DataFrame)      # Bradley-Terry per component (secondary)
     completeness: pd.DataFrame = field(default_factory=pd.DataFrame)
     plan_source: str = "the protocol's trial counts"
     agreement: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(AGREEMENT_COLUMNS)))
@@ -84,7 +84,6 @@ def analyse(outcomes: pd.DataFrame, n_resamples: int = DEFAULT_RESAMPLES, seed: 
     policies = policies_in_order(valid)  # a policy with invalid attempts only appears in invalid.csv
     id_only = [p for p in policies
                if set(valid.loc[valid["policy"] == p, "condition"]) == {"id"}]
-    ranking, tie_parameter = bradley_terry_ranking(outcomes, n_resamples=min(n_resamples, 1000), seed=seed)
     return Analysis(
         outcomes=outcomes,
         summary=success_table(outcomes),
@@ -97,8 +96,7 @@ def analyse(outcomes: pd.DataFrame, n_resamples: int = DEFAULT_RESAMPLES, seed: 
         id_only=id_only,
         names=display_names(policies_in_order(outcomes), names),
         comparisons=between_policy_table(outcomes),
-        ranking=ranking,
-        tie_parameter=tie_parameter,
+        ranking=bradley_terry_ranking(outcomes, n_resamples=min(n_resamples, RANKING_RESAMPLES), seed=seed),
         completeness=completeness_table(outcomes, protocol_plan(outcomes) if plan is None else plan),
         plan_source=plan_source or ("the campaign's plan" if plan is not None else "the protocol's trial counts"),
         agreement=rater_agreement(ratings if ratings is not None else pd.DataFrame(), seed=seed),
@@ -311,16 +309,7 @@ def beyond_the_paper(analysis: Analysis) -> list[str]:
               format_difference(r.estimate, r.ci_low, r.ci_high), str(r.n_pairs), str(r.a_only),
               str(r.b_only), format_p(r.p_value), format_p(r.p_holm)] for r in table.itertuples()])
     if not analysis.ranking.empty:
-        lines += ["## Ranking (secondary)", "",
-                  "Bradley-Terry with ties (Davidson) from every same-scene pair: a win where one "
-                  "policy succeeded and the other failed, a tie otherwise. Secondary to the "
-                  "per-condition rates above: it mixes conditions of unequal difficulty. Strength is "
-                  f"a centred log-worth; tie parameter nu = {analysis.tie_parameter:.2f}.", ""]
-        lines += _table(["rank", "policy", "strength [95% CI]", "rank range", "wins", "losses", "ties"],
-                        [[str(r.rank), _md(analysis, r.policy),
-                          f"{r.strength:+.2f} [{r.ci_low:+.2f}, {r.ci_high:+.2f}]",
-                          f"{r.rank_low}-{r.rank_high}" if r.rank_low != r.rank_high else str(r.rank_low),
-                          str(r.wins), str(r.losses), str(r.ties)] for r in analysis.ranking.itertuples()])
+        lines += ranking_lines(analysis)
     parts = [t[["family", "p_value"]] for t in (analysis.contrasts, table) if not t.empty]
     families = pd.concat(parts) if parts else pd.DataFrame(columns=["family", "p_value"])
     if not families.empty:
@@ -340,6 +329,34 @@ def beyond_the_paper(analysis: Analysis) -> list[str]:
                         [[markdown_text(r.rater_a), markdown_text(r.rater_b), r.score, str(r.n),
                           f"{100 * r.observed_agreement:.1f}%", f"{r.kappa:.2f} [{r.ci_low:.2f}, {r.ci_high:.2f}]"]
                          for r in analysis.agreement.itertuples()])
+    return lines
+
+
+def ranking_lines(analysis: Analysis) -> list[str]:
+    """The ranking section: one table per connected component of the comparison graph."""
+    ranking = analysis.ranking
+    groups = list(ranking.groupby("component", sort=True))
+    lines = ["## Ranking (secondary)", "",
+             "Bradley-Terry with ties (Davidson) from every same-scene pair: a win where one "
+             "policy succeeded and the other failed, a tie otherwise. Secondary to the "
+             "per-condition rates above: it mixes conditions of unequal difficulty. Strength is "
+             "a centred log-worth; intervals from a cluster bootstrap over matched scenes.", ""]
+    if len(groups) > 1:
+        lines += [f"**The policies fall into {len(groups)} groups that never ran a common evaluation** "
+                  "(connected components of the comparison graph). No comparison links the groups, so "
+                  "each is ranked on its own: ranks and strengths of different groups are not comparable.",
+                  ""]
+    for component, table in groups:
+        nu = float(table["tie_parameter"].iloc[0])
+        if len(groups) > 1:
+            members = ", ".join(_md(analysis, p) for p in table["policy"])
+            lines += [f"### Group {component}: {members}", ""]
+        lines += [f"Tie parameter nu = {nu:.2f}.", ""]
+        lines += _table(["rank", "policy", "strength [95% CI]", "rank range", "wins", "losses", "ties"],
+                        [[str(r.rank), _md(analysis, r.policy),
+                          f"{r.strength:+.2f} [{r.ci_low:+.2f}, {r.ci_high:+.2f}]",
+                          f"{r.rank_low}-{r.rank_high}" if r.rank_low != r.rank_high else str(r.rank_low),
+                          str(r.wins), str(r.losses), str(r.ties)] for r in table.itertuples()])
     return lines
 
 
@@ -409,9 +426,13 @@ def method_notes(analysis: Analysis) -> list[str]:
         "p < 0.05). With the protocol's equal per-task counts the pooled mean equals the equal-weight "
         "mean over tasks.",
         "- Ranking: Bradley-Terry with ties (Davidson 1970) fitted by its fixed-point iteration, half a "
-        "virtual tie per compared pair; 95% percentile intervals of strength and rank from "
-        f"{min(analysis.n_resamples, 1000)} bootstrap resamples of the shared evaluations (all pairs "
-        "of one scene stay together). Secondary: it pools conditions of unequal difficulty.",
+        "virtual tie per compared pair. Two policies are compared only where they ran a common "
+        "evaluation; the comparison graph is split into connected components and each is ranked "
+        "separately (`component` in `ranking.csv`). 95% percentile intervals of strength and rank "
+        f"from {min(analysis.n_resamples, RANKING_RESAMPLES)} cluster-bootstrap resamples: the unit is "
+        "a matched scene (an OOD scene with its direct control and paraphrases) or, without a matched "
+        "group, one shared evaluation, so the comparisons of one scene stay together. Secondary: it "
+        "pools conditions of unequal difficulty.",
         "- Multiplicity: Holm's step-down adjustment within each family: one family per contrast "
         "(its policies and tasks), the between-policy per-condition tests, the between-policy overall "
         "tests. Unadjusted p-values are reported beside the adjusted ones.",
