@@ -1,8 +1,14 @@
-"""The figures' publication rules, checked on the drawing (canvas items) and on the written files."""
+"""The figures' publication rules, checked on the matplotlib figures and on the written files.
+
+Sizes are read back from the files themselves: PDFium (Chrome's PDF engine, an independent reader)
+gives the size of every character the PDF's text operators draw, and the SVG's text elements carry
+their own font sizes.
+"""
 
 from __future__ import annotations
 
-import io
+import ctypes
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -11,16 +17,18 @@ import pytest
 from analysis_synthetic import FULL_POLICIES, write_csv
 from PIL import Image, ImageFilter
 
-from spabench.analysis import figures
-from spabench.analysis.drawing import fonts
-from spabench.analysis.drawing.canvas import Canvas, Rect, Text
+from spabench.analysis import figures, palette
 from spabench.analysis.failures import failure_mode_table
 from spabench.analysis.outcomes import load_outcomes, policies_in_order
 from spabench.analysis.rates import success_table
+from spabench.errors import ConfigError
 from spabench.suite.vocabulary import TASKS
 
 BAR_FIGURES = [n for n in figures.FIGURES if n != "fig11_failure_modes"]
 NAMES = {"groot_fllm": "GR00T-N1.7 F-LLM", "pi05": "pi0.5"}
+WIDTHS = ("single", "double")
+SVG = "{http://www.w3.org/2000/svg}"
+MIN_PT = 6.0
 
 
 @pytest.fixture(scope="module")
@@ -30,61 +38,76 @@ def tables(tmp_path_factory, synthetic):
     return success_table(outcomes), failure_mode_table(outcomes), policies_in_order(outcomes)
 
 
-@pytest.fixture(scope="module")
-def written(tables, tmp_path_factory):
+@pytest.fixture(scope="module", params=WIDTHS)
+def written(request, tables, tmp_path_factory):
     summary, failures, policies = tables
-    return figures.write_figures(summary, failures, policies, tmp_path_factory.mktemp("written"), names=NAMES)
+    settings = figures.FigureSettings(width=request.param)
+    out = tmp_path_factory.mktemp(f"written_{request.param}")
+    return settings, figures.write_figures(summary, failures, policies, out, names=NAMES, settings=settings)
 
 
-def _stub_points() -> float:
-    return figures.ZERO_STUB * figures.PLOT_HEIGHT / figures.Y_TOP
+def _draw(tables, name, width="single", names=None):
+    summary, failures, policies = tables
+    return figures.draw(name, summary, failures, policies, names or {}, settings=figures.FigureSettings(width))
 
 
+def _texts(figure) -> list:
+    """Every visible, non-empty text artist of the figure (tick labels, legend, counts, titles)."""
+    from matplotlib.text import Text
+
+    return [t for t in figure.findobj(Text) if t.get_visible() and t.get_text().strip()]
+
+
+# ---------------------------------------------------------------- what the figures show
+
+@pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("name", BAR_FIGURES)
-def test_every_bar_visible_and_labelled_with_its_count(tables, name):
-    summary, failures, policies = tables
-    canvas = figures.draw(name, summary, failures, policies, {})
-    bars, counts = canvas.of_role("bar"), canvas.of_role("count")
-    assert bars and min(b.h for b in bars) >= _stub_points() - 1e-9  # a 0% bar is still drawn
-    assert len(counts) == len(bars)  # k/n on every bar, in the bar's order, centred on it
-    for bar, label in zip(bars, counts):
-        rate, k, n = bar.data[:3]
-        assert label.text == f"{k}/{n}" and 0 <= k <= n and rate == pytest.approx(k / n)
-        assert label.x == pytest.approx(bar.x + bar.w / 2)
-        assert label.extent()[3] <= bar.y + 1e-6   # above the bar, not over it
+def test_every_bar_visible_and_labelled_with_its_count(tables, name, width):
+    figure = _draw(tables, name, width)
+    renderer = figure.canvas.get_renderer()
+    bars = figure.spabench_bars
+    assert bars
+    for patch, label, (successes, trials, rate, _, _) in bars:
+        assert patch.get_height() >= figures.ZERO_STUB - 1e-9          # a 0% bar is still drawn
+        assert label.get_text() == f"{int(successes)}/{int(trials)}" and rate == pytest.approx(successes / trials)
+        box, text = patch.get_window_extent(renderer), label.get_window_extent(renderer)
+        assert (text.x0 + text.x1) / 2 == pytest.approx((box.x0 + box.x1) / 2, abs=0.5)   # centred on it
+        assert text.y0 >= box.y1 - 0.5                                  # above the bar, not over it
+        assert text.y1 <= patch.axes.bbox.y1 + 0.5                      # inside its panel
+    labels = [label.get_window_extent(renderer) for _, label, _ in bars]
+    for i, a in enumerate(labels):   # neighbouring k/n labels never overlap
+        assert not any(a.overlaps(b) and a.intersection(a, b).width > 0.5 for b in labels[i + 1:]), name
 
 
 def test_fig6_holds_ood_and_direct_per_task(tables):
-    summary, failures, policies = tables
-    canvas = figures.draw("fig6_ood_direct_per_task", summary, failures, policies, {})
-    labels = [t.text for t in canvas.of_role("count")]
+    figure = _draw(tables, "fig6_ood_direct_per_task")
+    labels = [label.get_text() for _, label, _ in figure.spabench_bars]
     # 3 policies x 6 tasks: OOD k/50 and direct k/20 bars, plus the all-task k/300 and k/120
     assert sum(label.endswith("/50") for label in labels) == 3 * len(TASKS)
     assert sum(label.endswith("/20") for label in labels) == 3 * len(TASKS)
     assert sum(label.endswith("/300") for label in labels) == 3
     assert sum(label.endswith("/120") for label in labels) == 3
-    hatched = [b for b in canvas.of_role("bar") if b.hatch]
-    assert {b.data[2] for b in hatched} == {20, 120}   # direct control is the hatched, light series
+    hatched = {int(cell[1]) for patch, _, cell in figure.spabench_bars if patch.get_hatch()}
+    assert hatched == {20, 120}   # direct control is the hatched, light series
+    assert "20 matched scenes" in figures.CAPTIONS["fig6_ood_direct_per_task"]
 
 
 def test_fig11_per_task_and_policy_normalised_with_n(tables, synthetic):
-    summary, failures, policies = tables
-    canvas = figures.draw("fig11_failure_modes", summary, failures, policies, {"pi05": "pi0.5"})
-    rows = [t.text for t in canvas.of_role("row_label")]
-    assert len(rows) == len(TASKS) * len(FULL_POLICIES)
-    assert "Counting | pi0.5" in rows
-    totals = [int(t.text[2:]) for t in canvas.of_role("total")]
-    expected = [sum(v for (p, t, c, _), v in synthetic.failures.items() if (p, t, c) == (policy, task, "ood"))
-                for task in TASKS for policy in FULL_POLICIES]
-    assert totals == expected
+    figure = _draw(tables, "fig11_failure_modes", names={"pi05": "pi0.5"})
+    expected = {(task, policy): sum(v for (p, t, c, _), v in synthetic.failures.items()
+                                    if (p, t, c) == (policy, task, "ood"))
+                for task in TASKS for policy in FULL_POLICIES}
+    totals = {(task, policy): n for text, task, policy, n in figure.spabench_totals}
+    assert totals == {k: v for k, v in expected.items() if v}
+    assert all(text.get_text() == f"n={n}" for text, _, _, n in figure.spabench_totals)
     widths, counted = {}, {}
-    for share in canvas.of_role("share"):
-        task, policy, _, count, _ = share.data
-        widths[(task, policy)] = widths.get((task, policy), 0.0) + share.w
+    for patch, task, policy, _, count, _ in figure.spabench_shares:
+        widths[(task, policy)] = widths.get((task, policy), 0.0) + patch.get_width()
         counted[(task, policy)] = counted.get((task, policy), 0) + count
-    assert len(widths) == len(rows)
-    assert np.allclose(list(widths.values()), figures.SHARE_WIDTH)  # every bar is normalised
-    assert list(counted.values()) == expected
+    assert np.allclose(list(widths.values()), 100.0)   # every bar is normalised
+    assert counted == totals
+    ticks = [t.get_text() for ax in figure.axes for t in ax.get_yticklabels()]
+    assert ticks.count("pi0.5") == len(TASKS)
 
 
 def test_zero_rate_bar_is_visible(tmp_path):
@@ -92,107 +115,162 @@ def test_zero_rate_bar_is_visible(tmp_path):
              "success": "0" if task == "counting" else str(j % 2)} for task in TASKS for j in range(10)]
     outcomes = load_outcomes(write_csv(tmp_path / "o.csv", rows, ("policy", "task", "condition",
                                                                   "evaluation_id", "success")))
-    written = figures.write_figures(success_table(outcomes), failure_mode_table(outcomes), ["pi05"], tmp_path)
+    summary, failures = success_table(outcomes), failure_mode_table(outcomes)
+    written = figures.write_figures(summary, failures, ["pi05"], tmp_path)
     assert list(written) == ["fig5_id_per_task"]
-    canvas = figures.draw("fig5_id_per_task", success_table(outcomes), failure_mode_table(outcomes), ["pi05"], {})
-    zero = [b for b in canvas.of_role("bar") if b.data[1] == 0]
-    assert len(zero) == 1 and zero[0].h == pytest.approx(_stub_points())
-    assert "0/10" in [t.text for t in canvas.of_role("count")]
-    # the stub is drawn in the PNG: its pixels have the bar's colour
-    png = np.asarray(Image.open(written["fig5_id_per_task"][0]).convert("RGB"))
-    dx, dy, _, _ = canvas.page()
-    scale = figures.PNG_DPI / 72
-    x, y = round((zero[0].x + zero[0].w / 2 + dx) * scale), round((zero[0].y + zero[0].h / 2 + dy) * scale)
-    assert tuple(png[y, x]) != (255, 255, 255)
+    figure = figures.draw("fig5_id_per_task", summary, failures, ["pi05"], {})
+    zero = [(patch, label) for patch, label, cell in figure.spabench_bars if cell[0] == 0]
+    assert len(zero) == 1 and zero[0][0].get_height() == pytest.approx(figures.ZERO_STUB)
+    assert zero[0][1].get_text() == "0/10"
+    # the stub is drawn in the PNG: the pixel at its centre has the bar's colour
+    box = zero[0][0].get_window_extent(figure.canvas.get_renderer())
+    scale = figures.PNG_DPI / figure.dpi
+    with Image.open(written["fig5_id_per_task"][0]) as image:
+        png = np.asarray(image.convert("RGB"))
+    x, y = round((0.75 * box.x0 + 0.25 * box.x1) * scale), round(png.shape[0] - (box.y0 + box.y1) / 2 * scale)
+    r, g, b = (int(v) for v in png[y, x])   # the bar's blue (fill or edge), not white or the whisker's grey
+    assert b - r > 60 and b > g, (r, g, b)
 
 
-def _overlap(a, b) -> bool:
-    return a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
-
-
-def _box(item) -> tuple:
-    return item.extent() if isinstance(item, Text) else (item.x, item.y, item.x + item.w, item.y + item.h)
-
-
+@pytest.mark.parametrize("width", WIDTHS)
 @pytest.mark.parametrize("name", list(figures.FIGURES))
-def test_title_and_legend_never_cover_the_data(tables, name):
-    summary, failures, policies = tables
-    canvas = figures.draw(name, summary, failures, policies, NAMES)
-    furniture = canvas.of_role("title") + canvas.of_role("legend_label") + canvas.of_role("legend_handle")
-    data = [i for i in canvas.items if i.role in ("bar", "count", "share", "share_count", "row_label", "total",
-                                                  "group_label", "value_label", "axis_title")]
-    assert furniture and data
+def test_title_and_legend_never_cover_the_data_and_nothing_is_clipped(tables, name, width):
+    figure = _draw(tables, name, width, NAMES)
+    renderer = figure.canvas.get_renderer()
+    page = figure.bbox
+    furniture = [legend.get_window_extent(renderer) for legend in figure.legends]
+    if figure._suptitle is not None:
+        furniture.append(figure._suptitle.get_window_extent(renderer))
+    assert furniture
+    data = [ax.bbox for ax in figure.axes] + [t.get_window_extent(renderer) for ax in figure.axes
+                                              for t in ax.texts]
     for item in furniture:
         for other in data:
-            assert not _overlap(_box(item), _box(other)), (name, item, other)
-    labels = [_box(t) for t in canvas.of_role("legend_label")]
-    assert not any(_overlap(a, b) for i, a in enumerate(labels) for b in labels[i + 1:]), name
+            assert not item.overlaps(other), (name, item, other)
+    for text in _texts(figure):   # every label on the page
+        box = text.get_window_extent(renderer)
+        assert box.x0 >= page.x0 - 0.5 and box.x1 <= page.x1 + 0.5 and box.y0 >= -0.5 and box.y1 <= page.y1 + 0.5, \
+            (name, text.get_text(), box)
 
 
-def test_nothing_clipped_and_display_names(written):
-    """The outer pixel frame of every PNG is background: no label runs off the canvas."""
-    assert sorted(written) == sorted(figures.FIGURES)
-    for name, paths in written.items():
-        assert [p.suffix for p in paths] == [".png", ".pdf", ".svg"]
-        with Image.open(paths[0]) as image:
-            assert image.info["dpi"] == pytest.approx((figures.PNG_DPI, figures.PNG_DPI), abs=0.01)
-            pixels = np.asarray(image.convert("L"))
-        frame = np.concatenate([pixels[:3].ravel(), pixels[-3:].ravel(), pixels[:, :3].ravel(), pixels[:, -3:].ravel()])
-        assert frame.min() >= 250, name
-        svg = paths[2].read_text()
-        assert "F-LLM" in svg and "pi0.5" in svg and "groot_fllm" not in svg, name  # long names wrap
+# ---------------------------------------------------------------- the written files
 
-
-def test_svg_is_well_formed_and_holds_every_label(tables, written):
-    summary, failures, policies = tables
-    for name, paths in written.items():
-        canvas = figures.draw(name, summary, failures, policies, NAMES)
-        root = ET.fromstring(paths[2].read_bytes())
-        _, _, width, height = canvas.page()
-        assert [float(v) for v in root.get("viewBox").split()] == pytest.approx([0, 0, width, height], abs=0.01)
-        texts = [t.text for t in root.iter("{http://www.w3.org/2000/svg}text")]
-        assert texts == [t.text for t in canvas.items if isinstance(t, Text)], name
-
-
-BLUR = ImageFilter.GaussianBlur(1.5)  # forgives anti-aliasing and kerning, not a misplaced bar or label
-
-
-def _render_pdf(path: Path, dpi: int) -> np.ndarray:
+def _pdf_characters(path: Path) -> list[tuple[str, float, str]]:
+    """(character, font size in pt, font name) of every character the PDF's text operators draw
+    (PDFium's text page; characters PDFium generates itself, like line breaks, left out)."""
     import pypdfium2
+    import pypdfium2.raw as raw
 
     document = pypdfium2.PdfDocument(str(path))
     try:
-        return np.asarray(document[0].render(scale=dpi / 72).to_pil().convert("L").filter(BLUR), dtype=float)
+        page = document[0]
+        textpage = page.get_textpage()
+        name = ctypes.create_string_buffer(256)
+        flags = ctypes.c_int()
+        chars = []
+        for i in range(textpage.count_chars()):
+            if raw.FPDFText_IsGenerated(textpage.raw, i):
+                continue
+            raw.FPDFText_GetFontInfo(textpage.raw, i, name, 256, ctypes.byref(flags))
+            chars.append((chr(raw.FPDFText_GetUnicode(textpage.raw, i)), raw.FPDFText_GetFontSize(textpage.raw, i),
+                          name.value.decode()))
+        return chars
     finally:
         document.close()
 
 
-def _gray(path: Path, size) -> np.ndarray:
-    with Image.open(path) as image:
-        return np.asarray(image.convert("L").resize(size, Image.Resampling.BOX).filter(BLUR), dtype=float)
-
-
-def test_pdf_renders_like_the_png_with_embedded_truetype(written):
-    """PDFium (Chrome's PDF engine) draws each PDF; at 100 dpi it matches the PNG reduced to the
-    same size (mean grey-level difference under 5 of 255 after a slight blur), and a different
-    figure does not (over 15): the embedded fonts and the geometry are right."""
+def _pdf_width_in(path: Path) -> float:
     import pypdfium2
 
-    differences = {}
-    for name, (png, pdf, _) in written.items():
-        rendered = _render_pdf(pdf, 100)
-        own = np.abs(rendered - _gray(png, rendered.shape[::-1])).mean()
-        differences[name] = own
-        assert own < 5.0, (name, own)
-        raw = pdf.read_bytes()
-        assert b"/FontFile2" in raw and b"/Type3" not in raw and b"/CIDFontType2" in raw
-        document = pypdfium2.PdfDocument(str(pdf))
-        text = document[0].get_textpage().get_text_range()
+    document = pypdfium2.PdfDocument(str(path))
+    try:
+        return document[0].get_width() / 72
+    finally:
         document.close()
-        assert ("Success rate (%)" in text) != (name == "fig11_failure_modes"), name
-    a, b = written["fig5_id_per_task"][1], written["fig9_no_intervention"][0]
-    rendered = _render_pdf(a, 100)
-    assert np.abs(rendered - _gray(b, rendered.shape[::-1])).mean() > 15 > 3 * max(differences.values())
+
+
+def _svg_texts(path: Path) -> list[tuple[str, float]]:
+    """(text, font size) of every SVG text element (user units are points: the viewBox is in pt)."""
+    root = ET.fromstring(path.read_bytes())
+    out = []
+    for element in root.iter(f"{SVG}text"):
+        size = re.search(r"font-size:\s*([\d.]+)px", element.get("style", ""))
+        assert size, element.attrib
+        out.append(("".join(element.itertext()), float(size.group(1))))
+    return out
+
+
+def test_smallest_text_is_at_least_6_pt_at_the_printed_width(written):
+    """Every figure at 3.5 in and at 7 in: the page is exactly that wide, and no character the PDF
+    draws nor any SVG text element is below 6 pt."""
+    settings, files = written
+    assert sorted(files) == sorted(figures.FIGURES)
+    for name, (png, pdf, svg) in files.items():
+        assert _pdf_width_in(pdf) == pytest.approx(settings.inches, abs=1e-3), name
+        chars = [c for c in _pdf_characters(pdf) if not c[0].isspace()]
+        assert len(chars) > 50, name
+        smallest = min(size for _, size, _ in chars)
+        assert smallest >= MIN_PT - 1e-6, (name, settings.width, smallest)
+        texts = _svg_texts(svg)
+        assert min(size for _, size in texts) >= MIN_PT - 1e-6, name
+        root = ET.fromstring(svg.read_bytes())
+        assert float(root.get("width").removesuffix("pt")) == pytest.approx(72 * settings.inches, abs=0.01)
+        with Image.open(png) as image:
+            assert image.info["dpi"] == pytest.approx((figures.PNG_DPI, figures.PNG_DPI), abs=0.01)
+            assert image.width == pytest.approx(settings.inches * figures.PNG_DPI, abs=1)
+            pixels = np.asarray(image.convert("L"))
+        frame = np.concatenate([pixels[:3].ravel(), pixels[-3:].ravel(), pixels[:, :3].ravel(), pixels[:, -3:].ravel()])
+        assert frame.min() >= 250, name   # no ink touches the page edge: nothing runs off it
+
+
+def test_pdf_fonts_are_embedded_truetype(written):
+    _, files = written
+    for name, (_, pdf, _) in files.items():
+        raw = pdf.read_bytes()
+        assert b"/FontFile2" in raw and b"/CIDFontType2" in raw, name   # TrueType (Type 42) programs
+        assert b"/Type3" not in raw and b"/FontFile3" not in raw, name
+        assert {font for _, _, font in _pdf_characters(pdf)} <= {f for f in re.findall(
+            r"/BaseFont /(\S+)", raw.decode("latin-1"))}
+
+
+def test_svg_keeps_every_label_as_text(tables, written):
+    """Every line of every text artist of the figure is a text element of its SVG (no glyph paths)."""
+    settings, files = written
+    summary, failures, policies = tables
+    for name, (_, _, svg) in files.items():
+        figure = figures.draw(name, summary, failures, policies, NAMES, settings=settings)
+        shown = sorted(t for t, _ in _svg_texts(svg))
+        expected = sorted(line for text in _texts(figure) for line in text.get_text().split("\n") if line.strip())
+        assert shown == expected, name
+        assert "F-LLM" in " ".join(shown) and "pi0.5" in " ".join(shown), name
+
+
+def test_pdf_renders_like_the_png(written):
+    """PDFium draws each PDF; at 100 dpi it matches the PNG reduced to the same size (mean grey-level
+    difference under 5 of 255 after a slight blur), and a different figure does not (over 15)."""
+    import pypdfium2
+
+    blur = ImageFilter.GaussianBlur(1.5)
+
+    def render(path: Path) -> np.ndarray:
+        document = pypdfium2.PdfDocument(str(path))
+        try:
+            return np.asarray(document[0].render(scale=100 / 72).to_pil().convert("L").filter(blur), dtype=float)
+        finally:
+            document.close()
+
+    def gray(path: Path, size) -> np.ndarray:
+        with Image.open(path) as image:
+            return np.asarray(image.convert("L").resize(size, Image.Resampling.BOX).filter(blur), dtype=float)
+
+    _, files = written
+    differences = {}
+    for name, (png, pdf, _) in files.items():
+        rendered = render(pdf)
+        differences[name] = np.abs(rendered - gray(png, rendered.shape[::-1])).mean()
+        assert differences[name] < 5.0, (name, differences[name])
+    rendered = render(files["fig5_id_per_task"][1])
+    assert np.abs(rendered - gray(files["fig11_failure_modes"][0], rendered.shape[::-1])).mean() > 15
 
 
 def test_outputs_are_byte_reproducible(tables, tmp_path):
@@ -207,45 +285,68 @@ def test_outputs_are_byte_reproducible(tables, tmp_path):
             assert p.read_bytes() == q.read_bytes(), p.name
 
 
-def test_font_subset_keeps_the_glyphs_drawn():
-    """fontTools (an independent TrueType reader) finds the subset's glyphs identical to the
-    original's, the advances the layout uses, and nothing but the glyphs asked for."""
-    from fontTools.ttLib import TTFont
-
-    face = fonts.face("normal")
-    text = "Pi0.5 | 12/50 ±"
-    gids = face.glyphs(text)
-    original = TTFont(str(face.path))
-    subset = TTFont(io.BytesIO(face.subset(gids)))
-    order = original.getGlyphOrder()
-    assert subset["maxp"].numGlyphs == max(gids) + 1
-    cmap = original.getBestCmap()
-    for char, gid in zip(text, gids):
-        assert order[gid] == cmap[ord(char)]
-        name = subset.getGlyphOrder()[gid]
-        assert subset["glyf"][name].getCoordinates(subset["glyf"])[0] == \
-            original["glyf"][order[gid]].getCoordinates(original["glyf"])[0]
-        assert subset["hmtx"][name][0] == original["hmtx"][order[gid]][0] == face.advance(gid)
-    unused = face.glyph("Q")
-    assert unused not in gids and subset["glyf"][subset.getGlyphOrder()[unused]].numberOfContours == 0
-    assert face.width(text, 10) == pytest.approx(sum(original["hmtx"][cmap[ord(c)]][0] for c in text) * 10
-                                                 / original["head"].unitsPerEm)
-
-
-def test_canvas_sizes_the_page_to_its_content():
-    canvas = Canvas()
-    canvas.rect(10, 20, 30, 40, "#000000")
-    label = canvas.text(0, 0, "a long label", 8, align="end", rotation=90)
-    x0, y0, x1, y1 = canvas.bounds()
-    box = label.extent()
-    assert x0 <= min(10, box[0]) - canvas.pad + 1e-9 and x1 >= 40 + canvas.pad - 1e-9
-    assert y0 <= box[1] - canvas.pad + 1e-9 and y1 >= 60 + canvas.pad - 1e-9
-    assert isinstance(canvas.items[0], Rect)
-
-
 def test_label_with_tex_and_newline_is_literal(tables, tmp_path):
     summary, failures, policies = tables
     written = figures.write_figures(summary, failures, policies, tmp_path,
                                     names={"pi05": "p$\\frac{$x\nnext"}, formats=("svg",))
     svg = Path(written["fig5_id_per_task"][0]).read_text()
     assert "p$\\frac{$x next" in svg
+
+
+# ---------------------------------------------------------------- style and settings
+
+def test_style_sheet_keeps_the_okabe_ito_policy_colours():
+    import matplotlib.style
+
+    with matplotlib.style.context([str(figures.STYLE_SHEET)], after_reset=True):
+        assert figures._policy_colors() == list(palette.POLICY_COLORS)
+
+
+def test_a_lab_style_sheet_changes_the_output(tables, tmp_path):
+    """A lab's sheet on top of spabench's: its font size and first colour reach the SVG; the caller's
+    own matplotlib settings are untouched afterwards."""
+    import matplotlib
+
+    summary, failures, policies = tables
+    lab = tmp_path / "lab.mplstyle"
+    lab.write_text("font.size: 9\nxtick.labelsize: 8\naxes.prop_cycle: cycler('color', ['AA3377', '228833'])\n")
+    before = dict(matplotlib.rcParams)
+    runs = {}
+    for label, settings in (("spabench", figures.FigureSettings()), ("lab", figures.FigureSettings(style=lab))):
+        (tmp_path / label).mkdir()
+        runs[label] = figures.write_figures(summary, failures, policies, tmp_path / label, formats=("svg", "pdf"),
+                                            settings=settings)
+    default, styled = (runs[k]["fig5_id_per_task"][0].read_text() for k in ("spabench", "lab"))
+    counts = {k: {size for text, size in _svg_texts(runs[k]["fig5_id_per_task"][0]) if re.fullmatch(r"\d+/\d+", text)}
+              for k in runs}
+    assert counts == {"spabench": {6.0}, "lab": {9.0}}
+    assert "#aa3377" in styled.lower() and "#aa3377" not in default.lower()
+    assert "#0072b2" in default.lower() and "#0072b2" not in styled.lower()
+    sizes = {size for _, size, _ in _pdf_characters(runs["lab"]["fig5_id_per_task"][1])}
+    assert 9.0 in sizes and 8.0 in sizes
+    assert dict(matplotlib.rcParams) == before
+
+
+def test_figure_settings_refuse_what_they_do_not_read(tmp_path):
+    assert figures.FigureSettings.from_mapping({"width": "double"}).inches == 7.0
+    assert figures.FigureSettings.from_mapping(None).inches == 3.5
+    with pytest.raises(ConfigError, match="figures.colour.*allowed: figures.width, figures.style"):
+        figures.FigureSettings.from_mapping({"colour": "red"})
+    with pytest.raises(ConfigError, match="figures.width: 'triple'"):
+        figures.FigureSettings.from_mapping({"width": "triple"})
+    with pytest.raises(ConfigError, match="is not a file"):
+        figures.FigureSettings.from_mapping({"style": str(tmp_path / "missing.mplstyle")})
+    bad = tmp_path / "bad.mplstyle"
+    bad.write_text("font.size: huge\n")
+    with pytest.raises(ConfigError, match="bad.mplstyle"):
+        figures.FigureSettings(style=bad).check_style()
+
+
+def test_conf_default_is_the_dataclass_default():
+    """conf/config.yaml's `figures` block lists exactly FigureSettings' fields with their defaults."""
+    import dataclasses
+
+    import yaml
+
+    conf = yaml.safe_load((Path(__file__).resolve().parents[2] / "conf" / "config.yaml").read_text())
+    assert conf["figures"] == {f.name: f.default for f in dataclasses.fields(figures.FigureSettings)}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from spabench.analysis.figures import FigureSettings
 from spabench.analysis.outcomes import load_outcomes, outcomes_from_frame
 from spabench.analysis.report import analyse, write_report
 from spabench.errors import ConfigError, DataError
@@ -89,7 +90,10 @@ def one_bench_kind(outcomes, bench_kind: str | None, say=print):
 
 def report(cfg: SpabenchConfig) -> int:
     """Validate the outcomes completely, then write summary/contrasts/failure/invalid CSVs, figures
-    and report.md into `out` in one step. Keys: outcomes | campaign, out, bootstrap_seed, bootstrap."""
+    and report.md into `out` in one step. Keys: outcomes | campaign, out, bootstrap_seed, bootstrap,
+    figures.width, figures.style."""
+    settings = FigureSettings.from_mapping(cfg.figures)
+    settings.check_style()   # a lab's style sheet is read before anything is computed or written
     if (cfg.outcomes is None) == (cfg.campaign_dir is None):
         raise ConfigError("report needs exactly one input: outcomes=FILE.csv or campaign=DIR "
                           f"(got outcomes={cfg.outcomes}, campaign={cfg.campaign_dir})")
@@ -112,6 +116,6 @@ def report(cfg: SpabenchConfig) -> int:
         raise DataError(source, "no rollouts: the outcomes table has a header but no data rows")
     analysis = analyse(outcomes, n_resamples=cfg.bootstrap, seed=cfg.bootstrap_seed,
                        names=_display_names(cfg.display_names), plan=plan, ratings=ratings)
-    written = write_report(analysis, cfg.out)
+    written = write_report(analysis, cfg.out, figure_settings=settings)
     print(f"report: {len(outcomes)} rollouts, {len(analysis.policies)} policies -> {written[0].parent}")
     return 0

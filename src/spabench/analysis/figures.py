@@ -1,30 +1,31 @@
 """The paper's figures (Figs. 5-11): success rates with Wilson 95% whiskers, and failure-mode composition.
 
-Each figure is laid out once on a `drawing.Canvas` (points, measured with the font's own advances)
-and written as 300 dpi PNG, PDF (embedded TrueType subsets) and SVG (text kept as text) by the three
-small writers in `spabench.analysis.drawing`. matplotlib is not used: its artist machinery cost more
-than a second of CPU for the report's 21 files, and these figures need only bars, lines and text.
+Drawn with matplotlib's object API on the Agg canvas (no pyplot, no global backend switch, imported
+only when figures are drawn) under spabench's style sheet (`spabench.mplstyle`: Okabe-Ito colours,
+text sizes in points at the printed width, TrueType fonts in the PDF, text kept as text in the SVG),
+then a lab's own sheet on top (`FigureSettings.style`). Each figure is exactly the column width it
+is drawn for (3.5 in single, 7 in double), so its point sizes are the printed ones.
 
-Conventions of every bar figure: colours from the Okabe-Ito palette (palette.py), the trial count
-`k/n` above every bar, a 0% bar drawn as a visible stub in its colour, the title and the legend
-above the plot (never over a bar), the page sized to its content so nothing is clipped, and
-policies shown by their display names.
+Conventions of every bar figure: the trial count `k/n` above every bar, a 0% bar drawn as a visible
+stub in its colour, the title and the legend above the plot (never over a bar), groups wrapped onto
+more rows of panels when a column is too narrow for their bars, and policies shown by their display
+names.
 """
 
 from __future__ import annotations
 
+import math
 import textwrap
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import pandas as pd
 
 from spabench.analysis import palette
-from spabench.analysis.drawing import fonts
-from spabench.analysis.drawing.canvas import Canvas
 from spabench.analysis.failures import FAILURE_MODE_ORDER, UNANNOTATED, failure_mode_label
 from spabench.analysis.rates import ALL_TASKS, NON_RELATIONAL, NON_RELATIONAL_TASKS, summary_cells
+from spabench.errors import ConfigError
 from spabench.escaping import printable
 from spabench.suite import vocabulary
 from spabench.suite.vocabulary import TASKS
@@ -32,6 +33,8 @@ from spabench.suite.vocabulary import TASKS
 FORMATS = ("png", "pdf", "svg")
 PNG_DPI = 300
 ZERO_STUB = 1.2  # height (pp) of the stub that marks a 0% bar
+STYLE_SHEET = Path(__file__).with_name("spabench.mplstyle")
+WIDTHS = {"single": 3.5, "double": 7.0}  # inches: a journal's single and double column
 
 # The protocol's published labels (spabench.suite.vocabulary), wrapped for the axes; the derived
 # subsets and the legends of Figs. 7-8 name what the bars compare.
@@ -49,6 +52,77 @@ CONDITION_LABELS = {
 PARAPHRASE_CONDITIONS = ("ood_paraphrase_subset", "paraphrase_ood", "direct_paraphrase_subset",
                          "paraphrase_direct")
 FAILURE_CONDITION = "ood"  # Fig. 11 decomposes the OOD failures
+
+
+@dataclass(frozen=True)
+class FigureSettings:
+    """How the report draws its figures (`figures.<field>=` on the command line).
+
+    width: single (3.5 in) | double (7 in), the printed width of every figure.
+    style: a lab's own matplotlib style sheet (.mplstyle), applied on top of spabench's.
+    """
+
+    width: str = "single"
+    style: Path | None = None
+
+    def __post_init__(self) -> None:
+        if self.width not in WIDTHS:
+            raise ConfigError(f"figures.width: {self.width!r} (allowed: {' | '.join(WIDTHS)})")
+        if self.style is not None:
+            path = Path(str(self.style)).expanduser().resolve()
+            if not path.is_file():
+                raise ConfigError(f"figures.style: {self.style} is not a file (a matplotlib .mplstyle sheet)")
+            object.__setattr__(self, "style", path)
+
+    @classmethod
+    def from_mapping(cls, values: Mapping | None) -> FigureSettings:
+        """The settings from `figures.*` keys; an unknown key is refused, naming the allowed ones."""
+        values = dict(values or {})
+        allowed = [f.name for f in fields(cls)]
+        unknown = sorted(set(values) - set(allowed))
+        if unknown:
+            raise ConfigError(f"report: unknown key 'figures.{unknown[0]}' (allowed: "
+                              f"{', '.join('figures.' + name for name in allowed)})")
+        if "width" in values and not isinstance(values["width"], str):
+            raise ConfigError(f"figures.width: {values['width']!r} (allowed: {' | '.join(WIDTHS)})")
+        if values.get("style") is not None and (not isinstance(values["style"], (str, Path))
+                                                or not str(values["style"]).strip()):
+            raise ConfigError(f"figures.style: {values['style']!r} (allowed: a path to a .mplstyle file, or null)")
+        return cls(**values)
+
+    @property
+    def inches(self) -> float:
+        return WIDTHS[self.width]
+
+    def styles(self) -> list[str]:
+        """The style sheets in the order applied: spabench's, then the lab's."""
+        return [str(STYLE_SHEET)] + ([str(self.style)] if self.style else [])
+
+    def check_style(self) -> None:
+        """Read the lab's sheet now (before the report computes anything): a line matplotlib cannot
+        parse is an error naming the file, not a warning after the figures are drawn."""
+        if self.style is None:
+            return
+        import logging
+
+        import matplotlib
+
+        problems: list[str] = []
+
+        class Collect(logging.Handler):   # matplotlib logs a bad line of a style sheet and goes on
+            def emit(self, record: logging.LogRecord) -> None:
+                problems.append(record.getMessage())
+
+        handler, logger = Collect(logging.WARNING), logging.getLogger("matplotlib")
+        logger.addHandler(handler)
+        try:
+            matplotlib.rc_params_from_file(str(self.style), use_default_template=False)
+        except (ValueError, KeyError, OSError, UnicodeDecodeError) as error:
+            problems.append(str(error))
+        finally:
+            logger.removeHandler(handler)
+        if problems:
+            raise ConfigError(f"figures.style: {self.style}: {problems[0]}")
 
 
 @dataclass(frozen=True)
@@ -75,7 +149,8 @@ class Cells:
 
 
 def one_line(text: object) -> str:
-    """A label on one line (spabench.escaping.printable); drawn literally in every format."""
+    """A label on one line (spabench.escaping.printable); with text.parse_math off (the style sheet)
+    a `$` in a policy name is drawn literally, never parsed as TeX."""
     return printable(text)
 
 
@@ -83,132 +158,168 @@ def display(names: Mapping[str, str], policy: str) -> str:
     return one_line(names.get(policy, policy))
 
 
-# ---------------------------------------------------------------- layout (points, y down)
+# ---------------------------------------------------------------- layout (points)
 
-INCH = 72.0
-Y_TOP = 118.0           # the value axis runs to 118 so k/n fits above a 100% bar
-PLOT_HEIGHT = 1.95 * INCH
-MAX_PLOT_WIDTH = 6.25 * INCH   # with the axis labels, a double-column figure (7.2 in)
-TICK = 3.5              # tick length and the gap from tick to label
-SPINE = "#000000"
-GRID = "#E5E5E5"
 WHISKER = "#222222"
 COUNT_INK = "#333333"
-SIZES = {"tick": 8.0, "axis": 9.0, "title": 10.0, "legend": 8.0}
+PANEL_HEIGHT = 1.3 * 72     # one row of bar panels
+GROUP_FILL = 0.84           # share of a group's slot taken by its bars
 
 
-def _width(groups: int, bars: int) -> float:
-    """Plot width in points: room per bar, at most a double-column figure."""
-    return min(MAX_PLOT_WIDTH, max(2.5 * INCH, groups * (0.3 + 0.17 * bars) * INCH))
+def _rc(name: str) -> float:
+    """A font size from the active style, in points."""
+    import matplotlib
+    from matplotlib.font_manager import FontProperties
+
+    return FontProperties(size=matplotlib.rcParams[name]).get_size_in_points()
 
 
-def _value_axis(canvas: Canvas, height: float, y_of) -> float:
-    """Grid, left spine, ticks 0-100 and the axis title; returns the leftmost x used."""
-    face = fonts.face("normal")
-    size = SIZES["tick"]
-    labels = [str(v) for v in range(0, 101, 20)]
-    widest = max(face.width(label, size) for label in labels)
-    for value, label in zip(range(0, 101, 20), labels):
-        y = y_of(value)
-        canvas.line([(-TICK, y), (0, y)], SPINE, 0.8, role="tick")
-        canvas.text(-2 * TICK, y, label, size, align="end", valign="center", role="value_label")
-    canvas.line([(0, 0), (0, height)], SPINE, 0.8, role="spine")
-    x = -2 * TICK - widest - 4.0
-    title = canvas.text(x, height / 2, "Success rate (%)", SIZES["axis"], align="middle", valign="bottom",
-                        rotation=90, role="axis_title")
-    return title.extent()[0]
+def _new_figure(width_in: float, height_pt: float):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(width_in, height_pt / 72), dpi=72)
+    FigureCanvasAgg(figure)
+    return figure
 
 
-def _legend(canvas: Canvas, entries: list[tuple[str, str, str | None, str | None]], left: float, bottom: float,
-            available: float, ncol: int, above: bool = True, by_column: bool = False) -> float:
-    """A legend of (label, fill, edge, hatch) entries in at most `ncol` columns, narrowed until it
-    fits `available` points, filled row by row (or column by column: Fig. 6 keeps each policy's
-    OOD/direct pair in one column); placed with its bottom (above=True) or top edge at `bottom`.
-    Returns the legend's far edge (top or bottom)."""
-    if not entries:
-        return bottom
-    face, size = fonts.face("normal"), SIZES["legend"]
-    handle_w, handle_h, gap, spacing, pitch = 1.4 * size, 0.7 * size, 0.6 * size, 1.2 * size, 1.45 * size
-    widths = [handle_w + gap + face.width(label, size) for label, *_ in entries]
-    ncol = max(1, min(ncol, len(entries)))
-    while True:
-        rows = -(-len(entries) // ncol)
-        place = [(i % rows, i // rows) if by_column else divmod(i, ncol) for i in range(len(entries))]
-        columns = [max(w for w, (_, c) in zip(widths, place) if c == col) for col in range(max(c for _, c in place) + 1)]
-        total = sum(columns) + spacing * (len(columns) - 1)
-        if total <= available or ncol == 1:
-            break
-        ncol -= 1
-    top = bottom - rows * pitch if above else bottom
-    for (label, fill, edge, hatch), (row, col) in zip(entries, place):
-        x = left + sum(columns[:col]) + spacing * col
-        centre = top + (row + 0.5) * pitch
-        canvas.rect(x, centre - handle_h / 2, handle_w, handle_h, fill, edge, 0.5 if edge else 0.0, hatch,
-                    role="legend_handle")
-        canvas.text(x + handle_w + gap, centre, label, size, valign="center", role="legend_label")
-    return top if above else top + rows * pitch
+def _policy_colors() -> list[str]:
+    """The style's colour cycle as #RRGGBB (spabench's: Okabe-Ito in palette.POLICY_COLORS order)."""
+    import matplotlib
+    from matplotlib.colors import to_hex
 
-
-def bar_chart(groups: Sequence[str], series: Sequence[Bar], title: str, ncol: int | None = None,
-              legend_by_column: bool = False) -> Canvas:
-    """Grouped bars with Wilson whiskers and k/n above each bar, title and legend above the plot.
-
-    Rectangles of role "bar" carry (rate, successes, trials, low, high) of their cell."""
-    canvas = Canvas()
-    n_groups, n_series = len(groups), max(len(series), 1)
-    width, height = _width(n_groups, n_series), PLOT_HEIGHT
-    unit = width / max(n_groups, 1)
-
-    def y_of(value: float) -> float:
-        return height * (1 - value / Y_TOP)
-
-    for value in range(20, 101, 20):
-        canvas.line([(0, y_of(value)), (width, y_of(value))], GRID, 0.7, role="grid")
-    slot = 0.84 / n_series
-    half, cap = slot * 0.45 * unit, slot * 0.22 * unit
-    size = 5.5 if slot * unit > 7 else 4.5
-    label_top = 0.0
-    for i, bar in enumerate(series):
-        offset = (i - (n_series - 1) / 2) * slot
-        edge = palette.darker(bar.color, 0.55)
-        hatch = edge if bar.hatch else None
-        for j, cell in enumerate(bar.cells):
-            if cell is None:
-                continue
-            successes, trials, share, wilson_low, wilson_high = cell
-            rate, low, high = 100 * share, min(100 * wilson_low, 100 * share), max(100 * wilson_high, 100 * share)
-            shown = rate if rate > 0 else ZERO_STUB   # a 0% bar stays visible
-            x = (j + 0.5 + offset) * unit
-            canvas.rect(x - half, y_of(shown), 2 * half, y_of(0) - y_of(shown), bar.color, edge, 0.5, hatch,
-                        role="bar", data=(share, int(successes), int(trials), wilson_low, wilson_high))
-            canvas.line([(x, y_of(low)), (x, y_of(high))], WHISKER, 0.8, role="whisker")
-            canvas.line([(x - cap, y_of(low)), (x + cap, y_of(low))], WHISKER, 0.8, role="whisker")
-            canvas.line([(x - cap, y_of(high)), (x + cap, y_of(high))], WHISKER, 0.8, role="whisker")
-            label = canvas.text(x, y_of(max(high, shown) + 1.5), f"{int(successes)}/{int(trials)}", size,
-                                color=COUNT_INK, valign="center", rotation=90, role="count")
-            label_top = min(label_top, label.extent()[1])
-    canvas.line([(0, height), (width, height)], SPINE, 0.8, role="spine")
-    line_height = 1.17 * SIZES["tick"]
-    for j, group in enumerate(groups):
-        x = (j + 0.5) * unit
-        canvas.line([(x, height), (x, height + TICK)], SPINE, 0.8, role="tick")
-        text = TASK_LABELS.get(group, textwrap.fill(str(group), 14))
-        for k, line in enumerate(text.split("\n")):
-            canvas.text(x, height + 2 * TICK + k * line_height, line, SIZES["tick"], align="middle", valign="top",
-                        role="group_label")
-    left = _value_axis(canvas, height, y_of)
-    entries = [(bar.label, bar.color, palette.darker(bar.color, 0.55), palette.darker(bar.color, 0.55)
-                if bar.hatch else None) for bar in series]
-    legend_top = _legend(canvas, entries, left, label_top - 6.0, width - left, ncol or min(len(entries), 5),
-                         by_column=legend_by_column)
-    if title:
-        canvas.text(left, legend_top - 6.0, title, SIZES["title"], weight="bold", role="title")
-    return canvas
+    return [to_hex(c["color"]).upper() for c in matplotlib.rcParams["axes.prop_cycle"]
+            if "color" in c] or list(palette.POLICY_COLORS)
 
 
 def policy_color(policies: Sequence[str], policy: str) -> str:
     """A policy keeps its colour in every figure: its place in the report's policy order."""
-    return palette.POLICY_COLORS[list(policies).index(policy) % len(palette.POLICY_COLORS)]
+    colors = _policy_colors()
+    return colors[list(policies).index(policy) % len(colors)]
+
+
+def _wrapped(figure, text: str, size: float, weight: str = "bold") -> str:
+    """`text` broken into lines that each fit the page width at `size` (measured with the font)."""
+    from matplotlib.font_manager import FontProperties
+
+    font = FontProperties(size=size, weight=weight)
+    renderer = figure.canvas.get_renderer()
+    room = 0.97 * figure.bbox.width
+    for chars in range(len(text), 8, -1):
+        lines = textwrap.wrap(text, chars) or [text]
+        if all(renderer.get_text_width_height_descent(line, font, ismath=False)[0] <= room for line in lines):
+            return "\n".join(lines)
+    return textwrap.fill(text, 8)
+
+
+def _legend(figure, handles, where: str, title: str = "") -> object:
+    """One figure legend outside the plots (`where`: upper | lower), with as many columns as fit
+    the page width (measured, not guessed); above the plots it carries the figure's title, so
+    title and legend are one block that the layout keeps off the data."""
+    import matplotlib
+
+    width = figure.bbox.width
+    renderer = figure.canvas.get_renderer()
+    size = _rc("figure.titlesize")
+    heading = _wrapped(figure, title, size, matplotlib.rcParams["figure.titleweight"]) if title else None
+    legend = None
+    for ncol in range(min(len(handles), 6), 0, -1):
+        if legend is not None:
+            legend.remove()
+        legend = figure.legend(handles=handles, loc=f"outside {where} left", ncol=ncol, title=heading,
+                               alignment="left",
+                               title_fontproperties={"size": size,
+                                                     "weight": matplotlib.rcParams["figure.titleweight"]})
+        if legend.get_window_extent(renderer).width <= 0.98 * width:
+            break
+    return legend
+
+
+def _grow(figure, plots_pt: float, *blocks) -> None:
+    """Make the page tall enough for the plots (`plots_pt`) plus the measured title and legend
+    blocks, so the layout never squeezes a panel to fit them."""
+    renderer = figure.canvas.get_renderer()
+    extra = sum(block.get_window_extent(renderer).height for block in blocks) * 72 / figure.dpi
+    figure.set_size_inches(figure.get_figwidth(), (plots_pt + extra + 6.0 * len(blocks)) / 72)
+
+
+def _fit_counts(figure, axes, counts) -> None:
+    """Raise every panel's value axis just enough that each rotated k/n label fits above its bar:
+    the label's top lands at most 2 pt below the panel's top edge."""
+    renderer = figure.canvas.get_renderer()
+    figure.draw_without_rendering()
+    top = 105.0
+    for ax, label in counts:
+        height = ax.bbox.height
+        length = label.get_window_extent(renderer).height + 2.0 * figure.dpi / 72
+        anchor = label.get_position()[1]
+        if height > length:
+            top = max(top, anchor * height / (height - length))
+    for ax in axes:
+        ax.set_ylim(0, top)
+
+
+def bar_chart(groups: Sequence[str], series: Sequence[Bar], title: str, settings: FigureSettings):
+    """Grouped bars with Wilson whiskers and k/n above each bar, title and legend above the plots.
+
+    The groups are wrapped onto rows of panels so that every bar keeps room for its k/n label at
+    the style's size. The figure carries `spabench_bars`: (bar patch, k/n text, cell) per bar."""
+    from matplotlib.patches import Patch
+
+    n_series = max(len(series), 1)
+    count_size = _rc("font.size")
+    width_pt = settings.inches * 72
+    left = 1.3 * _rc("axes.labelsize") + 2.2 * _rc("ytick.labelsize") + 12.0   # y label, "100", ticks
+    plot_pt = width_pt - left - 4.0
+    pitch = 1.35 * count_size          # a rotated label needs its line height beside its neighbour
+    per_row = max(1, min(len(groups), int(plot_pt * GROUP_FILL // (n_series * pitch))))
+    rows = math.ceil(len(groups) / per_row)
+    per_row = math.ceil(len(groups) / rows)  # balance the rows
+    lines = max((TASK_LABELS.get(g, textwrap.fill(str(g), 14)).count("\n") + 1 for g in groups), default=1)
+    tick_block = 1.25 * _rc("xtick.labelsize") * lines + 6.0
+    height = rows * (PANEL_HEIGHT + tick_block) + 12.0   # plus the title and legend block, measured below
+    figure = _new_figure(settings.inches, height)
+    axes = list(figure.subplots(rows, 1, squeeze=False)[:, 0])
+    slot = GROUP_FILL / n_series
+    bars, counts = [], []
+    for row, ax in enumerate(axes):
+        mine = list(range(row * per_row, min(len(groups), (row + 1) * per_row)))
+        whiskers = []  # (x, rate, below, above): one errorbar call per panel
+        for i, bar in enumerate(series):
+            offset = (i - (n_series - 1) / 2) * slot
+            edge = palette.darker(bar.color, 0.55)
+            for position, j in enumerate(mine):
+                cell = bar.cells[j]
+                if cell is None:
+                    continue
+                successes, trials, share, wilson_low, wilson_high = cell
+                rate = 100 * share
+                low, high = min(100 * wilson_low, rate), max(100 * wilson_high, rate)   # float noise at 0/100
+                shown = rate if rate > 0 else ZERO_STUB   # a 0% bar stays visible
+                x = position + offset
+                patch = ax.bar(x, shown, width=0.9 * slot, color=bar.color, edgecolor=edge, linewidth=0.5,
+                               hatch=bar.hatch, zorder=2)[0]
+                whiskers.append((x, rate, rate - low, high - rate))
+                label = ax.text(x, max(high, shown) + 1.5, f"{int(successes)}/{int(trials)}", rotation=90,
+                                ha="center", va="bottom", fontsize=count_size, color=COUNT_INK)
+                bars.append((patch, label, cell))
+                counts.append((ax, label))
+        if whiskers:
+            x, rate, below, above = zip(*whiskers)
+            ax.errorbar(x, rate, yerr=[below, above], fmt="none", ecolor=WHISKER, elinewidth=0.6,
+                        capsize=0.22 * slot * plot_pt / per_row, capthick=0.6, zorder=3)
+        ax.set_xlim(-0.5, per_row - 0.5)
+        ax.set_xticks(range(len(mine)), [TASK_LABELS.get(groups[j], textwrap.fill(str(groups[j]), 14))
+                                         for j in mine])
+        ax.set_yticks(range(0, 101, 20))
+        ax.yaxis.grid(True)
+        ax.set_ylabel("Success rate (%)")
+    handles = [Patch(facecolor=b.color, edgecolor=palette.darker(b.color, 0.55), hatch=b.hatch, linewidth=0.5,
+                     label=b.label) for b in series]
+    _grow(figure, height, _legend(figure, handles, "upper", title))
+    _fit_counts(figure, axes, counts)
+    figure.spabench_bars = bars
+    return figure
 
 
 def _per_policy(cells: Cells, policies: Sequence[str], names: Mapping[str, str], shown: Sequence[str],
@@ -218,26 +329,21 @@ def _per_policy(cells: Cells, policies: Sequence[str], names: Mapping[str, str],
             for p in shown]
 
 
-def _panel(groups: Sequence[str], series: Sequence[Bar], title: str, ncol: int | None = None,
-           legend_by_column: bool = False) -> Canvas:
-    return bar_chart(groups, series, title, ncol, legend_by_column)
-
-
 # ---------------------------------------------------------------- the figures
 
-def fig5_id_per_task(cells: Cells, policies: Sequence[str], names: Mapping[str, str]):
+def fig5_id_per_task(cells: Cells, policies: Sequence[str], names: Mapping[str, str], settings: FigureSettings):
     """Fig. 5: ID spatial success per task, every policy (ID-only baselines included)."""
     shown = [p for p in policies if any(cells.has(p, t, "id") for t in TASKS)]
     if not shown:
         return None
     groups = [t for t in TASKS if any(cells.has(p, t, "id") for p in shown)] + [ALL_TASKS]
     series = _per_policy(cells, policies, names, shown, [(t, "id") for t in groups])
-    return _panel(groups, series, "ID spatial grounding by task")
+    return bar_chart(groups, series, "ID spatial grounding by task", settings)
 
 
-def fig6_ood_direct(cells: Cells, policies: Sequence[str], names: Mapping[str, str]):
-    """Fig. 6: OOD spatial (50 per task, dark shade) and direct control (20, light) per task, one
-    colour per policy."""
+def fig6_ood_direct(cells: Cells, policies: Sequence[str], names: Mapping[str, str], settings: FigureSettings):
+    """Fig. 6: OOD spatial (50 per task, dark shade) and direct control (20 matched scenes, light,
+    hatched) per task, one colour per policy."""
     shown = [p for p in policies if any(cells.has(p, t, c) for t in TASKS for c in ("ood", "direct"))]
     if not shown:
         return None
@@ -249,11 +355,10 @@ def fig6_ood_direct(cells: Cells, policies: Sequence[str], names: Mapping[str, s
         series.append(Bar(f"{display(names, p)}, OOD", dark, [cells.get(p, t, "ood") for t in groups]))
         series.append(Bar(f"{display(names, p)}, direct", light, [cells.get(p, t, "direct") for t in groups],
                           hatch="///"))
-    return _panel(groups, series, "OOD spatial grounding and the direct-manipulation control",
-                  ncol=len(shown), legend_by_column=True)
+    return bar_chart(groups, series, "OOD spatial grounding and the direct-manipulation control", settings)
 
 
-def fig7_paraphrase(cells: Cells, policies: Sequence[str], names: Mapping[str, str]):
+def fig7_paraphrase(cells: Cells, policies: Sequence[str], names: Mapping[str, str], settings: FigureSettings):
     """Fig. 7: the four instruction conditions on the paraphrase subset (all tasks)."""
     shown = [p for p in policies if any(cells.has(p, ALL_TASKS, c) for c in PARAPHRASE_CONDITIONS)]
     if not shown:
@@ -261,11 +366,11 @@ def fig7_paraphrase(cells: Cells, policies: Sequence[str], names: Mapping[str, s
     series = [Bar(CONDITION_LABELS[c], palette.PARAPHRASE_COLORS[i],
                   [cells.get(p, ALL_TASKS, c) for p in shown], hatch="///" if i % 2 else None)
               for i, c in enumerate(PARAPHRASE_CONDITIONS)]
-    return _panel([display(names, p) for p in shown], series,
-                  "Paraphrase subset: four conditions, same scenes", ncol=4)
+    return bar_chart([display(names, p) for p in shown], series,
+                     "Paraphrase subset: four conditions, same scenes", settings)
 
 
-def fig8_cross_task(cells: Cells, policies: Sequence[str], names: Mapping[str, str]):
+def fig8_cross_task(cells: Cells, policies: Sequence[str], names: Mapping[str, str], settings: FigureSettings):
     """Fig. 8: cross-task aggregate, ID with standard objects vs with transferred objects (five
     tasks, descriptive: the scenes are not paired)."""
     conditions = ("id_cross_task_subset", "cross_task")
@@ -274,10 +379,11 @@ def fig8_cross_task(cells: Cells, policies: Sequence[str], names: Mapping[str, s
         return None
     series = [Bar(CONDITION_LABELS[c], palette.PAIR_COLORS[i], [cells.get(p, ALL_TASKS, c) for p in shown])
               for i, c in enumerate(conditions)]
-    return _panel([display(names, p) for p in shown], series, "Cross-task objects (five tasks)", ncol=2)
+    return bar_chart([display(names, p) for p in shown], series, "Cross-task objects (five tasks)", settings)
 
 
-def fig9_no_intervention(cells: Cells, policies: Sequence[str], names: Mapping[str, str]):
+def fig9_no_intervention(cells: Cells, policies: Sequence[str], names: Mapping[str, str],
+                         settings: FigureSettings):
     """Fig. 9: no-intervention success per task and the 80-trial aggregate of the four tasks."""
     tasks = [t for t in NON_RELATIONAL_TASKS if any(cells.has(p, t, "no_intervention") for p in policies)]
     if not tasks:
@@ -285,10 +391,11 @@ def fig9_no_intervention(cells: Cells, policies: Sequence[str], names: Mapping[s
     shown = [p for p in policies if any(cells.has(p, t, "no_intervention") for t in tasks)]
     groups = tasks + [NON_RELATIONAL]
     series = _per_policy(cells, policies, names, shown, [(t, "no_intervention") for t in groups])
-    return _panel(groups, series, "No intervention: success = no arm or gripper motion")
+    return bar_chart(groups, series, "No intervention: success = no arm or gripper motion", settings)
 
 
-def fig10_relational_pair(cells: Cells, policies: Sequence[str], names: Mapping[str, str]):
+def fig10_relational_pair(cells: Cells, policies: Sequence[str], names: Mapping[str, str],
+                          settings: FigureSettings):
     """Fig. 10: Relational Placement, no-movement vs movement-required on matched scenes."""
     task = "relational_placement"
     pair = [c for c in ("no_movement", "movement_required") if any(cells.has(p, task, c) for p in policies)]
@@ -296,80 +403,83 @@ def fig10_relational_pair(cells: Cells, policies: Sequence[str], names: Mapping[
         return None
     shown = [p for p in policies if any(cells.has(p, task, c) for c in pair)]
     series = _per_policy(cells, policies, names, shown, [(task, c) for c in pair])
-    return _panel([CONDITION_LABELS[c] for c in pair], series,
-                  "Relational Placement")
+    return bar_chart([CONDITION_LABELS[c] for c in pair], series, "Relational Placement", settings)
 
 
-ROW_PITCH = 0.2 * INCH     # Fig. 11: one bar per task x policy
-SHARE_WIDTH = 4.3 * INCH
+ROW_PITCH = 0.15 * 72     # Fig. 11: one bar per task x policy (points)
 
 
 def fig11_failure_modes(failures: pd.DataFrame, policies: Sequence[str], names: Mapping[str, str],
-                        mode_labels: Mapping[str, str] | None = None):
-    """Fig. 11: failure-mode composition of failed OOD rollouts, one bar per task x policy,
-    normalised to 100%, with the number of failures n beside each bar.
+                        settings: FigureSettings, mode_labels: Mapping[str, str] | None = None):
+    """Fig. 11: failure-mode composition of failed OOD rollouts: one panel per task, one bar per
+    policy, normalised to 100%, with the number of failures n beside each bar.
 
-    Rectangles of role "share" carry (task, policy, failure mode, count, share in %)."""
+    The figure carries `spabench_shares`: (patch, task, policy, failure mode, count, share in %)
+    per segment, and `spabench_totals`: (text, task, policy, n) per bar."""
+    from matplotlib.patches import Patch
+
     rows = failures[(failures["condition"] == FAILURE_CONDITION) & (failures["task"] != ALL_TASKS)]
     if rows.empty:
         return None
     counts = rows.groupby(["task", "policy", "failure_mode"], sort=False)["count"].sum().to_dict()
     modes = [m for m in FAILURE_MODE_ORDER if rows["failure_mode"].eq(m).any()]
-    bars = []  # (task, policy, {mode: count}, total)
+    blocks = []  # (task, [(policy, {mode: count}, total)])
     for task in TASKS:
+        bars = []
         for policy in policies:
             mine = {m: counts.get((task, policy, m), 0) for m in modes}
             if sum(mine.values()):
-                bars.append((task, policy, mine, sum(mine.values())))
-    if not bars:
+                bars.append((policy, mine, sum(mine.values())))
+        if bars:
+            blocks.append((task, bars))
+    if not blocks:
         return None
     colors = {m: palette.UNANNOTATED_COLOR if m == UNANNOTATED
               else palette.FAILURE_COLORS[i % len(palette.FAILURE_COLORS)]
               for i, m in enumerate(FAILURE_MODE_ORDER)}
     labels = {m: failure_mode_label(m) for m in modes} | dict(mode_labels or {})
-    canvas = Canvas()
-    width = SHARE_WIDTH
-    centres, position, previous = [], 0.7, None
-    for task, _, _, _ in bars:
-        if previous is not None and task != previous:
-            position += 0.6  # a gap between tasks
-        centres.append(position * ROW_PITCH)
-        previous = task
-        position += 1.0
-    height = (position - 1.0 + 0.7) * ROW_PITCH
-    bar_h = 0.78 * ROW_PITCH
-    for value in range(0, 101, 20):
-        x = width * value / 100
-        canvas.line([(x, height), (x, height + TICK)], SPINE, 0.8, role="tick")
-        canvas.text(x, height + 2 * TICK, str(value), SIZES["tick"], align="middle", valign="top", role="value_label")
-    for y, (task, policy, mine, total) in zip(centres, bars):
-        left = 0.0
-        for mode in modes:
-            if not mine[mode]:
-                continue
-            share = 100 * mine[mode] / total
-            w = width * share / 100
-            canvas.rect(left, y - bar_h / 2, w, bar_h, colors[mode], "#FFFFFF", 0.4, role="share",
-                        data=(task, policy, mode, mine[mode], share))
-            if share >= 7:
-                ink = "#FFFFFF" if _luminance(colors[mode]) < 0.45 else "#222222"
-                canvas.text(left + w / 2, y, str(mine[mode]), 5.5, color=ink, align="middle", valign="center",
-                            role="share_count")
-            left += w
-        canvas.line([(-TICK, y), (0, y)], SPINE, 0.8, role="tick")
-        canvas.text(-2 * TICK, y, f"{one_line(TASK_LABELS[task])} | {display(names, policy)}", 6.5, align="end",
-                    valign="center", role="row_label")
-        canvas.text(width * 1.015, y, f"n={total}", 6.5, valign="center", role="total")
-    canvas.line([(0, 0), (0, height)], SPINE, 0.8, role="spine")
-    canvas.line([(0, height), (width, height)], SPINE, 0.8, role="spine")
-    axis_title = canvas.text(width / 2, height + 2 * TICK + 1.3 * SIZES["tick"], "Share of failed OOD rollouts (%)",
-                             SIZES["axis"], align="middle", valign="top", role="axis_title")
-    left_edge = min(item.extent()[0] for item in canvas.of_role("row_label"))
-    entries = [(labels[m], colors[m], None, None) for m in modes]
-    _legend(canvas, entries, left_edge, axis_title.extent()[3] + 8.0, width - left_edge, 3, above=False)
-    canvas.text(left_edge, -6.0, "Failure-mode composition of OOD failures, by task and policy", SIZES["title"],
-                weight="bold", role="title")
-    return canvas
+    n_bars = sum(len(bars) for _, bars in blocks)
+    height = n_bars * ROW_PITCH + len(blocks) * (1.6 * _rc("axes.titlesize") + 4) + 2 * _rc("xtick.labelsize") \
+        + 1.6 * _rc("axes.labelsize") + 16   # plus the title and the legend, measured below
+    figure = _new_figure(settings.inches, height)
+    axes = list(figure.subplots(len(blocks), 1, sharex=True, squeeze=False,
+                                height_ratios=[len(bars) + 0.4 for _, bars in blocks])[:, 0])
+    size = _rc("font.size")
+    shares, totals, inside = [], [], []
+    for ax, (task, bars) in zip(axes, blocks):
+        y = list(range(len(bars)))
+        for yi, (policy, mine, total) in zip(y, bars):
+            left = 0.0
+            for mode in modes:
+                if not mine[mode]:
+                    continue
+                share = 100 * mine[mode] / total
+                patch = ax.barh(yi, share, left=left, height=0.78, color=colors[mode], edgecolor="white",
+                                linewidth=0.4)[0]
+                shares.append((patch, task, policy, mode, mine[mode], share))
+                inside.append((ax, left + share / 2, yi, share, str(mine[mode]), colors[mode]))
+                left += share
+            text = ax.text(101.5, yi, f"n={total}", va="center", fontsize=size, clip_on=False)
+            totals.append((text, task, policy, total))
+        ax.set_yticks(y, [display(names, p) for p, _, _ in bars])
+        ax.set_ylim(len(bars) - 0.5, -0.5)
+        ax.set_xlim(0, 100)
+        ax.set_xticks(range(0, 101, 20))
+        ax.tick_params(axis="y", length=0)
+        ax.set_title(one_line(TASK_LABELS[task]), fontsize=_rc("axes.titlesize"), pad=2)
+    axes[-1].set_xlabel("Share of failed OOD rollouts (%)")
+    title = "Failure-mode composition of OOD failures, by task and policy"
+    heading = figure.suptitle(_wrapped(figure, title, _rc("figure.titlesize")), x=0.01, ha="left")
+    _grow(figure, height, _legend(figure, [Patch(facecolor=colors[m], label=labels[m]) for m in modes], "lower"),
+          heading)
+    figure.draw_without_rendering()   # the layout, then the counts that fit inside their segment
+    for ax, x, yi, share, text, color in inside:   # a count inside its segment when it fits there
+        if share / 100 * ax.bbox.width / figure.dpi * 72 >= 0.64 * size * len(text) + 3:
+            ink = "#FFFFFF" if _luminance(color) < 0.45 else "#222222"
+            ax.text(x, yi, text, ha="center", va="center", fontsize=size, color=ink)
+    figure.spabench_shares = shares
+    figure.spabench_totals = totals
+    return figure
 
 
 def _luminance(color: str) -> float:
@@ -390,7 +500,10 @@ FIGURES: dict[str, tuple] = {
 CAPTIONS: dict[str, str] = {
     "fig5_id_per_task": "Fig. 5. ID spatial success per task for every policy (ID-only baselines included).",
     "fig6_ood_direct_per_task": "Fig. 6. OOD spatial success (dark, 50 trials per task) and the "
-                                "direct-manipulation control on 20 of those scenes (light, hatched).",
+                                "direct-manipulation control (light, hatched). The direct bars cover only "
+                                "the 20 matched scenes per task that have a direct control, not all 50 OOD "
+                                "scenes: compare them with the matched OOD rate (`ood_matched`), not with "
+                                "the dark bar beside them.",
     "fig7_paraphrase": "Fig. 7. The four instruction conditions on the paraphrase subset (same scenes).",
     "fig8_cross_task": "Fig. 8. Cross-task aggregate: ID with standard objects vs transferred objects "
                        "(five tasks; descriptive, scenes not paired).",
@@ -401,47 +514,63 @@ CAPTIONS: dict[str, str] = {
 }
 
 
+def _styled(settings: FigureSettings):
+    """matplotlib's defaults, then spabench's sheet, then the lab's: the caller's own rcParams are
+    restored afterwards."""
+    import matplotlib.style
+
+    return matplotlib.style.context(settings.styles(), after_reset=True)
+
 
 def draw(name: str, summary: pd.DataFrame, failures: pd.DataFrame, policies: Sequence[str],
-         names: Mapping[str, str], mode_labels: Mapping[str, str] | None = None) -> Canvas | None:
-    """One figure by name (a Canvas, or None when the outcomes hold nothing for it)."""
+         names: Mapping[str, str], mode_labels: Mapping[str, str] | None = None,
+         settings: FigureSettings | None = None):
+    """One figure by name (a matplotlib Figure, or None when the outcomes hold nothing for it)."""
+    settings = settings or FigureSettings()
     function, _ = FIGURES[name]
-    if name == "fig11_failure_modes":
-        return function(failures, list(policies), names, mode_labels)
-    return function(Cells(summary), list(policies), names)
-
-
-def save(canvas: Canvas, stem: Path, formats: Sequence[str] = FORMATS, title: str = "") -> list[Path]:
-    """Write one figure in each format (the writers are imported only for the formats asked)."""
-    written = []
-    for fmt in formats:
-        path = stem.with_suffix("." + fmt)
-        if fmt == "png":
-            from spabench.analysis.drawing.png import to_png
-
-            to_png(canvas, path, PNG_DPI)
-        elif fmt == "pdf":
-            from spabench.analysis.drawing.pdf import to_pdf
-
-            path.write_bytes(to_pdf(canvas, title))
-        elif fmt == "svg":
-            from spabench.analysis.drawing.svg import to_svg
-
-            path.write_text(to_svg(canvas, title), encoding="utf-8")
+    with _styled(settings):
+        if name == "fig11_failure_modes":
+            figure = function(failures, list(policies), names, settings, mode_labels)
         else:
-            raise ValueError(f"figure format {fmt!r}: allowed {', '.join(FORMATS)}")
-        written.append(path)
+            figure = function(Cells(summary), list(policies), names, settings)
+        if figure is not None:   # laid out once (by the figure function): the formats reuse it
+            figure.set_layout_engine("none")
+    return figure
+
+
+_METADATA = {"png": {"Software": None}, "pdf": {"CreationDate": None, "Producer": None},
+             "svg": {"Date": None}}
+
+
+def save(figure, stem: Path, formats: Sequence[str] = FORMATS, title: str = "",
+         settings: FigureSettings | None = None) -> list[Path]:
+    """Write one figure in each format at its full page (its width is the column's)."""
+    written = []
+    with _styled(settings or FigureSettings()):
+        for fmt in formats:
+            if fmt not in FORMATS:
+                raise ValueError(f"figure format {fmt!r}: allowed {', '.join(FORMATS)}")
+            path = stem.with_suffix("." + fmt)
+            metadata = dict(_METADATA[fmt])
+            if title and fmt != "png":
+                metadata["Title"] = title
+            # zlib level 1: level 6 took several times as long for files about 10% smaller
+            extra = {"pil_kwargs": {"compress_level": 1}} if fmt == "png" else {}
+            figure.savefig(path, format=fmt, dpi=PNG_DPI if fmt == "png" else 72, metadata=metadata, **extra)
+            written.append(path)
     return written
 
 
 def write_figures(summary: pd.DataFrame, failures: pd.DataFrame, policies: Sequence[str], out_dir: Path,
                   names: Mapping[str, str] | None = None, formats: Sequence[str] = FORMATS,
-                  mode_labels: Mapping[str, str] | None = None) -> dict[str, list[Path]]:
+                  mode_labels: Mapping[str, str] | None = None,
+                  settings: FigureSettings | None = None) -> dict[str, list[Path]]:
     """Every figure that has data, in every format; returns {figure name: written paths} in the
     paper's order."""
+    settings = settings or FigureSettings()
     written = {}
     for name in FIGURES:
-        canvas = draw(name, summary, failures, policies, dict(names or {}), mode_labels)
-        if canvas is not None:
-            written[name] = save(canvas, Path(out_dir) / name, formats, CAPTIONS[name])
+        figure = draw(name, summary, failures, policies, dict(names or {}), mode_labels, settings)
+        if figure is not None:
+            written[name] = save(figure, Path(out_dir) / name, formats, CAPTIONS[name], settings)
     return written

@@ -455,9 +455,11 @@ def method_notes(analysis: Analysis) -> list[str]:
 
 # ---------------------------------------------------------------- writing
 
-def write_report(analysis: Analysis, out: str | Path) -> list[Path]:
+def write_report(analysis: Analysis, out: str | Path,
+                 figure_settings: figures.FigureSettings | None = None) -> list[Path]:
     """Write every output into `out` at once (spabench.outputs: a folder holding anything but an
-    earlier report is refused, nothing of the user's is deleted); returns the written files."""
+    earlier report is refused, nothing of the user's is deleted); returns the written files.
+    `figure_settings`: the figures' width and a lab's style sheet (default: single column)."""
     out = Path(out)
     with replace_output(out, "report") as staging:
         csv_safe_frame(analysis.summary).to_csv(staging / "summary.csv", index=False)
@@ -469,7 +471,7 @@ def write_report(analysis: Analysis, out: str | Path) -> list[Path]:
         csv_safe_frame(analysis.completeness).to_csv(staging / "completeness.csv", index=False)
         csv_safe_frame(analysis.agreement).to_csv(staging / "agreement.csv", index=False)
         drawn = figures.write_figures(analysis.summary, analysis.failures, analysis.policies, staging,
-                                      names=analysis.names)
+                                      names=analysis.names, settings=figure_settings)
         markdown = render_markdown(analysis, drawn)
         (staging / "report.md").write_text(markdown, encoding="utf-8")
         inline = {p.name: p.with_suffix(".svg") for paths in drawn.values() for p in paths if p.suffix == ".png"}
