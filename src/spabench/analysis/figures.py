@@ -545,19 +545,28 @@ _METADATA = {"png": {"Software": None}, "pdf": {"CreationDate": None, "Producer"
 def save(figure, stem: Path, formats: Sequence[str] = FORMATS, title: str = "",
          settings: FigureSettings | None = None) -> list[Path]:
     """Write one figure in each format at its full page (its width is the column's)."""
+    import logging
+
+    unknown = [fmt for fmt in formats if fmt not in FORMATS]
+    if unknown:
+        raise ValueError(f"figure format {unknown[0]!r}: allowed {', '.join(FORMATS)}")
     written = []
-    with _styled(settings or FigureSettings()):
-        for fmt in formats:
-            if fmt not in FORMATS:
-                raise ValueError(f"figure format {fmt!r}: allowed {', '.join(FORMATS)}")
-            path = stem.with_suffix("." + fmt)
-            metadata = dict(_METADATA[fmt])
-            if title and fmt != "png":
-                metadata["Title"] = title
-            # zlib level 1: level 6 took several times as long for files about 10% smaller
-            extra = {"pil_kwargs": {"compress_level": 1}} if fmt == "png" else {}
-            figure.savefig(path, format=fmt, dpi=PNG_DPI if fmt == "png" else 72, metadata=metadata, **extra)
-            written.append(path)
+    subsetter = logging.getLogger("fontTools")   # the PDF's font subsetting narrates every table at INFO
+    level = subsetter.level
+    subsetter.setLevel(max(level, logging.WARNING))
+    try:
+        with _styled(settings or FigureSettings()):
+            for fmt in formats:
+                path = stem.with_suffix("." + fmt)
+                metadata = dict(_METADATA[fmt])
+                if title and fmt != "png":
+                    metadata["Title"] = title
+                # zlib level 1: level 6 took several times as long for files about 10% smaller
+                extra = {"pil_kwargs": {"compress_level": 1}} if fmt == "png" else {}
+                figure.savefig(path, format=fmt, dpi=PNG_DPI if fmt == "png" else 72, metadata=metadata, **extra)
+                written.append(path)
+    finally:
+        subsetter.setLevel(level)
     return written
 
 
