@@ -246,6 +246,9 @@ class SpabenchConfig:
                                      "[user@]host:/path)", "ledger collect")
     lease_s: float = key(60.0, float, "on a shared ledger, a claim lapses this long after its bench went "
                          "silent (seconds)", "run", minimum=0.001)
+    reconnect_s: float = key(180.0, float, "on a shared ledger, how long a lost connection to its database is "
+                             "retried (with backoff) before the session stops; the arm holds meanwhile (seconds)",
+                             "run", minimum=0.0)
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any] | None, groups: tuple[str, ...] | list[str] = ()

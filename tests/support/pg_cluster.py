@@ -102,6 +102,11 @@ class PgCluster:
                        "-d", db, "-v", "ON_ERROR_STOP=1", "-Atc", sql)
         return out.stdout
 
+    def pg_ctl(self, *args: str) -> None:
+        """pg_ctl on this cluster, waiting for it to finish (fault injection: restart, stop, start)."""
+        self.run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-l", str(self.root / "server.log"),
+                 "-w", "-t", "60", *args)
+
     def stop(self) -> None:
         try:
             self.run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop")

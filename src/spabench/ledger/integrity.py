@@ -11,7 +11,7 @@ from __future__ import annotations
 import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from spabench.errors import SpabenchError
 
@@ -30,10 +30,33 @@ class LedgerDamaged(SpabenchError):
 class LedgerStorageError(SpabenchError):
     """A ledger write failed (disk full, I/O error): the change was not recorded."""
 
-    def __init__(self, path, problem: str):
-        super().__init__(f"{path}: cannot write the ledger ({problem}); the change was not recorded. "
-                         "Free space or fix the disk, then resume with the same command")
+    def __init__(self, path, problem: str, *, database: bool = False):
+        fix = ("Check the database server (its disk, its log), then resume with the same command" if database
+               else "Free space or fix the disk, then resume with the same command")
+        super().__init__(f"{path}: cannot write the ledger ({problem}); the change was not recorded. {fix}")
         self.path = path
+
+
+class LedgerUnavailable(LedgerStorageError):
+    """The connection to a shared ledger's database was lost and did not come back within the
+    reconnect time: the change was not recorded (the database is the cause, never the disk)."""
+
+    def __init__(self, location: str, problem: str, waited_s: float):
+        SpabenchError.__init__(
+            self, f"{location}: lost the connection to the ledger's database and could not reconnect within "
+            f"{waited_s:g} s (last error: {problem}); the change was not recorded. Check that the database "
+            "server is running and reachable, then resume with the same command (reconnect_s=SECONDS sets "
+            "how long a bench keeps trying)")
+        self.path = location
+
+
+class ConnectionLost(Exception):
+    """Internal: a shared ledger's connection broke inside an operation; the Ledger reconnects and
+    runs the whole operation again (never shown to the operator)."""
+
+    def __init__(self, problem: str):
+        super().__init__(problem)
+        self.problem = problem
 
 
 _DAMAGE_WORDS = ("malformed", "not a database", "corrupt", "encrypted")
@@ -62,16 +85,19 @@ def _is_storage_failure(exc: BaseException) -> bool:
 
 
 @contextmanager
-def storage_errors(path: Path | str) -> Iterator[None]:
-    """Translate a storage failure inside the block into LedgerStorageError / LedgerDamaged."""
+def storage_errors(path: Path | str, storage: Any = None) -> Iterator[None]:
+    """Translate a storage failure inside the block into LedgerStorageError / LedgerDamaged, or, when
+    `storage` says its connection broke (a shared ledger's server restarted), ConnectionLost."""
     try:
         yield
     except SpabenchError:
         raise
     except BaseException as exc:
+        problem = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200] or type(exc).__name__
+        if storage is not None and storage.connection_lost(exc):
+            raise ConnectionLost(problem) from None
         if not _is_storage_failure(exc):
             raise
-        problem = (str(exc).splitlines() or [type(exc).__name__])[0][:200]
         if isinstance(exc, sqlite3.DatabaseError) and any(w in problem.lower() for w in _DAMAGE_WORDS):
             raise LedgerDamaged(path, problem) from None
-        raise LedgerStorageError(path, problem) from None
+        raise LedgerStorageError(path, problem, database=bool(storage is not None and storage.multi_bench)) from None

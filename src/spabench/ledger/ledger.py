@@ -8,9 +8,13 @@ ledger holds no episode payloads, only where they are (bench id and path).
 
 from __future__ import annotations
 
+import functools
 import json
+import logging
 import os
 import sqlite3
+import threading
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from contextlib import contextmanager
@@ -30,7 +34,7 @@ from spabench.ledger.schema import (
     ScoreRow,
     TrialRow,
 )
-from spabench.ledger.integrity import check_sqlite, storage_errors
+from spabench.ledger.integrity import ConnectionLost, LedgerUnavailable, check_sqlite, storage_errors
 from spabench.ledger.lock import CampaignLock, LedgerLocked
 from spabench.ledger.storage import Row, SQLiteStorage, Storage, Tx
 from spabench.suite.rules import failure_mode_applies
@@ -42,6 +46,42 @@ from spabench.suite.vocabulary import (
     TASKS,
 )
 
+
+
+log = logging.getLogger(__name__)
+
+# How long a shared ledger's lost connection is retried before the session stops (`reconnect_s`).
+DEFAULT_RECONNECT_S = 180.0
+
+
+def _reconnecting(method: Callable) -> Callable:
+    """Run a ledger operation; when a shared ledger's connection breaks inside it (the server restarted
+    or stopped), reconnect with backoff for up to `reconnect_s` and run the whole operation again.
+
+    Every operation is one transaction (or reads only), so running it again after a lost connection
+    repeats nothing that was committed; the one ambiguity, a COMMIT sent just before the connection
+    broke, is resolved by begin_attempt and finish_attempt themselves (`_retrying`). Only the
+    outermost operation of a thread retries."""
+
+    @functools.wraps(method)
+    def run(self: Ledger, *args: Any, **kwargs: Any) -> Any:
+        tl = self._tl
+        if getattr(tl, "active", False):
+            return method(self, *args, **kwargs)
+        tl.active, tl.retrying = True, False
+        since: float | None = None
+        try:
+            while True:
+                try:
+                    return method(self, *args, **kwargs)
+                except ConnectionLost as exc:
+                    since = since if since is not None else time.monotonic()
+                    self._reconnect(exc.problem, since)
+                    tl.retrying = True
+        finally:
+            tl.active, tl.retrying = False, False
+
+    return run
 
 
 class LedgerError(SpabenchError):
@@ -168,6 +208,8 @@ class Ledger:
         # Called inside finish_attempt's transaction between reading the attempt and writing it: tests
         # stall a bench exactly there (None otherwise).
         self.finish_checked: Callable[[str], None] | None = None
+        self.reconnect_s = DEFAULT_RECONNECT_S   # a shared ledger: how long a lost connection is retried
+        self._tl = threading.local()             # per thread: inside an operation, running it again
 
     @property
     def location(self) -> str:
@@ -416,13 +458,34 @@ class Ledger:
         (disk full, I/O error) is a LedgerStorageError, a damaged file LedgerDamaged (integrity.py)."""
         if self._readonly:
             raise LedgerError(f"{self.path}: opened read-only")
-        with storage_errors(self.path):
+        with storage_errors(self.path, self.storage):
             with self.storage.write() as tx:
                 yield tx
 
     def _query(self, sql: str, params: tuple = ()) -> list[Row]:
-        with storage_errors(self.path):
+        with storage_errors(self.path, self.storage):
             return self.storage.query(sql, params)
+
+    @property
+    def _retrying(self) -> bool:
+        """This thread runs an operation again after a reconnect (its first run may have committed)."""
+        return bool(getattr(self._tl, "retrying", False))
+
+    def _reconnect(self, problem: str, since: float) -> None:
+        """A new connection to the shared ledger's database within `reconnect_s` of the first loss, or
+        LedgerUnavailable; this bench's session lock goes with the connection and is taken again."""
+        log.warning("%s: lost the connection to the ledger's database (%s); reconnecting for up to %g s",
+                    self.location, problem, self.reconnect_s)
+        try:
+            self.storage.reconnect(since + self.reconnect_s)
+        except Exception as exc:
+            last = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+            raise LedgerUnavailable(self.location, last or problem, self.reconnect_s) from None
+        if self._bench_locked is not None and not self.storage.try_bench_lock(self._bench_locked):
+            raise BenchSessionActive(f"{self.location}: after reconnecting, bench {self._bench_locked!r} has "
+                                     "another live session; this one stops")
+        log.warning("%s: reconnected to the ledger's database after %.1f s", self.location,
+                    time.monotonic() - since)
 
     @staticmethod
     def _insert_event(tx: Tx, attempt_id: str | None, kind: str, payload: Mapping[str, Any]) -> int:
@@ -451,6 +514,7 @@ class Ledger:
         return row
 
     # ------------------------------------------------------------------ meta and plan
+    @_reconnecting
     def meta(self) -> dict[str, Any]:
         return {r["key"]: json.loads(r["value"]) for r in self._query("SELECT key, value FROM meta")}
 
@@ -469,9 +533,11 @@ class Ledger:
     def journal_mode(self) -> str:
         return self.storage.journal_mode()
 
+    @_reconnecting
     def trials(self) -> list[TrialRow]:
         return [self._trial(r) for r in self._query('SELECT * FROM trials ORDER BY "order"')]
 
+    @_reconnecting
     def trial(self, trial_id: str) -> TrialRow:
         rows = self._query("SELECT * FROM trials WHERE trial_id = ?", (trial_id,))
         if not rows:
@@ -481,6 +547,7 @@ class Ledger:
     _PENDING = ('SELECT t.* FROM trials t WHERE NOT EXISTS (SELECT 1 FROM attempts a '
                 "WHERE a.trial_id = t.trial_id AND a.status = 'complete')")
 
+    @_reconnecting
     def next_trial(self, evaluation_id: str | None = None) -> TrialRow | None:
         """The lowest-order trial without a complete attempt (invalid attempts are re-run);
         with `evaluation_id`, the next one of that scene set."""
@@ -491,10 +558,12 @@ class Ledger:
                                (evaluation_id,))
         return self._trial(rows[0]) if rows else None
 
+    @_reconnecting
     def pending_trials(self) -> list[TrialRow]:
         return [self._trial(r) for r in self._query(self._PENDING + ' ORDER BY t."order"')]
 
     # ------------------------------------------------------------------ attempts
+    @_reconnecting
     def begin_attempt(self, trial_id: str, episode_path: str | os.PathLike | None = None, *,
                       bench_id: str | None = None, bench_kind: str | None = None, operator: str | None = None,
                       dry_run: bool = False) -> str:
@@ -515,8 +584,10 @@ class Ledger:
             if done is not None:
                 raise LedgerError(f"{self.path}: trial {trial_id} already has a complete attempt "
                                   f"({done['attempt_id']}); it is not run again")
-            running = tx.one("SELECT attempt_id FROM attempts WHERE status = 'running' "
+            running = tx.one("SELECT attempt_id, trial_id FROM attempts WHERE status = 'running' "
                              "AND COALESCE(bench_id, '') = ?", (bench_id or "",))
+            if running is not None and self._retrying and running["trial_id"] == trial_id:
+                return running["attempt_id"]   # committed just before the connection broke
             if running is not None:
                 raise LedgerError(f"{self.path}: attempt {running['attempt_id']} is still running; finish it "
                                   "or call mark_interrupted() when resuming after a crash")
@@ -531,6 +602,7 @@ class Ledger:
                 "operator": operator, "dry_run": bool(dry_run)})
         return attempt_id
 
+    @_reconnecting
     def finish_attempt(self, attempt_id: str, status: str, stop_reason: str | None,
                        episode_path: str | os.PathLike | None = None, *,
                        invalid_reason: str | None = None) -> None:
@@ -548,6 +620,8 @@ class Ledger:
                               f"(got {invalid_reason!r})")
         with self._write() as tx:
             row = self._attempt_row(tx, attempt_id)
+            if self._retrying and (row["status"], row["stop_reason"]) == (status, stop_reason):
+                return                # committed just before the connection broke
             if row["status"] != "running":
                 raise LedgerError(f"{self.path}: attempt {attempt_id} is {row['status']}, not running"
                                   + (f" ({row['invalid_reason']})" if row["invalid_reason"] else ""))
@@ -589,6 +663,7 @@ class Ledger:
             "Nothing was changed; the recording stays where it is",
             attempt_id=attempt_id, status=row["status"])
 
+    @_reconnecting
     def mark_interrupted(self, bench_id: str | None = None) -> list[str]:
         """On resume: every attempt still 'running' becomes invalid ('interrupted'); returns their ids.
 
@@ -619,6 +694,7 @@ class Ledger:
             self._insert_event(tx, attempt_id, "attempt_interrupted", payload)
         return ids
 
+    @_reconnecting
     def episode_recovered(self, attempt_id: str, episode_path: str, ended_at: str | None = None,
                           detail: Mapping[str, Any] | None = None) -> None:
         """A finished attempt's recording was completed after a crash (spabench.record.recovery):
@@ -633,6 +709,7 @@ class Ledger:
             self._insert_event(tx, attempt_id, "episode_recovered",
                                {"episode_path": str(episode_path), "ended_at": ended_at, **dict(detail or {})})
 
+    @_reconnecting
     def invalidate_attempt(self, attempt_id: str, reason: str, rater: str) -> None:
         """A complete attempt becomes invalid after the fact (e.g. the scene was wrong): its trial is
         re-run, its scores stay in the history, and the decision is logged with who made it."""
@@ -649,21 +726,25 @@ class Ledger:
                        (f"{OPERATOR_INVALIDATED}: {reason.strip()}", attempt_id))
             self._insert_event(tx, attempt_id, "attempt_invalidated", {"rater": rater, "reason": reason.strip()})
 
+    @_reconnecting
     def attempt(self, attempt_id: str) -> AttemptRow:
         rows = self._query("SELECT * FROM attempts WHERE attempt_id = ?", (attempt_id,))
         if not rows:
             raise LedgerError(f"{self.path}: unknown attempt_id {attempt_id!r}")
         return self._attempt(rows[0])
 
+    @_reconnecting
     def attempts(self) -> list[AttemptRow]:
         """Every attempt, in plan order."""
         return [self._attempt(r) for r in self._query(
             'SELECT a.* FROM attempts a JOIN trials t USING (trial_id) ORDER BY t."order", a.n')]
 
+    @_reconnecting
     def attempts_for(self, trial_id: str) -> list[AttemptRow]:
         return [self._attempt(r) for r in self._query(
             "SELECT * FROM attempts WHERE trial_id = ? ORDER BY n", (trial_id,))]
 
+    @_reconnecting
     def unscored_attempts(self) -> list[AttemptRow]:
         """Complete attempts without any score, in plan order."""
         return [self._attempt(r) for r in self._query(
@@ -671,6 +752,7 @@ class Ledger:
             "AND NOT EXISTS (SELECT 1 FROM scores s WHERE s.attempt_id = a.attempt_id) "
             'ORDER BY t."order", a.n')]
 
+    @_reconnecting
     def first_complete_attempt(self, evaluation_id: str) -> AttemptRow | None:
         """The earliest complete attempt of an evaluation (any policy): the operator's reference."""
         rows = self._query(
@@ -680,6 +762,7 @@ class Ledger:
         return self._attempt(rows[0]) if rows else None
 
     # ------------------------------------------------------------------ scores and events
+    @_reconnecting
     def record_score(self, attempt_id: str, rater: str, success: bool, failure_mode: str | None = None,
                      note: str = "", *, reason: str | None = None) -> None:
         """The binary outcome of a complete attempt; failure_mode annotates failures only.
@@ -724,16 +807,19 @@ class Ledger:
                 payload["reason"] = reason.strip()
             self._insert_event(tx, attempt_id, "scored" if current is None else "rescored", payload)
 
+    @_reconnecting
     def scores_for(self, attempt_id: str) -> list[ScoreRow]:
         """The current score of each rater of an attempt (corrections applied), first rater first."""
         return [self._score(r) for r in self._query(
             "SELECT * FROM scores WHERE attempt_id = ? AND superseded_at IS NULL ORDER BY score_id", (attempt_id,))]
 
+    @_reconnecting
     def score_history(self, attempt_id: str) -> list[ScoreRow]:
         """Every score ever recorded for an attempt, superseded ones included, oldest first."""
         return [self._score(r) for r in self._query(
             "SELECT * FROM scores WHERE attempt_id = ? ORDER BY score_id", (attempt_id,))]
 
+    @_reconnecting
     def log_event(self, attempt_id: str | None, kind: str, payload: Mapping[str, Any] | None = None) -> int:
         """Append one audit event (its own transaction); returns the event id."""
         if not isinstance(kind, str) or not kind:
@@ -747,6 +833,7 @@ class Ledger:
                 self._attempt_row(tx, attempt_id)
             return self._insert_event(tx, attempt_id, kind, payload or {})
 
+    @_reconnecting
     def events(self, attempt_id: str | None = None, kind: str | None = None) -> list[dict[str, Any]]:
         sql, params = "SELECT * FROM events WHERE 1 = 1", []
         if attempt_id is not None:
@@ -757,6 +844,7 @@ class Ledger:
                  "payload": json.loads(r["payload"])} for r in self._query(sql + " ORDER BY event_id", tuple(params))]
 
     # ------------------------------------------------------------------ summaries
+    @_reconnecting
     def progress(self) -> dict[str, int]:
         r = self._query(
             "SELECT (SELECT COUNT(*) FROM trials) AS trials, "
@@ -769,6 +857,7 @@ class Ledger:
         out["pending"] = out["trials"] - out["complete"]
         return out
 
+    @_reconnecting
     def duplicate_complete(self) -> list[dict[str, Any]]:
         """Trials with more than one complete attempt (possible only in a ledger written before finishing
         was a compare-and-set): each trial with its complete attempts, bench and current scores."""
@@ -780,6 +869,7 @@ class Ledger:
             "attempt_id": r["attempt_id"], "bench_id": r["bench_id"], "ended_at": r["ended_at"],
             "scores": [("success" if s.success else "failure") for s in self.scores_for(r["attempt_id"])]})
 
+    @_reconnecting
     def split_sets(self) -> list[dict[str, Any]]:
         """Scene sets whose complete attempts were run on more than one bench (a takeover between two of
         its trials): the set's policies were not compared on one staged scene. Each with its trials'
@@ -794,6 +884,7 @@ class Ledger:
             entry["benches"] = sorted({b or "?" for _, b in entry["trials"]})
         return out
 
+    @_reconnecting
     def outcomes(self):
         """One row per finished attempt: complete+scored (valid) and invalid (valid=False, success=False).
 
@@ -834,6 +925,7 @@ class Ledger:
                              "scored_by_n": int, "corrections": int})
 
     # ------------------------------------------------------------------ claims (several benches)
+    @_reconnecting
     def lock_bench(self, bench_id: str) -> None:
         """One live process per bench id (PostgreSQL: a session advisory lock, released when the process
         dies); refused with the holder's host, pid and start time. SQLite: the campaign lock does it."""
@@ -852,6 +944,7 @@ class Ledger:
             self._insert_event(tx, None, "bench_session_started",
                                {"bench_id": bench_id, "host": socket.gethostname(), "pid": os.getpid()})
 
+    @_reconnecting
     def claim_scene_set(self, bench_id: str, lease_s: float) -> str | None:
         """Claim the next scene set (every policy's trial of one evaluation id) for `bench_id`.
 
@@ -865,14 +958,20 @@ class Ledger:
         if not lease_s > 0:
             raise LedgerError(f"{self.path}: lease_s must be > 0, got {lease_s}")
         with self._write() as tx:
-            now = float(tx.one(f"SELECT {self.storage.now_epoch()} AS now")["now"])
+            clock = tx.one(f"SELECT {self.storage.now_epoch()} AS now, {self.storage.server_start_epoch()} AS up")
+            now, up = float(clock["now"]), float(clock["up"])
+            # a lease that ran out while the server was down (stopped, restarting) lapses only a full
+            # lease after the server came back: its bench gets that long to reconnect and renew, so a
+            # restart or a stop of the server never hands a set over
+            grace_over = int(now >= up + float(lease_s))
             row = tx.one(
                 "SELECT s.evaluation_id, s.bench_id, s.lease_expires FROM scene_sets s WHERE EXISTS "
                 "(SELECT 1 FROM trials t WHERE t.evaluation_id = s.evaluation_id AND NOT EXISTS "
                 " (SELECT 1 FROM attempts a WHERE a.trial_id = t.trial_id AND a.status = 'complete')) "
-                "AND (s.bench_id IS NULL OR s.bench_id = ? OR s.lease_expires < ?) "
+                "AND (s.bench_id IS NULL OR s.bench_id = ? OR (s.lease_expires < ? AND "
+                " (s.lease_expires >= ? OR ? = 1))) "
                 "ORDER BY CASE WHEN s.bench_id = ? THEN 0 ELSE 1 END, s.first_order LIMIT 1"
-                + self.storage.skip_locked, (bench_id, now, bench_id))
+                + self.storage.skip_locked, (bench_id, now, up, grace_over, bench_id))
             if row is None:
                 return None
             eid, holder = row["evaluation_id"], row["bench_id"]
@@ -890,6 +989,7 @@ class Ledger:
                 "interrupted": interrupted})
         return eid
 
+    @_reconnecting
     def renew_claim(self, bench_id: str, evaluation_id: str, lease_s: float) -> bool:
         """Extend this bench's lease; False when the set is no longer this bench's (taken over)."""
         with self._write() as tx:
@@ -898,6 +998,7 @@ class Ledger:
                               (float(lease_s), evaluation_id, bench_id))
         return bool(rows)
 
+    @_reconnecting
     def release_claim(self, bench_id: str, evaluation_id: str) -> None:
         """Give a set back (its trials are done, or the bench stops)."""
         with self._write() as tx:
@@ -908,6 +1009,7 @@ class Ledger:
                 self._insert_event(tx, None, "scene_set_released",
                                    {"evaluation_id": evaluation_id, "bench_id": bench_id})
 
+    @_reconnecting
     def claims(self) -> list[dict[str, Any]]:
         """Every scene set with its holder and seconds left on the lease (negative: lapsed)."""
         rows = self._query(f"SELECT evaluation_id, first_order, bench_id, lease_expires, claimed_at, "

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import secrets
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,8 @@ from spabench.errors import ConfigError, DataError
 from spabench.ledger.storage import Storage
 
 SCHEMES = ("postgresql://", "postgres://")
+CONNECT_TIMEOUT_S = 10
+RECONNECT_BACKOFF_MAX_S = 2.0     # a restarted server is found within this of accepting connections
 _IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 
@@ -73,15 +76,58 @@ class PostgresStorage(Storage):
         super().__init__(f"{url} (schema {schema})", readonly)
         self.url, self.schema = url, schema
         try:
-            self.conn = psycopg.connect(url, autocommit=True, connect_timeout=10,
-                                        application_name="spabench")
+            self.conn = self._connect(CONNECT_TIMEOUT_S)
         except psycopg.Error as exc:
             raise ConfigError(f"ledger {url}: cannot connect ({str(exc).strip().splitlines()[0]}). "
                               "The password comes from PGPASSWORD, PGPASSFILE or ~/.pgpass; TLS options go in "
                               "the URL (?sslmode=verify-full&sslrootcert=...)") from None
-        self.conn.execute(f'SET search_path TO "{schema}"')
-        if readonly:
-            self.conn.execute("SET default_transaction_read_only = on")
+
+    def _connect(self, timeout_s: float):
+        import psycopg
+
+        conn = psycopg.connect(self.url, autocommit=True, connect_timeout=max(2, int(timeout_s)),
+                               application_name="spabench")
+        try:
+            conn.execute(f'SET search_path TO "{self.schema}"')
+            if self.readonly:
+                conn.execute("SET default_transaction_read_only = on")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def connection_lost(self, exc: BaseException) -> bool:
+        import psycopg
+
+        return isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)) and (
+            self.conn.closed or self.conn.broken)
+
+    def reconnect(self, deadline: float) -> None:
+        """Back off from 0.1 s to RECONNECT_BACKOFF_MAX_S between tries; the storage's lock is held
+        throughout, so every thread of this process waits for the one new connection."""
+        import psycopg
+
+        with self._lock:
+            if not (self.conn.closed or self.conn.broken):
+                return                       # another thread already reconnected
+            try:
+                self.conn.close()
+            except Exception:
+                pass
+            pause = 0.1
+            while True:
+                left = deadline - time.monotonic()
+                try:
+                    self.conn = self._connect(min(CONNECT_TIMEOUT_S, max(left, 2.0)))
+                    return
+                except psycopg.Error:
+                    if time.monotonic() + pause > deadline:
+                        raise
+                time.sleep(pause)
+                pause = min(pause * 2, RECONNECT_BACKOFF_MAX_S)
+
+    def server_start_epoch(self) -> str:
+        return "CAST(extract(epoch FROM pg_postmaster_start_time()) AS DOUBLE PRECISION)"
 
     def sql(self, text: str) -> str:
         return text.replace("?", "%s")

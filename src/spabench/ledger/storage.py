@@ -128,6 +128,21 @@ class Storage(ABC):
         """Give back the space kept for closing attempts on a full disk; True when there was some."""
         return False
 
+    # ---- connection loss (a shared ledger's server restarted or stopped)
+    def connection_lost(self, exc: BaseException) -> bool:
+        """`exc` means the connection broke (the operation may be run again on a new one)."""
+        return False
+
+    def reconnect(self, deadline: float) -> None:
+        """Replace a broken connection, trying until `deadline` (time.monotonic()); raises the last
+        connection error when it passes."""
+        raise RuntimeError(f"{self.kind} storage does not reconnect")
+
+    def server_start_epoch(self) -> str:
+        """An SQL expression for when the database server last started (epoch seconds): no lease
+        lapses sooner than a full lease after it, so a server restart never hands a set over."""
+        return "0"
+
 
 class SQLiteStorage(Storage):
     """One campaign = one SQLite file in WAL mode; one writer process, any number of readers.

@@ -244,6 +244,7 @@ class Session:
                               f"at the robot (bench kind {self.bench_cfg.type}) use operator=terminal (the "
                               "default), operator=web or operator=unattended")
         self.ledger = _open_ledger(self.campaign_dir, self.ledger_url)
+        self.ledger.reconnect_s = self.cfg.reconnect_s
         self._blind(Blinder.for_trials(self.ledger.trials()))
         # every card of the plan, with its overrides: a bad cards.<name>.<field> fails before any write
         trials = self.ledger.trials()
