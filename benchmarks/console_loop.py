@@ -138,6 +138,17 @@ def browser(url: str, mode: str, amount: float) -> subprocess.Popen:
     return proc
 
 
+def shutdown(server, publisher, rig: Rig, workdir: Path) -> None:
+    server.stop()
+    publisher.close()
+    rig.close()
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+def medians(runs: list[dict]) -> dict:
+    return {k: median([r[k] for r in runs]) for k in runs[0]}
+
+
 def period_stats(folder: Path) -> dict:
     from spabench.record.reader import EpisodeReader
 
@@ -205,12 +216,8 @@ def main() -> None:
             print(f"e-stop {i + 1}/{estops}: {latencies[-1]:.1f} ms (browser to server {to_server[-1]:.1f} ms)", flush=True)
         page.wait(60)
     finally:
-        server.stop()
-        publisher.close()
-        rig.close()
-        shutil.rmtree(workdir, ignore_errors=True)
-    a = {k: median([r[k] for r in without]) for k in without[0]}
-    b = {k: median([r[k] for r in with_console]) for k in with_console[0]}
+        shutdown(server, publisher, rig, workdir)
+    a, b = medians(without), medians(with_console)
     rows = [(k, a.get(k, float("nan")), b[k], (b[k] / a[k]) if k in a and a[k] else float("nan")) for k in b]
     est = {"estop_latency_p50_ms": pct(latencies, 50), "estop_latency_p95_ms": pct(latencies, 95),
            "estop_latency_max_ms": float(max(latencies)), "browser_to_server_p50_ms": pct(to_server, 50),

@@ -105,7 +105,9 @@ def test_the_stop_api_without_a_session_says_so(tmp_path):
     cfg = ConsoleConfig(port=free_port())
     server = ConsoleServer(build_app(ConsoleContext(campaign_dir=tmp_path, cfg=cfg)), cfg).start()
     try:
-        reply = httpx.post(f"http://127.0.0.1:{server.port}/api/bench/stop/estop", timeout=5)
+        base = f"http://127.0.0.1:{server.port}"
+        csrf = httpx.get(base + "/api/meta", timeout=5).json()["csrf_token"]
+        reply = httpx.post(base + "/api/bench/stop/estop", json={}, headers={"x-spabench-csrf": csrf}, timeout=5)
     finally:
         server.stop()
     assert reply.status_code == 409 and "no session is attached" in reply.json()["error"]

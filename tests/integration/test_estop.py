@@ -54,6 +54,13 @@ class Console:
     def __init__(self, port: int):
         self.base = f"http://127.0.0.1:{port}"
         self.errors: list[BaseException] = []
+        self._csrf = ""
+
+    def headers(self) -> dict:
+        """A script's state-changing requests carry the console's CSRF token (from /api/meta)."""
+        if not self._csrf:
+            self._csrf = httpx.get(self.base + "/api/meta", timeout=5).json()["csrf_token"]
+        return {"x-spabench-csrf": self._csrf}
 
     def state(self) -> dict:
         return httpx.get(self.base + "/api/bench/state", timeout=5).json()
@@ -71,10 +78,12 @@ class Console:
         raise AssertionError(f"the console never showed phase {phase!r}")
 
     def command(self, name: str, **payload) -> httpx.Response:
-        return httpx.post(self.base + "/api/bench/command", json={"command": name, "payload": payload}, timeout=5)
+        return httpx.post(self.base + "/api/bench/command", json={"command": name, "payload": payload},
+                          headers=self.headers(), timeout=5)
 
     def stop(self, kind: str, source: str = "button") -> httpx.Response:
-        return httpx.post(f"{self.base}/api/bench/stop/{kind}", params={"source": source}, timeout=5)
+        return httpx.post(f"{self.base}/api/bench/stop/{kind}", params={"source": source}, json={},
+                          headers=self.headers(), timeout=5)
 
     def end_session(self, within_s: float = 30.0) -> None:
         """Whatever the console is waiting for, end the session (so a refused e-stop cannot hang a test)."""

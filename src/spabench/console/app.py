@@ -2,7 +2,9 @@
 the session's BenchChannel, the review API over the ledger, and recorded media with HTTP ranges.
 
 Access: on loopback, open; bound to any other address, every request must carry the token
-(`?token=` once, which sets a cookie, or `Authorization: Bearer <token>`); others get 401.
+(`?token=` once, which sets a cookie, or `Authorization: Bearer <token>`); others get 401. On any
+bind, console.guard admits state-changing requests only from the console's own pages (origin, CSRF
+token, JSON body of bounded size) and only under the console's own host names.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from spabench.operator.console_config import ConsoleConfig
+from spabench.console.guard import new_csrf_token
 from spabench.console.views import Redactor, policy_names
 from spabench.suite.vocabulary import CAMERAS
 
@@ -34,6 +37,7 @@ class ConsoleContext:
     publisher: Any = None        # FramePublisher of that session
     operator: Any = None
     cache: dict = field(default_factory=dict)
+    csrf: str = field(default_factory=new_csrf_token)  # per console: pages carry it, state changes need it
 
     def ledger(self, write: bool = False):
         from spabench.ledger import Ledger
@@ -94,7 +98,8 @@ def build_app(ctx: ConsoleContext):
 
     from spabench.console import review
     from spabench.console.channel import CommandRefused
-    from spabench.console.frames import encode_jpeg
+    from spabench.console.frames import StreamGate, encode_jpeg
+    from spabench.console.guard import CSRF_HEADER, RequestGuard
     from spabench.console.server import resolve_token
     from spabench.operator.checklist import reference_frame
     from spabench.record.recorder import video_name
@@ -109,6 +114,27 @@ def build_app(ctx: ConsoleContext):
     def error(message: str, status: int = 400) -> JSONResponse:
         return js({"error": message}, status)
 
+    def too_long(fields: dict[str, Any]) -> str | None:
+        """Why a text field is refused (longer than operator.console.max_note_chars), or None."""
+        limit = ctx.cfg.max_note_chars
+        for name, value in fields.items():
+            if isinstance(value, str) and len(value) > limit:
+                return (f"{name} is {len(value)} characters long (allowed: at most {limit}, "
+                        "operator.console.max_note_chars); nothing was saved")
+        return None
+
+    async def json_object(request: Request) -> dict:
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise review.ReviewError("the request body is not JSON") from None
+        if not isinstance(body, dict):
+            raise review.ReviewError("the request body must be a JSON object")
+        return body
+
+    streams = StreamGate(ctx.cfg.max_stream_clients)
+    html: dict[str, bytes] = {}
+
     def camera_of(request: Request) -> str:
         cam = request.path_params["camera"]
         if cam not in CAMERAS:
@@ -120,13 +146,15 @@ def build_app(ctx: ConsoleContext):
         return rater, request.query_params.get("blind", "") in ("1", "true", "yes")
 
     async def page(request: Request):
-        name = PAGES.get(request.url.path)
-        if name is None:
-            name = "review.html"
-        return FileResponse(STATIC / name, headers={"cache-control": "no-store"})
+        name = PAGES.get(request.url.path, "review.html")
+        if name not in html:  # the page carries this session's CSRF token for its scripts
+            text = (STATIC / name).read_text(encoding="utf-8")
+            html[name] = text.replace("</head>", f'<meta name="spabench-csrf" content="{ctx.csrf}"></head>', 1).encode()
+        return Response(html[name], media_type="text/html; charset=utf-8", headers={"cache-control": "no-store"})
 
     async def meta(request: Request):
-        return js({"campaign": campaign, "rater": ctx.rater, "bench": ctx.channel is not None,
+        return js({"campaign": campaign, "rater": ctx.rater, "bench": ctx.channel is not None, "csrf_token": ctx.csrf,
+                   "csrf_header": CSRF_HEADER, "max_note_chars": ctx.cfg.max_note_chars,
                    "cameras": list(CAMERAS), "threshold": ctx.cfg.alignment_threshold,
                    "roi": ctx.cfg.workspace_roi, "stream_hz": ctx.cfg.stream_hz})
 
@@ -140,12 +168,15 @@ def build_app(ctx: ConsoleContext):
     async def bench_command(request: Request):
         if ctx.channel is None:
             return error("no session is running", 409)
+        body = await json_object(request)
+        payload = body.get("payload") or {}
+        if not isinstance(payload, dict):
+            return error("payload must be a JSON object")
+        why = too_long({k: v for k, v in payload.items()})
+        if why is not None:
+            return error(why)
         try:
-            body = await request.json()
-        except json.JSONDecodeError:
-            return error("the request body is not JSON")
-        try:
-            ctx.channel.post(str(body.get("command", "")), body.get("payload") or {}, body.get("version"))
+            ctx.channel.post(str(body.get("command", "")), payload, body.get("version"))
         except CommandRefused as exc:
             return error(str(exc), 409)
         return js({"ok": True})
@@ -165,6 +196,11 @@ def build_app(ctx: ConsoleContext):
 
     async def bench_frame(request: Request):
         cam = camera_of(request)
+        client = request.client
+        viewer = request.query_params.get("viewer") or (f"{client.host}:{client.port}" if client else "?")
+        if not streams.admit(viewer[:64]):
+            return error(f"the live views are already shown on {streams.limit} pages "
+                         "(operator.console.max_stream_clients); close one", 503)
         data = ctx.publisher.jpeg(cam) if ctx.publisher is not None else None
         if data is None:
             return Response(status_code=204, headers={"cache-control": "no-store"})
@@ -196,10 +232,10 @@ def build_app(ctx: ConsoleContext):
         return js(data)
 
     async def score(request: Request):
-        try:
-            body = await request.json()
-        except json.JSONDecodeError:
-            return error("the request body is not JSON")
+        body = await json_object(request)
+        why = too_long({k: body.get(k) for k in ("note", "reason", "rater", "failure_mode")})
+        if why is not None:
+            return error(why)
         from spabench.errors import SpabenchError
 
         try:
@@ -271,7 +307,11 @@ def build_app(ctx: ConsoleContext):
         Mount("/static", StaticFiles(directory=STATIC), name="static"),
     ]
     token = resolve_token(ctx.cfg)
-    app = Starlette(routes=routes, middleware=[Middleware(TokenGate, token=token)],
+    # the token first (without it: 401, nothing else is said), then the guard's origin and size rules
+    app = Starlette(routes=routes, middleware=[Middleware(TokenGate, token=token),
+                                               Middleware(RequestGuard, cfg=ctx.cfg, csrf=ctx.csrf)],
                     exception_handlers={review.ReviewError: on_review_error})
     app.state.token = token
+    app.state.csrf = ctx.csrf
+    app.state.streams = streams
     return app

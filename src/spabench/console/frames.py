@@ -44,6 +44,26 @@ def encode_jpeg(rgb: np.ndarray, quality: int = 70, max_width: int | None = None
     return buf.tobytes()
 
 
+class StreamGate:
+    """At most `limit` pages watch the live views at once (each page names itself with `viewer`): every
+    frame a page fetches costs the server a request, and the server shares the session's process."""
+
+    def __init__(self, limit: int, window_s: float = WATCH_S):
+        self.limit, self.window_s = limit, window_s
+        self._seen: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def admit(self, viewer: str) -> bool:
+        now = time.monotonic()
+        with self._lock:
+            if viewer not in self._seen:
+                self._seen = {v: t for v, t in self._seen.items() if now - t <= self.window_s}
+                if len(self._seen) >= self.limit:
+                    return False
+            self._seen[viewer] = now
+            return True
+
+
 class FramePublisher:
     """Rollout observer and idle-time sink for the latest camera images (see the module doc)."""
 

@@ -1,15 +1,20 @@
 """uvicorn around the console app: in a background thread (inside `spabench run operator=web`) or in
 the foreground (`spabench console`). Binds 127.0.0.1 unless told otherwise; any other address needs
-the token (generated when none is configured)."""
+the token (generated when none is configured). Connections are bounded (console.connections) and
+the descriptors the session needs are reserved before the first one is accepted."""
 
 from __future__ import annotations
 
 import secrets
+import sys
 import threading
 import time
 
 from spabench.operator.console_config import ConsoleConfig
 from spabench.errors import SpabenchError
+
+
+SWITCH_INTERVAL_S = 0.001
 
 
 class ConsoleError(SpabenchError):
@@ -20,10 +25,19 @@ class ConsoleServer:
     def __init__(self, app, cfg: ConsoleConfig):
         import uvicorn
 
+        from spabench.console.connections import listen_backlog, protocol_class, reserve_descriptors
+
         self.app, self.cfg = app, cfg
         self.token = app.state.token
-        self._server = uvicorn.Server(uvicorn.Config(app, host=cfg.host, port=cfg.port, log_level="warning",
-                                                     access_log=False, lifespan="off", ws="none"))
+        try:
+            self.descriptors = reserve_descriptors(cfg)
+        except SpabenchError as exc:
+            raise ConsoleError(str(exc)) from None
+        self.protocol = protocol_class(cfg)
+        self._server = uvicorn.Server(uvicorn.Config(
+            app, host=cfg.host, port=cfg.port, log_level="warning", access_log=False, lifespan="off", ws="none",
+            http=self.protocol, backlog=listen_backlog(cfg), timeout_keep_alive=max(1, round(cfg.idle_timeout_s)),
+            h11_max_incomplete_event_size=16 * 1024))
         self._thread: threading.Thread | None = None
 
     @property
@@ -41,6 +55,9 @@ class ConsoleServer:
 
     def start(self, timeout: float = 10.0) -> "ConsoleServer":
         # Normal priority on purpose: this thread carries the e-stop requests to the control loop.
+        # It shares the loop's GIL: a busy server thread (a flood) holds the GIL up to the switch
+        # interval each time the loop wakes from I/O; 1 ms instead of Python's 5 ms bounds that wait.
+        sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL_S))
         self._thread = threading.Thread(target=self._server.run, name="spabench-console", daemon=True)
         self._thread.start()
         deadline = time.monotonic() + timeout

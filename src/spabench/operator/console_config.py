@@ -22,6 +22,17 @@ class ConsoleConfig:
     alignment_threshold: the live alignment score (0..1) at which the scene counts as matching the
     reference; workspace_roi: the scored region as fractions [x0, y0, x1, y1] of the image.
     camera_check_s: how long the session-start camera check measures frame rates before it reports.
+    allowed_hosts: extra host names the console answers to (the Host header); the bound address, IP
+    literals and localhost always work, any other name is refused (DNS rebinding).
+    max_body_bytes: the largest request body the API reads (larger ones get 413 before being read).
+    max_note_chars: the longest score note, rescore reason or rater name accepted (longer: 400).
+    max_connections / idle_timeout_s / request_timeout_s: open connections the console keeps (past
+    the cap the oldest idle one is closed, so a new request always gets in); a connection that sends
+    no complete request head for idle_timeout_s, or whose body is not in after request_timeout_s, is
+    closed.
+    max_stream_clients: pages that may watch the live views at once (others get 503 for frames).
+    fd_reserve: file descriptors kept free for the session (recorder, ledger, bus) beyond everything
+    the console can hold; the soft RLIMIT_NOFILE is raised to make room, or the console refuses to start.
     """
 
     host: str = "127.0.0.1"
@@ -33,6 +44,14 @@ class ConsoleConfig:
     alignment_threshold: float = 0.85
     workspace_roi: list[float] = field(default_factory=lambda: [0.1, 0.1, 0.9, 0.9])
     camera_check_s: float = 1.0
+    allowed_hosts: list[str] = field(default_factory=list)
+    max_body_bytes: int = 1_048_576
+    max_note_chars: int = 4000
+    max_connections: int = 64
+    idle_timeout_s: float = 10.0
+    request_timeout_s: float = 30.0
+    max_stream_clients: int = 4
+    fd_reserve: int = 512
 
     def __post_init__(self) -> None:
         where = "operator.console, field"
@@ -56,6 +75,20 @@ class ConsoleConfig:
             raise ConfigError(f"{where} 'workspace_roi': {self.workspace_roi!r} "
                               "(allowed: [x0, y0, x1, y1], fractions 0..1 with x0 < x1 and y0 < y1)")
         self.workspace_roi = [float(v) for v in roi]
+        hosts = self.allowed_hosts
+        if not isinstance(hosts, (list, tuple)) or not all(isinstance(h, str) and h.strip() for h in hosts):
+            raise ConfigError(f"{where} 'allowed_hosts': {hosts!r} (allowed: a list of host names, e.g. [bench1.lab])")
+        self.allowed_hosts = [h.strip().lower() for h in hosts]
+        for name, lo, hi in (("max_body_bytes", 1024, 64 * 2**20), ("max_note_chars", 100, 100_000),
+                             ("max_connections", 8, 1024), ("max_stream_clients", 1, 64), ("fd_reserve", 64, 65536)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+                raise ConfigError(f"{where} '{name}': {v!r} (allowed: an integer {lo}..{hi})")
+        for name, lo, hi in (("idle_timeout_s", 0.5, 600.0), ("request_timeout_s", 1.0, 3600.0)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not lo <= v <= hi:
+                raise ConfigError(f"{where} '{name}': {v!r} (allowed: a number from {lo:g} to {hi:g})")
+            setattr(self, name, float(v))
 
     @property
     def needs_token(self) -> bool:

@@ -181,7 +181,8 @@ class EpisodeArrays:
         except Exception as exc:
             problem = (str(exc).splitlines() or [""])[0][:200]
             self._close_after_failure()
-            raise OSError(getattr(exc, "errno", None) or 28, f"{self.path}: {problem}") from None
+            number = getattr(exc, "errno", None)  # no number: none is made up (it was ENOSPC for anything)
+            raise (OSError(number, f"{self.path}: {problem}") if number else OSError(f"{self.path}: {problem}")) from None
         self._file.close()
         self._give_back_reserve()
         with h5py.File(self.path, "a", libver="latest") as f:

@@ -650,9 +650,11 @@ class Session:
             if self.controls.estopped():
                 return self.end_by_estop(trial, attempt_id, result)
             if not result.valid and result.invalid_reason == "storage_error":
+                from spabench.rollout.space import storage_advice
+
                 self.say(f"session stopped: {attempt_id} could not be recorded ({result.detail}); it is "
-                         "invalid (storage_error) and will be re-run. The arm holds. Free space or fix the "
-                         "disk, then resume with the same command")
+                         "invalid (storage_error) and will be re-run. The arm holds. "
+                         + storage_advice(self.campaign_dir / "episodes", str(result.detail)))
                 return EXIT_STORAGE
             if not result.valid and result.invalid_reason in SERVER_FAULT_REASONS:
                 suspect = trial  # its server is checked before the next attempt starts

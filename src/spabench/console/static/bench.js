@@ -6,17 +6,18 @@ let meta = { stream_hz: 8, threshold: 0.85 };
 let state = { phase: "starting" };
 let shownVersion = -1;
 const streams = new Map();  // img element -> camera (live while attached to the DOM)
+const VIEWER = Math.random().toString(36).slice(2, 12);  // this page, for the server's cap on live viewers
 
 function stream(img, cam) {
   streams.set(img, cam);
   const hz = meta.stream_hz || 8;
   const next = () => {
     if (!img.isConnected) { streams.delete(img); return; }
-    setTimeout(() => { img.src = `/api/bench/frame/${cam}.jpg?t=${Date.now()}`; }, 1000 / hz);
+    setTimeout(() => { img.src = `/api/bench/frame/${cam}.jpg?viewer=${VIEWER}&t=${Date.now()}`; }, 1000 / hz);
   };
   img.onload = next;
   img.onerror = () => setTimeout(next, 300);
-  img.src = `/api/bench/frame/${cam}.jpg?t=${Date.now()}`;
+  img.src = `/api/bench/frame/${cam}.jpg?viewer=${VIEWER}&t=${Date.now()}`;
   return img;
 }
 

@@ -24,8 +24,12 @@ async function api(path, opts) {
   return data;
 }
 
+// Every state-changing request carries this page's CSRF token (the server put it in the page).
+const CSRF = (document.querySelector('meta[name="spabench-csrf"]') || {}).content || "";
+
 function post(path, body) {
-  return api(path, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body || {}) });
+  return api(path, { method: "POST", headers: { "content-type": "application/json", "x-spabench-csrf": CSRF },
+                     body: JSON.stringify(body || {}) });
 }
 
 function fmtSeconds(s) {
