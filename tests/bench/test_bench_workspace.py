@@ -38,7 +38,7 @@ def test_a_target_into_the_table_is_cut_to_the_last_safe_point_of_its_step():
     assert isinstance(clamp, WorkspaceClamp) and clamp.reason == REASON_WORKSPACE and clamp.rule == "table"
     assert 0.0 < clamp.kept < 1.0
     np.testing.assert_allclose(sent, HOME + clamp.kept * (DOWN - HOME))
-    assert 0.5 <= lowest_cm(sent) < 0.5 + 0.05     # on the floor, within the bisection's resolution
+    assert 0.5 <= lowest_cm(sent) < 0.5 + 0.05     # on the floor, within the search's resolution
     assert clamp.depth_cm == pytest.approx(0.5 - lowest_cm(DOWN), abs=1e-3)
     assert clamp.requested_target == tuple(DOWN) and clamp.sent_target == tuple(sent)
     # the clamp names the joint the cut changed most, with its requested and sent values

@@ -35,20 +35,20 @@ _CORNER_SIGNS = np.array([[sx, sy, sz] for sx in (-1, 1) for sy in (-1, 1) for s
 
 
 def to_units(qpos_rad, gripper_range_rad: tuple[float, float]) -> np.ndarray:
-    """(6,) joint radians in JOINTS order -> (6,) degrees with the gripper in 0..100."""
+    """(..., 6) joint radians in JOINTS order -> degrees with the gripper in 0..100."""
     q = np.asarray(qpos_rad, dtype=np.float64)
     out = np.rad2deg(q)
     lo, hi = gripper_range_rad
-    out[GRIPPER_INDEX] = (q[GRIPPER_INDEX] - lo) / (hi - lo) * 100.0
+    out[..., GRIPPER_INDEX] = (q[..., GRIPPER_INDEX] - lo) / (hi - lo) * 100.0
     return out
 
 
 def to_radians(values, gripper_range_rad: tuple[float, float]) -> np.ndarray:
-    """(6,) degrees / gripper 0..100 in JOINTS order -> (6,) joint radians."""
+    """(..., 6) degrees / gripper 0..100 in JOINTS order -> joint radians."""
     v = np.asarray(values, dtype=np.float64)
     out = np.deg2rad(v)
     lo, hi = gripper_range_rad
-    out[GRIPPER_INDEX] = lo + v[GRIPPER_INDEX] / 100.0 * (hi - lo)
+    out[..., GRIPPER_INDEX] = lo + v[..., GRIPPER_INDEX] / 100.0 * (hi - lo)
     return out
 
 
@@ -92,6 +92,8 @@ class ArmModel:
         self._gripper_points = [(b, np.vstack([c for bi, c in corners if bi == b]))
                                 for b in sorted({bi for bi, _ in corners})]
         self.gripper_point_count = sum(len(p) for _, p in self._gripper_points)
+        # per hinge: R(a) = A + cos(a) B + sin(a) K with A = k k^T, B = I - k k^T, K = [k]x (Rodrigues)
+        self._hinges = {i: _rodrigues_terms(b.axis) for i, b in enumerate(self.bodies) if b.joint >= 0}
 
     # ------------------------------------------------------------------ parsing
     def _walk(self, el: ET.Element, parent: int, cls: str) -> None:
@@ -186,12 +188,34 @@ class ArmModel:
     def gripper_points(self, q_rad) -> np.ndarray:
         """(k, 3) world positions of the gripper's points: the corners of every box geom on the
         gripper and moving-jaw bodies (housing, fixed jaw and finger, moving jaw and finger)."""
-        pos, rot = self.frames(q_rad)
-        return np.vstack([pos[b] + local @ rot[b].T for b, local in self._gripper_points])
+        return self.gripper_points_many(np.asarray(q_rad, dtype=np.float64)[None, :])[0]
+
+    def gripper_points_many(self, q_rad) -> np.ndarray:
+        """(n, k, 3) gripper points for n joint vectors (n, 6) at once: the envelope's search along
+        a step places many poses per tick, and one batched pass costs about as much as one pose."""
+        q = np.asarray(q_rad, dtype=np.float64)
+        n = len(q)
+        pos = np.zeros((len(self.bodies), n, 3))
+        rot = np.empty((len(self.bodies), n, 3, 3))
+        for i, b in enumerate(self.bodies):
+            if b.parent < 0:
+                pos[i], r = b.anchor, np.broadcast_to(np.eye(3), (n, 3, 3))
+            else:
+                r = rot[b.parent]
+                pos[i] = pos[b.parent] + r @ b.anchor
+            if b.joint >= 0:
+                a, bb, k = self._hinges[i]
+                angle = q[:, b.joint][:, None, None]
+                r = r @ (a + np.cos(angle) * bb + np.sin(angle) * k)
+            rot[i] = r
+        return np.concatenate([pos[b][:, None, :] + local @ rot[b].transpose(0, 2, 1)
+                               for b, local in self._gripper_points], axis=1)
 
     def gripper_points_units(self, values) -> np.ndarray:
-        """gripper_points for a target in bench units (degrees, gripper 0..100)."""
-        return self.gripper_points(to_radians(values, self.gripper_range))
+        """gripper_points for a target in bench units (degrees, gripper 0..100); (n, 6) targets
+        give (n, k, 3)."""
+        q = to_radians(values, self.gripper_range)
+        return self.gripper_points_many(q) if q.ndim == 2 else self.gripper_points(q)
 
     def _site(self, site: str) -> tuple[int, np.ndarray]:
         if site not in self.sites:
@@ -231,6 +255,13 @@ def _axis_rotation(axis: np.ndarray, angle: float) -> np.ndarray:
     return np.array([[t * x * x + c, t * x * y - s * z, t * x * z + s * y],
                      [t * x * y + s * z, t * y * y + c, t * y * z - s * x],
                      [t * x * z - s * y, t * y * z + s * x, t * z * z + c]])
+
+
+def _rodrigues_terms(axis: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(k k^T, I - k k^T, [k]x) of a unit axis: a rotation by a about it is A + cos(a) B + sin(a) K."""
+    outer = np.outer(axis, axis)
+    skew = np.array([[0.0, -axis[2], axis[1]], [axis[2], 0.0, -axis[0]], [-axis[1], axis[0], 0.0]])
+    return outer, np.eye(3) - outer, skew
 
 
 def _vec(text: str, n: int, where: str) -> np.ndarray:
