@@ -18,7 +18,7 @@ from spabench.record.reader import EpisodeReader
 from spabench.rollout.commands import EXIT_OK, run
 from spabench.serve.openpi_server import OpenPiServer
 from spabench.suite.vocabulary import JOINTS
-from tests.integration.harness import HORIZON, make_campaign, make_cfg
+from tests.integration.harness import HORIZON, WaveServer, make_campaign, make_cfg
 from tests.sim.inventory import load_objects_and_geometry
 from tests.support.feetech_bus import EmulatedBus
 
@@ -92,7 +92,7 @@ def test_the_twin_never_puts_the_gripper_into_the_table():
         assert touching == 0       # no gripper box in contact with the table top
 
 
-class DiveServer:
+class DiveServer(WaveServer):
     """An openpi server whose every chunk heads for INTO_TABLE from the measured state."""
 
     def __init__(self):
@@ -101,17 +101,6 @@ class DiveServer:
     def infer(self, obs: dict) -> dict:
         chunk = dive(obs["observation/state"])
         return {"actions": chunk.astype(np.float32), "server_timing": {"infer_ms": 1.0}}
-
-    def __enter__(self) -> DiveServer:
-        self.server.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.stop()
-
-    @property
-    def port(self) -> int:
-        return self.server.port
 
 
 def test_the_emulated_so101_never_receives_a_goal_below_the_plane(tmp_path):
