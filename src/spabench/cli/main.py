@@ -291,6 +291,7 @@ def prepare(command: Command, argv: list[str]) -> tuple[list[str], dict[str, Any
     given = {_split(o)[1] for o in argv}
     for item in argv:   # before anything else: a key the command does not read is one error
         check_accepted(command, _split(item)[1])
+    argv = [_from_cwd(item) for item in argv] + recorded_settings(command, argv, given)
     argv = [p for p in command.presets if p.partition("=")[0] not in given] + list(argv)
     lab = None
     rest = []
@@ -353,6 +354,46 @@ def prepare(command: Command, argv: list[str]) -> tuple[list[str], dict[str, Any
             auto = option is not None and _bench_type(dirs, option) == "sim"
             overrides.append(f"operator={'auto' if auto else 'terminal'}")
     return overrides, after, dirs
+
+
+SUITE_PATHS = ("suite.root", "suite.hardware")   # folders a user gives are taken from the working directory
+
+
+def _from_cwd(item: str) -> str:
+    """A suite folder given on the command line, relative to the working directory (as out= is)."""
+    prefix, bare, value = _split(item)
+    if bare in SUITE_PATHS and value and value not in NULL_WORDS and not Path(value).expanduser().is_absolute():
+        return f"{prefix}{bare}={Path(value).expanduser().resolve()}"
+    return item
+
+
+def recorded_settings(command: Command, argv: list[str], given: set[str]) -> list[str]:
+    """What the campaign folder recorded at `plan` and the caller did not give: the lab's config_dir
+    and the suite's folders and relational rule, so later commands read what the campaign was planned with."""
+    if command.campaign != CAMPAIGN_FOLDER:
+        return []
+    folder = next((_split(a)[2] for a in argv if _split(a)[1] in ("campaign", "campaign_dir")), None)
+    path = Path(folder).expanduser() / "config.yaml" if folder else None
+    if path is None or not path.is_file():
+        return []
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return []   # the command itself says what is wrong with the folder
+    out = []
+    lab = data.get("config_dir")
+    if lab and "config_dir" not in given:
+        if not Path(lab).is_dir():
+            raise ConfigError(f"{path}: the campaign was planned with config_dir={lab}, which is not a folder here; "
+                              "give the lab's folder on this machine with config_dir=DIR")
+        out.append(f"config_dir={lab}")
+    if "suite" in command.groups and not any(g == "suite" or g.startswith("suite.") for g in given):
+        suite = data.get("suite") or {}
+        out += [f"suite.{k}={suite[k]}" for k in ("root", "hardware") if suite.get(k) is not None]
+        out += [f"suite.relation.{k}={v}" for k, v in (suite.get("relation") or {}).items()]
+    return out
 
 
 def _bench_type(dirs: list[Path], option: str) -> str:

@@ -75,7 +75,9 @@ def score(cfg: SpabenchConfig, stdin=None, stdout=None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=out)
         return 2
-    rater = op_cfg.rater if op_cfg.type == "terminal" else "operator"
+    # a person scores (operator=terminal is the preset); operator.rater=NAME names them for the
+    # agreement statistics. The twin's evaluator name is never a person's.
+    rater = op_cfg.rater if op_cfg.type != "auto" else "operator"
     op = TerminalOperator(op_cfg, stdin=stdin, stdout=out)
     op.rater = rater
     attempt_id, reason, invalid = cfg.attempt, cfg.reason, cfg.invalidate

@@ -112,7 +112,7 @@ def plan(cfg: SpabenchConfig) -> int:
     the_plan = build_plan(campaign, suite, cards=load_campaign_cards(campaign, cfg.group_dirs("policy")))
     digest = config_hash(campaign, settings, tasks_root, hardware_root)
     paths = write_campaign(out_dir, the_plan, digest, settings, ledger_url=ledger_url,
-                           ledger_grant=cfg.ledger_grant or None)
+                           ledger_grant=cfg.ledger_grant or None, config_dir=cfg.config_dir)
 
     console = Console()
     console.print(summary_table(the_plan))

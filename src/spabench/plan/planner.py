@@ -378,7 +378,8 @@ def plan_csv_text(trials: Sequence[TrialRow]) -> str:
 
 def write_campaign(out_dir: str | os.PathLike, plan: Plan, digest: str,
                    suite_settings: Mapping[str, Any], ledger_url: str | None = None,
-                   ledger_grant: str | None = None) -> dict[str, Path]:
+                   ledger_grant: str | None = None, config_dir: str | os.PathLike | None = None
+                   ) -> dict[str, Path]:
     """DIR/ledger.sqlite (new, never overwritten; with `ledger_url` a new PostgreSQL schema and its
     pointer DIR/ledger.pg.json instead), DIR/plan.csv and DIR/config.yaml."""
     import yaml
@@ -411,6 +412,8 @@ def write_campaign(out_dir: str | os.PathLike, plan: Plan, digest: str,
         ledger_path = out / Ledger.POINTER
     _atomic_write(out / PLAN_CSV, plan_csv_text(plan.trials))
     resolved = {"campaign": campaign.as_dict(), "suite": dict(suite_settings), "config_hash": digest}
+    if config_dir is not None:   # later commands use the lab's files it was planned with (not hashed)
+        resolved["config_dir"] = str(Path(config_dir).resolve())
     _atomic_write(out / CONFIG_YAML, yaml.safe_dump(resolved, sort_keys=False))
     add_entries(out, ledger_path.name, PLAN_CSV, CONFIG_YAML)
     return {"ledger": ledger_path, "plan": out / PLAN_CSV, "config": out / CONFIG_YAML}
