@@ -26,7 +26,8 @@ from spabench.operator.terminal import TerminalOperator
 from spabench.record.recorder import Recorder
 from spabench.rollout.types import EpisodeMeta, EpisodeResult, StepRecord
 from spabench.suite.model import BenchGeometry, Cell, Goal, Instructions, ObjectState, PlacedObject, SceneSpec
-from spabench.suite.vocabulary import FAILURE_MODES
+from spabench.operator.failure_modes import FAILURE_MODE_DEFINITIONS
+from spabench.suite.vocabulary import FAILURE_MODE_LABELS, FAILURE_MODES
 
 GEOM = BenchGeometry((80, 60), (12, 30), (-10, 18), (20.0, -19.0), 6.5, 7.5, 5.0, {})
 
@@ -131,6 +132,45 @@ def test_terminal_ready_gate_and_score_prompt():
     op = TerminalOperator(OperatorConfig(), stdin=io.StringIO("y\n\n"), stdout=io.StringIO())
     assert op.score(trial, None).success is True
     assert TerminalOperator(OperatorConfig(), stdin=io.StringIO(""), stdout=io.StringIO()).score(trial, None) is None
+
+
+def test_a_failure_number_means_the_same_mode_for_every_task():
+    """Measured on main: the list was renumbered per task; '9' recorded Timeout for object_state and
+    Other for relative_size, silently. Now one numbering for the suite, the browser's too."""
+    from dataclasses import replace
+
+    from spabench.console.views import public_trial
+    from spabench.operator.failure_modes import FAILURE_MODE_NUMBERS
+
+    base = _trial_rows(1)[0]
+    got, shown = {}, {}
+    for task in ("object_state", "relative_size", "counting"):
+        trial = replace(base, task=task, condition="ood")
+        out = io.StringIO()
+        op = TerminalOperator(OperatorConfig(), stdin=io.StringIO("n\n9\n\n"), stdout=out)
+        got[task] = op.score(trial, None).failure_mode
+        shown[task] = {m["number"]: m["name"] for m in public_trial(trial)["failure_modes"]}
+        assert f" 9) {FAILURE_MODE_LABELS[got[task]]}" in out.getvalue()
+    assert len(set(got.values())) == 1 and FAILURE_MODE_NUMBERS[got["counting"]] == 9, got
+    assert all(s[9] == got["counting"] for s in shown.values())             # the browser's 9 is the same
+
+
+def test_a_mode_that_does_not_apply_keeps_its_number_and_is_refused():
+    from dataclasses import replace
+
+    from spabench.console.views import public_trial
+    from spabench.operator.failure_modes import FAILURE_MODE_NUMBERS
+
+    trial = replace(_trial_rows(1)[0], task="counting", condition="id")
+    n = FAILURE_MODE_NUMBERS["wrong_instance"]                               # object_state / referential only
+    out = io.StringIO()
+    op = TerminalOperator(OperatorConfig(), stdin=io.StringIO(f"n\n{n}\n?\n1\n\n"), stdout=out)
+    assert op.score(trial, None).failure_mode == "wrong_target"
+    text = out.getvalue()
+    assert f"{n:2d}) {FAILURE_MODE_LABELS['wrong_instance']}   - not for this trial" in text
+    assert "does not apply here" in text and FAILURE_MODE_DEFINITIONS["wrong_target"] in text
+    (choice,) = [m for m in public_trial(trial)["failure_modes"] if m["name"] == "wrong_instance"]
+    assert choice["number"] == n and not choice["applicable"] and "object_state" in choice["why_not"]
 
 
 def test_failure_modes_follow_the_protocol_restrictions():

@@ -7,7 +7,6 @@ import dataclasses
 import re
 from typing import Any, Iterable
 
-from spabench.operator.base import failure_modes_for
 from spabench.operator.failure_modes import failure_mode_choices
 
 TRIAL_FIELDS = ("trial_id", "evaluation_id", "alias", "task", "condition", "scene_id", "instruction",
@@ -18,7 +17,7 @@ REDACTED = "[policy]"
 def public_trial(trial: Any) -> dict[str, Any]:
     data = dataclasses.asdict(trial) if dataclasses.is_dataclass(trial) else dict(trial)
     out = {k: data.get(k) for k in TRIAL_FIELDS if k in data}
-    out["failure_modes"] = failure_mode_choices(failure_modes_for(out.get("task", ""), out.get("condition", "")))
+    out["failure_modes"] = failure_mode_choices(out.get("task", ""), out.get("condition", ""))
     return out
 
 

@@ -3,6 +3,7 @@ a one-line definition each, shared by the terminal prompt and the browser's scor
 
 from __future__ import annotations
 
+from spabench.suite.rules import failure_mode_applies
 from spabench.suite.vocabulary import FAILURE_MODE_LABELS, FAILURE_MODES
 
 FAILURE_MODE_DEFINITIONS: dict[str, str] = {
@@ -24,6 +25,19 @@ assert set(FAILURE_MODES) <= set(FAILURE_MODE_DEFINITIONS) and set(FAILURE_MODES
     "failure-mode definitions out of step with suite.vocabulary.FAILURE_MODES"
 
 
-def failure_mode_choices(modes: list[str]) -> list[dict[str, str]]:
-    """[{name, label, definition}] for the applicable modes, in vocabulary order."""
-    return [{"name": m, "label": FAILURE_MODE_LABELS[m], "definition": FAILURE_MODE_DEFINITIONS[m]} for m in modes]
+# One number per failure mode for the whole suite, in vocabulary order: "9" means the same mode for
+# every task in the terminal and the browser alike (measured before: the list was renumbered per task,
+# so "9" was Timeout for object_state and Other for relative_size).
+FAILURE_MODE_NUMBERS: dict[str, int] = {m: i for i, m in enumerate(FAILURE_MODES, 1)}
+
+
+def failure_mode_choices(task: str, condition: str) -> list[dict]:
+    """Every failure mode with its suite-wide number, label, definition and whether it applies to a
+    trial of `task` under `condition` (`why_not` says why not); the pages grey out the others."""
+    out = []
+    for m in FAILURE_MODES:
+        why_not = failure_mode_applies(m, task, condition)
+        out.append({"name": m, "number": FAILURE_MODE_NUMBERS[m], "label": FAILURE_MODE_LABELS[m],
+                    "definition": FAILURE_MODE_DEFINITIONS[m], "applicable": why_not is None,
+                    "why_not": why_not or ""})
+    return out

@@ -18,8 +18,8 @@ import threading
 from contextlib import contextmanager
 from typing import Any, Iterator, TextIO
 
-from spabench.operator.base import Operator, Score, failure_modes_for
-from spabench.operator.failure_modes import FAILURE_MODE_DEFINITIONS, FAILURE_MODE_LABELS
+from spabench.operator.base import Operator, Score
+from spabench.operator.failure_modes import FAILURE_MODE_LABELS, FAILURE_MODE_NUMBERS, failure_mode_choices
 from spabench.operator.status import LoopStats
 
 KEYS = {"s": "operator_stop", "a": "abort", " ": "estop", "e": "estop"}
@@ -194,6 +194,37 @@ class TerminalOperator(Operator):
     def observers(self) -> list[Any]:
         return [self.stats]
 
+    def _ask_failure_mode(self, task: str, condition: str, prefill: Score | None) -> str | None:
+        """The failure mode by its suite-wide number (the same for every task, as in the browser);
+        modes that do not apply to this trial are listed, marked, and refused. None: left unscored."""
+        choices = failure_mode_choices(task, condition)
+        by_number = {c["number"]: c for c in choices}
+        preset = prefill.failure_mode if prefill is not None and not prefill.success else None
+        if preset is not None and not by_number[FAILURE_MODE_NUMBERS[preset]]["applicable"]:
+            preset = None
+        for c in choices:   # one short line each: the list fits an 80x24 terminal
+            self.show(f"  {c['number']:2d}) {c['label']}" + ("" if c["applicable"] else "   - not for this trial"))
+        hint = f", Enter = {FAILURE_MODE_NUMBERS[preset]} {FAILURE_MODE_LABELS[preset]}" if preset else ""
+        while True:
+            answer = self.ask(f"Failure mode [number, ? = definitions{hint}] ")
+            if answer is None:
+                return None
+            answer = answer.strip()
+            if answer == "" and preset:
+                return preset
+            if answer == "?":
+                for c in choices:
+                    if c["applicable"]:
+                        self.show(f"  {c['number']:2d}) {c['label']}: {c['definition']}")
+                continue
+            choice = by_number.get(int(answer)) if answer.isdigit() else None
+            if choice is None:
+                self.show(f"Enter a number from 1 to {len(choices)} (? lists the definitions).")
+            elif not choice["applicable"]:
+                self.show(f"{choice['number']}) {choice['label']} does not apply here: {choice['why_not']}.")
+            else:
+                return choice["name"]
+
     def score(self, trial: Any, result: Any, prefill: Score | None = None) -> Score | None:
         task, condition = getattr(trial, "task", ""), getattr(trial, "condition", "")
         self.show(f"\nScore attempt of trial {getattr(trial, 'trial_id', '?')}: task {task}, condition {condition}")
@@ -217,22 +248,9 @@ class TerminalOperator(Operator):
         success = answer.lower() == "y"
         mode = None
         if not success:
-            modes = failure_modes_for(task, condition)
-            preset = prefill.failure_mode if prefill is not None and not prefill.success else None
-            for i, m in enumerate(modes, 1):
-                self.show(f"  {i:2d}) {FAILURE_MODE_LABELS[m]}: {FAILURE_MODE_DEFINITIONS[m]}")
-            while True:
-                hint = f", Enter = {preset}" if preset in modes else ""
-                answer = self.ask(f"Failure mode [1-{len(modes)}{hint}] ")
-                if answer is None:
-                    return None
-                if answer == "" and preset in modes:
-                    mode = preset
-                    break
-                if answer.isdigit() and 1 <= int(answer) <= len(modes):
-                    mode = modes[int(answer) - 1]
-                    break
-                self.show(f"Enter a number from 1 to {len(modes)}.")
+            mode = self._ask_failure_mode(task, condition, prefill)
+            if mode is None:
+                return None
         note = self.ask("Note (optional) ") or ""
         source = "operator"
         if prefill is not None and prefill.success == success and prefill.failure_mode == mode:

@@ -142,8 +142,7 @@ function renderScore(s) {
     `Task ${f.task}, condition ${f.condition}: “${f.instruction}”` : "";
   const modes = $("#modes");
   modes.replaceChildren(el("legend", { text: "Failure mode (one; annotation only, the outcome stays binary)" }),
-    ...(f.failure_modes || []).map(m => el("label", {}, el("input", { type: "radio", name: "failure_mode", value: m.name }),
-      " ", el("b", { text: m.label }), el("small", { text: m.definition }))));
+    ...(f.failure_modes || []).map(modeChoice));
   const form = $("#score-form");
   form.reset();
   modes.hidden = true;

@@ -47,3 +47,12 @@ function scoreText(s) {
   if (!s) return "unscored";
   return s.success ? "success" : `failure${s.failure_mode ? " (" + s.failure_mode + ")" : ""}`;
 }
+
+// One failure mode as a radio choice: its suite-wide number (the terminal's too), label and
+// definition; a mode that does not apply to the trial stays in its place, greyed and disabled.
+function modeChoice(m) {
+  const input = el("input", { type: "radio", name: "failure_mode", value: m.name });
+  input.disabled = !m.applicable;
+  return el("label", { class: m.applicable ? "" : "na", title: m.why_not || "" }, input, " ",
+    el("b", { text: `${m.number}) ${m.label}` }), el("small", { text: m.applicable ? m.definition : `not for this trial: ${m.why_not}` }));
+}

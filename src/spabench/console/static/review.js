@@ -135,8 +135,7 @@ function render() {
       : el("p", { class: "muted", text: "no reference yet" }), el("figcaption", { text: `${cam}: reference (same evaluation)` }))])));
   // score form
   const modes = $("#modes");
-  modes.replaceChildren(el("legend", { text: "Failure mode" }), ...tr.failure_modes.map(m => el("label", {},
-    el("input", { type: "radio", name: "failure_mode", value: m.name }), " ", el("b", { text: m.label }), el("small", { text: m.definition }))));
+  modes.replaceChildren(el("legend", { text: "Failure mode" }), ...tr.failure_modes.map(modeChoice));
   $("#scoring").hidden = data.status !== "complete";
   if (data.prefill) {
     $("#prefill").hidden = false;
