@@ -147,7 +147,8 @@ def key(default: Any, kind: type, help: str, commands: tuple[str, ...] | str, **
 
 SERVE = ("serve lerobot", "serve scripted")
 ALL = ("plan", "run", "score", "console", "report", "power", "export lerobot", "serve lerobot", "serve scripted", "demo",
-       "suite generate", "suite validate", "ledger copy", "ledger collect", "ledger status")
+       "suite generate", "suite validate", "ledger copy", "ledger collect", "ledger status", "servers up",
+       "servers status", "servers down")
 
 
 @dataclass
@@ -166,8 +167,8 @@ class SpabenchConfig:
                                                           "suite generate", "ledger collect"), optional=True)
     campaign_dir: Path | None = key(
         None, Path, "the campaign folder written by `spabench plan` (given as campaign=DIR)",
-        ("run", "score", "console", "report", "power", "export lerobot", "ledger collect", "ledger status"),
-        optional=True)
+        ("run", "score", "console", "report", "power", "export lerobot", "ledger collect", "ledger status",
+         "servers up", "servers status", "servers down"), optional=True)
     outcomes: Path | None = key(None, Path, "an outcomes CSV to report on (instead of campaign=DIR)",
                                 ("report", "power"), optional=True)
     checkpoint: Path | None = key(None, Path, "a local LeRobot checkpoint folder", "serve lerobot",
@@ -210,7 +211,8 @@ class SpabenchConfig:
     attempt: str | None = key(None, str, "one attempt to rescore (or invalidate), e.g. attempt=E0001-P2-a1",
                               "score", optional=True)
     reason: str | None = key(None, str, "why the score is corrected / the attempt is invalid (required with "
-                             "attempt=)", "score", optional=True)
+                             "attempt=); at `run`, why a new policy server identity is accepted (required with "
+                             "accept_new_identity=true)", ("score", "run"), optional=True)
     invalidate: bool = key(False, bool, "declare the complete attempt invalid (its trial is re-run)", "score")
     repo_id: str | None = key(None, str, "the exported dataset's repo id (org/name)", "export lerobot", optional=True)
     include_invalid: bool = key(False, bool, "export invalid attempts too", "export lerobot")
@@ -223,7 +225,7 @@ class SpabenchConfig:
                                   "(used before the checkout's conf/)", ALL, optional=True)
     cards: dict[str, dict[str, Any]] = key(
         {}, dict, "per-card field overrides: cards.<card>.<field>=value (e.g. cards.pi05.host=10.0.0.5)",
-        ("run", "demo"))
+        ("run", "demo", "servers up", "servers status", "servers down"))
     figures: dict[str, Any] = key({"width": "single", "style": None}, dict,
                                   "how the figures are drawn (the fields of spabench.analysis.figures."
                                   "FigureSettings): figures.width=single|double (a 3.5 in or 7 in column), "
@@ -244,6 +246,11 @@ class SpabenchConfig:
                            optional=True)
     bench_dirs: dict[str, str] = key({}, dict, "bench id -> its campaign folder (local path or "
                                      "[user@]host:/path)", "ledger collect")
+    launch: bool = key(False, bool, "start the campaign's policy servers from their cards' launch: blocks "
+                       "first and stop them at the end", "run")
+    accept_new_identity: bool = key(False, bool, "go on although a policy server's identity (checkpoint, "
+                                    "metadata) differs from the one the campaign pinned; needs reason=",
+                                    "run")
     lease_s: float = key(60.0, float, "on a shared ledger, a claim lapses this long after its bench went "
                          "silent (seconds)", "run", minimum=0.001)
     reconnect_s: float = key(180.0, float, "on a shared ledger, how long a lost connection to its database is "

@@ -116,6 +116,10 @@ def report(cfg: SpabenchConfig) -> int:
         raise DataError(source, "no rollouts: the outcomes table has a header but no data rows")
     analysis = analyse(outcomes, n_resamples=cfg.bootstrap, seed=cfg.bootstrap_seed,
                        names=_display_names(cfg.display_names), plan=plan, ratings=ratings)
+    if cfg.campaign_dir is not None:
+        from spabench.analysis.servers import campaign_server_provenance
+
+        analysis.servers = campaign_server_provenance(cfg.campaign_dir)
     written = write_report(analysis, cfg.out, figure_settings=settings)
     print(f"report: {len(outcomes)} rollouts, {len(analysis.policies)} policies -> {written[0].parent}")
     return 0

@@ -23,6 +23,7 @@ from spabench.analysis.contrasts import DEFAULT_RESAMPLES, PAIRED_CONTRASTS, PUB
 from spabench.analysis.ranking import bradley_terry_ranking
 from spabench.analysis.failures import FAILURE_MODE_ORDER, failure_mode_label, failure_mode_table
 from spabench.analysis.outcomes import invalid_rollouts, policies_in_order
+from spabench.analysis.servers import servers_section
 from spabench.analysis.rates import (ALL_TASKS, NON_RELATIONAL, NON_RELATIONAL_TASKS, TASK_ORDER, success_table,
                                      summary_cells)
 from spabench.escaping import csv_safe_frame, markdown_text, printable
@@ -66,6 +67,7 @@ class Analysis:
     completeness: pd.DataFrame = field(default_factory=pd.DataFrame)
     plan_source: str = "the protocol's trial counts"
     agreement: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(AGREEMENT_COLUMNS)))
+    servers: list = field(default_factory=list)   # analysis.servers.ServerProvenance rows (campaign input)
 
     def name(self, policy: str) -> str:
         return self.names.get(policy, policy)
@@ -277,6 +279,7 @@ def render_markdown(analysis: Analysis, drawn: dict[str, list[Path]] | None = No
         lines += _table(columns, [[markdown_text(value) for value in r]
                                   for r in analysis.invalid[columns].itertuples(index=False, name=None)])
 
+    lines += servers_section(analysis.servers, analysis.name)
     lines += beyond_the_paper(analysis)
     if drawn:
         lines += ["## Figures", "",

@@ -17,6 +17,8 @@ from typing import Any
 
 from spabench.configtools import plain_container, typed_fields
 from spabench.errors import ConfigError
+from spabench.policy.identity import is_digest
+from spabench.policy.launch import LaunchConfig, launch_from_mapping
 from spabench.suite.vocabulary import CAMERAS, POLICY_CAMERAS
 
 PROTOCOLS: tuple[str, ...] = ("openpi", "groot", "molmoact2", "vla0", "lerobot_grpc")
@@ -40,6 +42,9 @@ class PolicyCard:
     opaque, protocol-specific data read by that protocol's client (e.g. GR00T state groups).
     `execute_steps` None means the whole horizon. The broker asks for the next chunk as soon as
     no more than `request_threshold` actions are queued (0: only when the queue is empty).
+    `checkpoint` names what the server loads (a local path or a hub id), `checkpoint_digest` the
+    sha256 it must have ("sha256:<hex>", see policy/identity.py); `launch` tells spabench how to
+    start the server itself (policy/launch.py).
     """
 
     name: str
@@ -64,6 +69,9 @@ class PolicyCard:
     allow_remote_pickle: bool = False
     extra_keys: dict[str, str] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)
+    checkpoint: str | None = None
+    checkpoint_digest: str | None = None
+    launch: LaunchConfig | None = None
 
     def __post_init__(self) -> None:
         self._check()
@@ -119,6 +127,19 @@ class PolicyCard:
         if not isinstance(self.extra, dict):
             self._fail("extra", f"is {type(self.extra).__name__}", "a mapping")
         self.extra = dict(self.extra)
+        if self.checkpoint is not None and (not isinstance(self.checkpoint, str) or not self.checkpoint):
+            self._fail("checkpoint", f"is {self.checkpoint!r}", "null, a local path or a hub id")
+        if self.checkpoint_digest is not None and not is_digest(self.checkpoint_digest):
+            self._fail("checkpoint_digest", f"is {self.checkpoint_digest!r}", "null or sha256:<64 hex digits>")
+        self.launch = launch_from_mapping(self.launch, self.name)
+
+    @property
+    def local_checkpoint(self) -> Path | None:
+        """The card's checkpoint as a path on this machine, when it is one (not a hub id)."""
+        if not self.checkpoint:
+            return None
+        path = Path(self.checkpoint).expanduser()
+        return path if path.exists() else None
 
     def _check_cameras(self) -> None:
         if not isinstance(self.cameras, dict):

@@ -44,7 +44,9 @@ ROBOT_TYPE = "so101_follower"
 SCHEMA_WITH_REAL_PTS = 2
 DECODABLE_CODECS = frozenset({"h264", "hevc", "av1", "vp9", "mpeg4"})  # what LeRobot's decoders read
 EPISODE_STRING_COLUMNS: tuple[str, ...] = ("policy", "alias", "attempt_id", "evaluation_id", "condition",
-                                           "failure_mode")
+                                           "failure_mode", "server_identity")
+# the identity of the policy server that answered (policy/identity.py), as the episode recorded it
+SERVER_IDENTITY_ATTR = "extra.server_identity"
 UNSCORED = -1
 
 
@@ -278,6 +280,7 @@ def _write_episode(dataset, item: ExportEpisode, ep: EpisodeReader, shapes: dict
         "observation.state": states, "action": actions,
         "timestamp": ep.timestamps.astype(np.float32), "frame_index": np.arange(n, dtype=np.int64),
         **{k: np.array([v] * n) for k, v in item.columns.items()},
+        "server_identity": np.array([str(ep.attrs.get(SERVER_IDENTITY_ATTR) or "")] * n),
         "success": np.full(n, item.success, dtype=np.int8),
     }
     meta.save_episode_tasks([item.instruction])

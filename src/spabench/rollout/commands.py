@@ -95,6 +95,17 @@ def load_cards(names: list[str], cfg: SpabenchConfig, aliases: dict[str, str] | 
     return cards
 
 
+def probe_server(card: Any) -> None:
+    """A launched server is up once a fresh client connects: its protocol's own health check."""
+    from spabench.policy.factory import make_client
+
+    client = make_client(card)
+    try:
+        client.connect()
+    finally:
+        client.close()
+
+
 def check_bench_binding(campaign_dir: Path, bench_kind: str, dry_run: bool) -> str | None:
     """The planned bench kind; refuses (ConfigError) a bench of another kind unless dry_run."""
     from spabench.plan.planner import planned_bench_kind
@@ -223,6 +234,9 @@ class Session:
         self.blinder: Blinder | None = None
         self._blind_logging = blind_logging(None)
         self.running_reason = "operator_abort"   # how close() ends an attempt left running
+        self.supervisor = None                    # the campaign's launched policy servers
+        self.launched: list[str] = []             # the servers this session started (launch=true)
+        self.identities: dict[str, Any] = {}      # card -> the ServerIdentity that answered
 
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
@@ -232,9 +246,11 @@ class Session:
         from spabench.bench.bench import make_bench
         from spabench.policy.broker import ActionBroker
         from spabench.policy.factory import make_client
+        from spabench.policy.endpoints import check_protocol
         from spabench.policy.preflight import check_card_against_server
         from spabench.record.recorder import Recorder
 
+        self.check_identity_override()
         planned = check_bench_binding(self.campaign_dir, self.bench_cfg.type, self.cfg.dry_run)
         check_relation_binding(self.campaign_dir, self.cfg.need("suite").relation)
         # dry_run=true means a dry run on any bench: its attempts are marked and kept out of the results
@@ -270,11 +286,14 @@ class Session:
         self._blind(Blinder.for_trials(self.ledger.trials(), self.cards))
         names = set(t.card for t in pending)
         self.cards = {n: c for n, c in self.cards.items() if n in names}
+        self.start_servers()
         for name, card in self.cards.items():  # policies first: nothing moves if one is unreachable
+            check_protocol(card, self.who(name))
             client = make_client(card)
             try:
                 self.metadata[name] = dict(client.connect() or {})
                 check_card_against_server(card, self.metadata[name], f"{card.host}:{card.port}")
+                self.pin_identity(name, self.metadata[name])
             except Exception:
                 client.close()
                 raise
@@ -356,6 +375,12 @@ class Session:
                 client.close()
             except Exception:
                 pass
+        if self.launched and self.supervisor is not None:   # run launch=true: down at the end
+            try:
+                self.supervisor.down(self.launched)
+            except Exception as exc:
+                self.say(f"warning: the launched policy servers could not all be stopped ({exc}); "
+                         f"`spabench servers down campaign={self.campaign_dir}` stops them")
         if self.bench is not None:
             held = self.bench.is_connected and (self.controls.estopped() or not self._arm_at_home())
             try:
@@ -378,6 +403,67 @@ class Session:
         self._blind_logging.__exit__()
 
     # ---- policy servers ------------------------------------------------------------------------
+    def who(self, name: str) -> str:
+        """How messages name a card's policy: its alias in a blind campaign, else the card."""
+        if self.blinder is None:
+            return f"policy card '{name}'"
+        return f"policy {self.blinder.redact(name)}"
+
+    def check_identity_override(self) -> None:
+        """`accept_new_identity=true` needs a reason, and a reason at `run` is only for it."""
+        if self.cfg.accept_new_identity and not (self.cfg.reason or "").strip():
+            raise ConfigError("run: accept_new_identity=true needs reason=\"...\" (why the policy server's new "
+                              "checkpoint is accepted; logged in the ledger and listed in the report)")
+        if self.cfg.reason is not None and not self.cfg.accept_new_identity:
+            raise ConfigError("run: reason= goes with accept_new_identity=true (allowed at run: both or neither)")
+
+    def start_servers(self) -> None:
+        """Pre-flight of the servers: no two cards on one host and port; with launch=true every
+        launched server is started (and taken down at the end); a launched server that died is
+        restarted (launch.max_restarts)."""
+        from spabench.policy.endpoints import check_collisions
+        from spabench.policy.servers import Supervisor
+
+        check_collisions(self.cards, {n: self.who(n) for n in self.cards})
+        labels = {n: self.blinder.redact(n) if self.blinder else n for n in self.cards}
+        self.supervisor = Supervisor(self.campaign_dir, self.ledger, self.say, labels)
+        if self.cfg.launch:
+            self.launched = self.supervisor.up(self.cards, probe_server)
+        else:
+            for name, card in self.cards.items():
+                self.supervisor.ensure_up(name, card, probe_server)
+
+    def pin_identity(self, name: str, metadata: dict) -> None:
+        """Pin (first connection of the campaign) or compare the identity of the card's server."""
+        from spabench.policy.identity import identity_of
+        from spabench.policy.servers import pin_or_compare
+
+        card = self.cards[name]
+        identity = identity_of(card, metadata, self.supervisor.launched_digest(name) if self.supervisor else None)
+        what = pin_or_compare(self.ledger, name, self.who(name), identity,
+                              accept=bool(self.cfg.accept_new_identity), reason=self.cfg.reason)
+        if what == "accepted":
+            self.say(f"{self.who(name)}: new server identity accepted ({identity.describe()}); "
+                     f"reason: {self.cfg.reason}")
+        elif what == "pinned":
+            log.info("%s: server identity pinned: %s", name, identity.describe())
+        self.identities[name] = identity
+
+    def identity_text(self, name: str) -> str:
+        """The identity that answered the card, as JSON (the episode's `extra.server_identity`)."""
+        import json
+
+        identity = self.identities.get(name)
+        return json.dumps(identity.as_dict(), sort_keys=True) if identity is not None else ""
+
+    def check_launched(self, trial: Any) -> None:
+        """Before an attempt: a launched server that died is restarted and its identity checked again."""
+        card = self.cards[trial.card]
+        if self.supervisor is not None and self.supervisor.ensure_up(trial.card, card, probe_server):
+            problem = self._server_answers(trial.card)
+            if problem is not None:
+                raise ConfigError(f"the restarted server of {self.who(trial.card)} does not answer: {problem}")
+
     def _server_answers(self, name: str) -> str | None:
         """None when a fresh connection to the card's server works and still fits the card, else why not.
 
@@ -398,6 +484,7 @@ class Session:
             except Exception:  # noqa: BLE001 - the probe is thrown away
                 pass
         check_card_against_server(card, metadata, f"{card.host}:{card.port}")  # a ConfigError stops the run
+        self.pin_identity(name, metadata)   # another checkpoint: ServerIdentityChanged stops the run
         self.metadata[name] = metadata
         return None
 
@@ -407,6 +494,8 @@ class Session:
 
         card = self.cards[trial.card]
         where = f"the policy server of {trial.alias} ({card.host}:{card.port})"
+        if self.supervisor is not None:
+            self.supervisor.ensure_up(trial.card, card, probe_server)   # launched and dead: restart it
         problem = self._server_answers(trial.card)
         if problem is None:
             self.say(f"{where} answers again; continuing")
@@ -498,7 +587,8 @@ class Session:
                    "instruction_variant": trial.instruction_variant, "order": trial.order,
                    "matched_group": trial.matched_group or "", "bench_id": self.bench_id,
                    "bench_kind": self.bench.cfg.type, "dry_run": self.dry_run,
-                   "calibration_file": self.bench.calibration_file or ""},
+                   "calibration_file": self.bench.calibration_file or "",
+                   "server_identity": self.identity_text(trial.card)},
         )
         motion = MotionDetector(self.cfg.need("suite").motion_onset)
         # the detector ends first, so the recorder writes the onset frame into the episode's attributes
@@ -633,6 +723,7 @@ class Session:
                 if not self._server_back(suspect):
                     return EXIT_SERVER_DOWN
                 suspect = None
+            self.check_launched(trial)
             result, attempt_id = self.run_trial(trial)
             if result is None:
                 if self.controls.estopped():

@@ -50,6 +50,7 @@ def serve_lerobot(cfg: SpabenchConfig) -> int:
         raise ConfigError(f"serve lerobot: cannot listen on {server.host}:{server.port}: {exc}") from None
     meta = server.metadata
     print(f"serving {meta['policy_type']} checkpoint {meta['checkpoint']} (chunk {meta['chunk_size']} x "
-          f"{meta['action_dim']}) on ws://{server.host}:{server.port}  inputs: {meta['inputs']}", flush=True)
+          f"{meta['action_dim']}) on ws://{server.host}:{server.port}  inputs: {meta['inputs']}  "
+          f"digest: {meta['checkpoint_digest']}", flush=True)
     server.serve_forever()
     return 0

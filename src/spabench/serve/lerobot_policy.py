@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from spabench.errors import ConfigError, DataError
+from spabench.policy.identity import DIGEST_KEY, checkpoint_digest
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,7 @@ class LeRobotPolicy:
         os.environ["HF_HUB_OFFLINE"] = "1"
         self.checkpoint = Path(checkpoint).expanduser().resolve()
         self._check_folder()
+        self.checkpoint_digest = checkpoint_digest(self.checkpoint)  # before loading: what was read
         import torch
         from lerobot.configs.policies import PreTrainedConfig
         from lerobot.policies.factory import get_policy_class, make_pre_post_processors
@@ -129,11 +131,12 @@ class LeRobotPolicy:
 
     @property
     def metadata(self) -> dict[str, Any]:
-        """Sent to every client on connect."""
+        """Sent to every client on connect; `checkpoint_digest` lets the harness pin what answered."""
         return {
             "server": "spabench serve lerobot",
             "policy_type": self.config.type,
             "checkpoint": self.checkpoint.name,
+            DIGEST_KEY: self.checkpoint_digest,
             "chunk_size": self.chunk_size,
             "action_dim": self.action_dim,
             "inputs": {s.request_key: s.feature for s in self.sources},
