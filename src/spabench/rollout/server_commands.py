@@ -10,7 +10,10 @@ With aliases on, policies are named by their alias.
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from spabench.operator.blinding import Blinder
 from spabench.paths import campaign_folder
@@ -21,14 +24,25 @@ if TYPE_CHECKING:
 __all__ = ["servers_up", "servers_status", "servers_down"]
 
 
-def _open(cfg: SpabenchConfig, command: str, pending_only: bool = True):
+@dataclass
+class _Servers:
+    """What each servers command works on: the campaign's cards, how they are named, the supervisor."""
+
+    cards: dict[str, Any]
+    who: dict[str, str]
+    supervisor: Any
+    say: Callable[[str], None]
+
+
+@contextmanager
+def _campaign_servers(cfg: SpabenchConfig, command: str, pending_only: bool = True) -> Iterator[_Servers]:
+    """The cards of the campaign's (pending) trials; the ledger stays open for the server events."""
     from spabench.ledger import Ledger
     from spabench.policy.servers import Supervisor
     from spabench.rollout.commands import load_cards
 
     folder = campaign_folder(cfg.campaign_dir, command)
-    ledger = Ledger.open(folder)
-    try:
+    with Ledger.open(folder) as ledger:
         trials = ledger.pending_trials() if pending_only else ledger.trials()
         cards = load_cards(list(dict.fromkeys(t.card for t in trials)), cfg)
         blinder = Blinder.for_trials(ledger.trials(), cards)
@@ -37,52 +51,39 @@ def _open(cfg: SpabenchConfig, command: str, pending_only: bool = True):
         def say(text: str) -> None:
             print(blinder.redact(text) if blinder else text, file=sys.stdout, flush=True)
 
-        return ledger, cards, who, Supervisor(folder, ledger, say, who), say
-    except BaseException:
-        ledger.close()
-        raise
+        yield _Servers(cards, who, Supervisor(folder, ledger, say, who), say)
 
 
 def servers_up(cfg: SpabenchConfig) -> int:
     from spabench.policy.endpoints import check_collisions
     from spabench.rollout.commands import probe_server
 
-    ledger, cards, who, supervisor, say = _open(cfg, "servers up")
-    try:
-        check_collisions(cards, who)
-        for name, card in cards.items():
+    with _campaign_servers(cfg, "servers up") as s:
+        check_collisions(s.cards, s.who)
+        for name, card in s.cards.items():
             if card.launch is None:
-                say(f"{who[name]}: no launch: block in its card; start its server by hand "
-                    f"({card.host}:{card.port})")
-        started = supervisor.up(cards, probe_server)
-        say(f"{len(started)} server(s) started; `spabench servers down campaign={cfg.campaign_dir}` stops them")
-        return 0
-    finally:
-        ledger.close()
+                s.say(f"{s.who[name]}: no launch: block in its card; start its server by hand "
+                      f"({card.host}:{card.port})")
+        started = s.supervisor.up(s.cards, probe_server)
+        s.say(f"{len(started)} server(s) started; `spabench servers down campaign={cfg.campaign_dir}` stops them")
+    return 0
 
 
 def servers_status(cfg: SpabenchConfig) -> int:
-    ledger, cards, who, supervisor, say = _open(cfg, "servers status", pending_only=False)
-    try:
-        for row in supervisor.status(cards):
+    with _campaign_servers(cfg, "servers status", pending_only=False) as s:
+        for row in s.supervisor.status(s.cards):
             name = row["card"]
             if not row["launch"]:
-                say(f"{who[name]}: started by hand (no launch: block)")
+                s.say(f"{s.who[name]}: started by hand (no launch: block)")
                 continue
             state = f"up, pid {row['pid']}" if row["alive"] else ("down" if row["pid"] is None else
                                                                    f"dead (was pid {row['pid']})")
             digest = row["checkpoint_digest"] or "unknown"
-            say(f"{who[name]}: {state}; restarts {row['restarts']}; checkpoint {digest}; log {row['log'] or '-'}")
-        return 0
-    finally:
-        ledger.close()
+            s.say(f"{s.who[name]}: {state}; restarts {row['restarts']}; checkpoint {digest}; log {row['log'] or '-'}")
+    return 0
 
 
 def servers_down(cfg: SpabenchConfig) -> int:
-    ledger, cards, who, supervisor, say = _open(cfg, "servers down", pending_only=False)
-    try:
-        stopped = supervisor.down()
-        say(f"{len(stopped)} server(s) stopped")
-        return 0
-    finally:
-        ledger.close()
+    with _campaign_servers(cfg, "servers down", pending_only=False) as s:
+        s.say(f"{len(s.supervisor.down())} server(s) stopped")
+    return 0
