@@ -43,9 +43,13 @@ def _campaign_servers(cfg: SpabenchConfig, command: str, pending_only: bool = Tr
 
     folder = campaign_folder(cfg.campaign_dir, command)
     with Ledger.open(folder) as ledger:
-        trials = ledger.pending_trials() if pending_only else ledger.trials()
-        cards = load_cards(list(dict.fromkeys(t.card for t in trials)), cfg)
-        blinder = Blinder.for_trials(ledger.trials(), cards)
+        trials = ledger.trials()   # every card of the plan, with its overrides (by card or alias), as `run`
+        cards = load_cards(list(dict.fromkeys(t.card for t in trials)), cfg,
+                           aliases={t.alias: t.card for t in trials})
+        if pending_only:
+            needed = {t.card for t in ledger.pending_trials()}
+            cards = {n: c for n, c in cards.items() if n in needed}
+        blinder = Blinder.for_trials(trials, cards)
         who = {n: (blinder.redact(n) if blinder else n) for n in cards}
 
         def say(text: str) -> None:
