@@ -42,7 +42,7 @@ class ConsoleContext:
     def ledger(self, write: bool = False):
         from spabench.ledger import Ledger
 
-        return Ledger.open(self.campaign_dir / Ledger.FILENAME, readonly=not write)
+        return Ledger.open(self.campaign_dir, readonly=not write)   # its SQLite file or its PostgreSQL pointer
 
 
 class TokenGate:

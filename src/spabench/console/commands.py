@@ -23,9 +23,10 @@ def serve_console(campaign_dir: Path, console: ConsoleConfig, rater: str, suite:
     from spabench.ledger import Ledger
 
     out = out or sys.stdout
-    if not (campaign_dir / Ledger.FILENAME).is_file():
-        raise ConfigError(f"console: {campaign_dir} has no {Ledger.FILENAME} (allowed: a campaign folder "
-                          "written by `spabench plan`)")
+    if not Ledger.exists(campaign_dir):
+        raise ConfigError(f"console: {campaign_dir} has no {Ledger.FILENAME} or {Ledger.POINTER} (allowed: a "
+                          "campaign folder written by `spabench plan`)")
+    Ledger.open(campaign_dir, readonly=True).close()   # a PostgreSQL ledger that cannot be reached: say so now
     ctx = ConsoleContext(campaign_dir=campaign_dir, cfg=console, rater=rater, suite=suite)
     server = ConsoleServer(build_app(ctx), console)
     where = f"{console.host}:{console.port}"
