@@ -8,11 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 from analysis_synthetic import FULL_POLICIES, ID_ONLY_TRIALS, write_csv
+from paired_reference import tango_brute_force
 
 from spabench.analysis.agreement import cohen_kappa, rater_agreement
 from spabench.analysis.commands import report
-from paired_reference import tango_brute_force
-
 from spabench.analysis.comparisons import between_policy_table, completeness_table, protocol_plan
 from spabench.analysis.outcomes import load_outcomes, validate_outcomes
 from spabench.analysis.ranking import _counts, bradley_terry_ranking, fit_davidson
@@ -72,24 +71,35 @@ def test_between_policy_on_the_campaign(synthetic, tmp_path):
     assert families == {"between_policy_by_condition": 3 * 10 + 7, "between_policy_overall": 10}
 
 
-def test_completeness_and_bounds(synthetic, tmp_path):
+def test_completeness_counts_trials_and_never_exceeds_the_plan(synthetic, tmp_path):
+    """Measured on main: the bounds counted a re-run trial twice (its invalid attempt and its valid
+    rollout: 68 of 138 cells reached past the planned count) and ignored planned trials never run."""
     outcomes = load_outcomes(write_csv(tmp_path / "o.csv", synthetic.rows))
     got = completeness_table(outcomes, protocol_plan(outcomes)).set_index(["policy", "task", "condition"])
-    vla = got.loc[("vla0", "counting", "id")]
-    assert (vla["planned"], vla["valid"], vla["missing"]) == (20, 12, 8)
-    invalid = {}
-    for row in synthetic.invalid:
-        key = (row["policy"], row["task"], row["condition"])
-        invalid[key] = invalid.get(key, 0) + 1
+    vla = got.loc[("vla0", "counting", "id")]  # 12 of the protocol's 20 ID trials run
+    assert (vla["planned"], vla["valid"], vla["missing"], vla["never_run"]) == (20, 12, 8, 8)
+    k = vla["successes"]
+    assert vla["rate_if_missing_failed"] == pytest.approx(k / 20)
+    assert vla["rate_if_missing_succeeded"] == pytest.approx((k + 8) / 20)
     assert got["invalid_attempts"].sum() == 72
-    for key, m in invalid.items():
-        cell = got.loc[key]
-        k, n = cell["successes"], cell["valid"]
-        assert cell["invalid_attempts"] == m
-        assert cell["rate_if_invalid_failed"] == pytest.approx(k / (n + m))
-        assert cell["rate_if_invalid_succeeded"] == pytest.approx((k + m) / (n + m))
-        assert cell["rate_if_invalid_failed"] <= cell["rate"] <= cell["rate_if_invalid_succeeded"]
+    assert (got["invalid_only"] == 0).all()  # every invalid attempt of the campaign was re-run
+    assert (got["valid"] + got["missing"] == got["planned"]).all()  # never past the plan
+    full = got.loc[[key for key in got.index if key[0] in FULL_POLICIES]]
+    assert (full["rate_if_missing_failed"] == full["rate"]).all()  # complete cells: no spread
     assert got.loc[got["valid"] > 0, "valid"].sum() == 2892
+
+
+def test_completeness_counts_invalid_only_and_never_run_trials():
+    rows = [["a", "counting", "id", "E1", "1", "true"], ["a", "counting", "id", "E2", "0", "true"],
+            ["a", "counting", "id", "E3", "", "false"], ["a", "counting", "id", "E3", "", "false"],
+            ["a", "counting", "id", "E2", "", "false"]]
+    plan = pd.DataFrame([("a", "counting", "id", 5)], columns=["policy", "task", "condition", "planned"])
+    cell = completeness_table(table(rows), plan).iloc[0]
+    # E1, E2 valid (E2 re-run once); E3 two invalid attempts and no valid one; two trials never run
+    assert (cell["valid"], cell["invalid_only"], cell["never_run"], cell["missing"]) == (2, 1, 2, 3)
+    assert cell["invalid_attempts"] == 3
+    assert (cell["rate_if_missing_failed"], cell["rate_if_missing_succeeded"]) == (pytest.approx(1 / 5),
+                                                                                 pytest.approx(4 / 5))
 
 
 def test_davidson_two_players_closed_form():

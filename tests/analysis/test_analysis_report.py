@@ -119,7 +119,8 @@ def test_contrasts_match_generator_pairs(published_size, synthetic):
         assert 0 <= overall["p_value"] <= 1
     assert not set(ID_ONLY_POLICIES) & set(contrasts["policy"])
     assert set(contrasts["contrast"]) == {"direct_minus_ood", "paraphrase_minus_original_ood",
-                                          "paraphrase_minus_original_direct", "id_minus_ood"}
+                                          "paraphrase_minus_original_direct", "paraphrased_direct_minus_ood",
+                                          "id_minus_ood"}
 
 
 def test_failure_modes_count_failed_valid_rollouts(published_size, synthetic):

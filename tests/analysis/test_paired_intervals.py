@@ -126,9 +126,10 @@ def test_campaign_rows_always_have_an_interval_that_agrees_with_the_test(tmp_pat
     contrasts = analysis.contrasts
     tango = contrasts[contrasts["ci_method"] == "tango_score"]
     per_task = tango[tango["task"] != "all"]
-    assert len(per_task) == 3 * 3 * 6  # every per-task paired row (3 contrasts x 3 policies x 6 tasks)
+    assert len(per_task) == 4 * 3 * 6  # every per-task paired row (4 contrasts x 3 policies x 6 tasks)
     assert set(tango.loc[tango["task"] == "all", "contrast"]) == {"paraphrase_minus_original_ood",
-                                                                  "paraphrase_minus_original_direct"}
+                                                                  "paraphrase_minus_original_direct",
+                                                                  "paraphrased_direct_minus_ood"}
     excludes = (tango["ci_low"] > 0) | (tango["ci_high"] < 0)
     assert (excludes == (tango["p_value"] < 0.05)).all()
     assert not contrasts["degenerate"].any()

@@ -44,6 +44,23 @@ def load_campaign(campaign_dir: Path, unpaired: str = "exclude", say=print, url:
         return outcomes, ledger_plan(ledger), ledger_ratings(ledger, frame)
 
 
+def policy_cards(outcomes, plan, folders: list[Path]) -> dict:
+    """policy -> its PolicyCard, for the protocol-differences section: the card each policy was
+    planned with (a campaign), else a card named like the policy (a CSV); none when there is none."""
+    from spabench.policy.card import load_card
+
+    names = {}
+    if plan is not None and "card" in plan.columns:
+        names = dict(plan.drop_duplicates("policy")[["policy", "card"]].itertuples(index=False, name=None))
+    cards = {}
+    for policy in dict.fromkeys(outcomes["policy"]):
+        try:
+            cards[policy] = load_card(names.get(policy, policy), folders)
+        except ConfigError:
+            continue  # no such card here: the report says the settings are unknown
+    return cards
+
+
 def _display_names(names: dict) -> dict[str, str]:
     """`display_names.<policy>=<name>`: how figures and report.md name each policy."""
     for policy, name in names.items():
@@ -115,7 +132,8 @@ def report(cfg: SpabenchConfig) -> int:
     if outcomes.empty:
         raise DataError(source, "no rollouts: the outcomes table has a header but no data rows")
     analysis = analyse(outcomes, n_resamples=cfg.bootstrap, seed=cfg.bootstrap_seed,
-                       names=_display_names(cfg.display_names), plan=plan, ratings=ratings)
+                       names=_display_names(cfg.display_names), plan=plan, ratings=ratings,
+                       cards=policy_cards(outcomes, plan, cfg.group_dirs("policy")))
     if cfg.campaign_dir is not None:
         from spabench.analysis.servers import campaign_server_provenance
 

@@ -8,6 +8,8 @@ interval's own statistic at zero: the interval excludes 0 exactly when p < alpha
 with no discordant pair). With the protocol's equal per-task counts the pooled mean equals the
 equal-weight mean over tasks.
 
+Completeness counts trials, not attempts: a trial re-run after an invalid attempt counts once.
+
 Multiplicity: every p-value of the report belongs to one family (one contrast across policies and
 tasks; the between-policy per-condition tests; the between-policy overall tests), and each gets a
 Holm-adjusted p-value within its family.
@@ -23,7 +25,7 @@ from scipy.sparse import csr_matrix
 
 from spabench.analysis.exact import holm, mcnemar_score_counts, tango_interval
 from spabench.analysis.matching import valid_rollouts
-from spabench.analysis.outcomes import policies_in_order
+from spabench.analysis.outcomes import DUPLICATE_KEY, policies_in_order
 from spabench.suite.vocabulary import CONDITION_COUNTS, CONDITIONS, TASKS
 
 OVERALL = "overall"
@@ -33,8 +35,8 @@ COMPARISON_COLUMNS: tuple[str, ...] = (
     "p_value", "family", "p_holm",
 )
 COMPLETENESS_COLUMNS: tuple[str, ...] = (
-    "policy", "task", "condition", "planned", "valid", "missing", "invalid_attempts", "successes",
-    "rate", "rate_if_invalid_failed", "rate_if_invalid_succeeded",
+    "policy", "task", "condition", "planned", "valid", "missing", "invalid_only", "never_run", "invalid_attempts",
+    "successes", "rate", "rate_if_missing_failed", "rate_if_missing_succeeded",
 )
 
 
@@ -113,20 +115,31 @@ def protocol_plan(outcomes: pd.DataFrame) -> pd.DataFrame:
 
 
 def completeness_table(outcomes: pd.DataFrame, plan: pd.DataFrame) -> pd.DataFrame:
-    """Planned vs valid trials per cell, and each rate's bounds if every invalid attempt of the cell
-    had been scored a failure (k / (n + m)) or a success ((k + m) / (n + m))."""
+    """Planned vs valid trials per cell, counted in trials (a re-run trial counts once), and each
+    rate's bounds had every missing trial (attempted with only invalid attempts, or never run)
+    been a failure (k / N) or a success ((k + missing) / N). N is the planned count, or the trials
+    present when the outcomes hold more than the plan; the bounds never reach past it."""
     valid = valid_rollouts(outcomes)
     keys = ["policy", "task", "condition"]
     counts = valid.groupby(keys)["success"].agg(valid="size", successes="sum")
-    invalid = outcomes[~outcomes["valid"]].groupby(keys).size().rename("invalid_attempts")
-    table = plan.groupby(keys)["planned"].sum().to_frame().join(counts, how="outer").join(invalid, how="outer")
+    invalid = outcomes[~outcomes["valid"]]
+    attempts = invalid.groupby(keys).size().rename("invalid_attempts")
+    trial = list(DUPLICATE_KEY)
+    done = pd.MultiIndex.from_frame(valid[trial])
+    never_valid = invalid[~pd.MultiIndex.from_frame(invalid[trial]).isin(done)].drop_duplicates(trial)
+    invalid_only = never_valid.groupby(keys).size().rename("invalid_only")
+    table = (plan.groupby(keys)["planned"].sum().to_frame().join(counts, how="outer").join(attempts, how="outer")
+             .join(invalid_only, how="outer"))
     table = table.fillna(0).astype(int).reset_index()
-    n, k, m = table["valid"], table["successes"], table["invalid_attempts"]
-    table["missing"] = (table["planned"] - n).clip(lower=0)
+    n, k = table["valid"], table["successes"]
+    total = np.maximum(table["planned"], n + table["invalid_only"])
+    table["missing"] = total - n
+    table["never_run"] = table["missing"] - table["invalid_only"]
     with np.errstate(divide="ignore", invalid="ignore"):
         table["rate"] = np.where(n > 0, k / n.where(n > 0, 1), np.nan)
-        table["rate_if_invalid_failed"] = np.where(n + m > 0, k / (n + m).where(n + m > 0, 1), np.nan)
-        table["rate_if_invalid_succeeded"] = np.where(n + m > 0, (k + m) / (n + m).where(n + m > 0, 1), np.nan)
+        table["rate_if_missing_failed"] = np.where(total > 0, k / total.where(total > 0, 1), np.nan)
+        table["rate_if_missing_succeeded"] = np.where(total > 0, (k + table["missing"]) / total.where(total > 0, 1),
+                                                      np.nan)
     order = {p: i for i, p in enumerate(policies_in_order(outcomes))}
     table = table.sort_values(["policy", "task", "condition"], key=lambda c: c.map(
         order if c.name == "policy" else {v: i for i, v in enumerate(TASKS if c.name == "task" else CONDITIONS)}),
@@ -135,7 +148,9 @@ def completeness_table(outcomes: pd.DataFrame, plan: pd.DataFrame) -> pd.DataFra
 
 
 def ledger_plan(ledger) -> pd.DataFrame:
-    """The plan of a campaign: its planned trials per policy x task x condition."""
-    rows = [(t.policy, t.task, t.condition) for t in ledger.trials()]
-    frame = pd.DataFrame(rows, columns=["policy", "task", "condition"])
-    return frame.groupby(["policy", "task", "condition"]).size().rename("planned").reset_index()
+    """The plan of a campaign: its planned trials per policy x task x condition, split by the card,
+    timer and control rate they were planned with (sum `planned` over those for a cell's count)."""
+    keys = ["policy", "task", "condition", "card", "timer_s", "control_hz"]
+    frame = pd.DataFrame([(t.policy, t.task, t.condition, t.card, t.timer_s, t.control_hz) for t in ledger.trials()],
+                         columns=keys)
+    return frame.groupby(keys).size().rename("planned").reset_index()

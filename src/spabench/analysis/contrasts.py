@@ -38,6 +38,8 @@ PAIRED_CONTRASTS: dict[str, tuple[str, str]] = {
     "direct_minus_ood": ("direct", "ood"),
     "paraphrase_minus_original_ood": ("paraphrase_ood", "ood"),
     "paraphrase_minus_original_direct": ("paraphrase_direct", "direct"),
+    # the matched gap when both instructions are paraphrased (the paper: the direct advantage persists)
+    "paraphrased_direct_minus_ood": ("paraphrase_direct", "paraphrase_ood"),
 }
 UNPAIRED_CONTRASTS: dict[str, tuple[str, str]] = {
     "id_minus_ood": ("id", "ood"),

@@ -17,6 +17,7 @@ from spabench.analysis import figures
 from spabench.analysis.html import markdown_to_html
 from spabench.analysis.labels import display_names
 from spabench.analysis.agreement import AGREEMENT_COLUMNS, rater_agreement
+from spabench.analysis.attempts import invalid_attempt_table
 from spabench.analysis.comparisons import (OVERALL, between_policy_table, completeness_table, contrasts_with_holm,
                                            protocol_plan)
 from spabench.analysis.contrasts import DEFAULT_RESAMPLES, PAIRED_CONTRASTS, PUBLISHED_SEED, contrast_table
@@ -24,13 +25,15 @@ from spabench.analysis.ranking import bradley_terry_ranking
 from spabench.analysis.failures import FAILURE_MODE_ORDER, failure_mode_label, failure_mode_table
 from spabench.analysis.outcomes import invalid_rollouts, policies_in_order
 from spabench.analysis.servers import servers_section
+from spabench.analysis.protocol import differences, protocol_settings
 from spabench.analysis.rates import (ALL_TASKS, NON_RELATIONAL, NON_RELATIONAL_TASKS, TASK_ORDER, success_table,
                                      summary_cells)
 from spabench.escaping import csv_safe_frame, markdown_text, printable
 from spabench.outputs import replace_output
 
-OUTPUT_FILES = ("summary.csv", "contrasts.csv", "failure_modes.csv", "invalid.csv", "comparisons.csv",
-                "ranking.csv", "completeness.csv", "agreement.csv", "report.md", "report.html")
+OUTPUT_FILES = ("summary.csv", "contrasts.csv", "failure_modes.csv", "invalid.csv", "invalid_by_reason.csv",
+                "comparisons.csv", "ranking.csv", "completeness.csv", "agreement.csv", "protocol_settings.csv",
+                "report.md", "report.html")
 
 RANKING_RESAMPLES = 1000   # cluster-bootstrap replicates of the ranking (a secondary summary)
 HEADLINE_CONDITIONS = ("id", "ood", "ood_matched", "direct", "paraphrase_ood", "paraphrase_direct",
@@ -68,6 +71,8 @@ class Analysis:
     plan_source: str = "the protocol's trial counts"
     agreement: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(AGREEMENT_COLUMNS)))
     servers: list = field(default_factory=list)   # analysis.servers.ServerProvenance rows (campaign input)
+    invalid_by_reason: pd.DataFrame = field(default_factory=pd.DataFrame)
+    settings: pd.DataFrame = field(default_factory=pd.DataFrame)  # per-policy protocol settings
 
     def name(self, policy: str) -> str:
         return self.names.get(policy, policy)
@@ -75,12 +80,14 @@ class Analysis:
 
 def analyse(outcomes: pd.DataFrame, n_resamples: int = DEFAULT_RESAMPLES, seed: int = PUBLISHED_SEED,
             names: dict[str, str] | None = None, plan: pd.DataFrame | None = None,
-            ratings: pd.DataFrame | None = None, plan_source: str | None = None) -> Analysis:
+            ratings: pd.DataFrame | None = None, plan_source: str | None = None,
+            cards: dict | None = None) -> Analysis:
     """Compute every table of the report from a validated outcomes frame.
 
     `plan`: planned trials per policy x task x condition (a campaign's ledger); without it the
     protocol's counts for the cells each policy took part in. `ratings`: attempt_id, rater,
-    success, failure_mode of attempts scored by more than one rater (for rater agreement).
+    success, failure_mode of attempts scored by more than one rater (for rater agreement). `cards`:
+    policy -> PolicyCard, for the protocol-differences section.
     """
     valid = outcomes[outcomes["valid"]]
     policies = policies_in_order(valid)  # a policy with invalid attempts only appears in invalid.csv
@@ -102,6 +109,8 @@ def analyse(outcomes: pd.DataFrame, n_resamples: int = DEFAULT_RESAMPLES, seed: 
         completeness=completeness_table(outcomes, protocol_plan(outcomes) if plan is None else plan),
         plan_source=plan_source or ("the campaign's plan" if plan is not None else "the protocol's trial counts"),
         agreement=rater_agreement(ratings if ratings is not None else pd.DataFrame(), seed=seed),
+        invalid_by_reason=invalid_attempt_table(outcomes),
+        settings=protocol_settings(policies_in_order(outcomes), plan, cards or {}),
     )
 
 
@@ -188,13 +197,23 @@ def score_audit(outcomes: pd.DataFrame) -> str:
             f"{n_void} complete attempt(s) declared invalid afterwards by an operator.")
 
 
+def source_label(source: str) -> str:
+    """The outcomes' source without its folders (a report is shared; the analyst's paths stay home)."""
+    text = str(source)
+    view = " (outcomes view)"
+    if text.endswith(view):
+        return Path(text[: -len(view)]).name + view
+    return Path(text).name
+
+
 def render_markdown(analysis: Analysis, drawn: dict[str, list[Path]] | None = None) -> str:
     """The human-readable report: headline table, per-policy tables, contrasts, failures, notes."""
     summary, outcomes = analysis.summary, analysis.outcomes
     n_valid = int(outcomes["valid"].sum())
     lines = [
         "# Spa-Bench report", "",
-        f"Source: {markdown_text(outcomes.attrs.get('source', '?'))}: {len(outcomes)} rows, {n_valid} valid, "
+        f"Source: {markdown_text(source_label(outcomes.attrs.get('source', '?')))}: {len(outcomes)} rows, "
+        f"{n_valid} valid, "
         f"{len(outcomes) - n_valid} invalid (excluded from every rate). "
         f"Policies: {', '.join(f'{markdown_text(analysis.name(p))} ({markdown_text(p)})' for p in analysis.policies) or 'none'}.", "",
         "Rates are successes/trials with two-sided Wilson 95% intervals: `rate [low, high] (k/n)`.", "",
@@ -268,17 +287,9 @@ def render_markdown(analysis: Analysis, drawn: dict[str, list[Path]] | None = No
                             [[failure_mode_label(m)] + [str(counts.get((m, c), 0)) for c in conds]
                              for m in modes])
 
-    lines += ["## Invalid rollouts", ""]
-    if analysis.invalid.empty:
-        lines += ["None.", ""]
-    else:
-        extra = [c for c in ("invalid_reason", "attempt_id", "episode_path") if c in analysis.invalid.columns]
-        columns = list(INVALID_LIST_COLUMNS) + extra
-        lines += [f"{len(analysis.invalid)} invalid attempts, excluded from every rate and contrast "
-                  "(an infrastructure fault is not a policy failure):", ""]
-        lines += _table(columns, [[markdown_text(value) for value in r]
-                                  for r in analysis.invalid[columns].itertuples(index=False, name=None)])
-
+    lines += failure_totals_lines(analysis)
+    lines += invalid_lines(analysis)
+    lines += protocol_lines(analysis)
     lines += servers_section(analysis.servers, analysis.name)
     lines += beyond_the_paper(analysis)
     if drawn:
@@ -290,7 +301,103 @@ def render_markdown(analysis: Analysis, drawn: dict[str, list[Path]] | None = No
             others = ", ".join(f"[{p.suffix[1:].upper()}]({p.name})" for p in paths if p.suffix != ".png")
             lines += [f"![{name}]({png})", "", f"{figures.CAPTIONS[name]} ({others})", ""]
     lines += method_notes(analysis)
+    lines += LIMITATIONS
     return "\n".join(lines)
+
+
+def failure_totals_lines(analysis: Analysis) -> list[str]:
+    """Failed valid rollouts per task, for every policy side by side and in total."""
+    valid = analysis.outcomes[analysis.outcomes["valid"] & analysis.outcomes["success"].notna()]
+    if valid.empty:
+        return []
+    failed = valid["success"].astype(int) == 0
+    counts = valid.assign(failed=failed).groupby(["task", "policy"], sort=False)["failed"].agg(["sum", "size"])
+    tasks = [t for t in TASK_ORDER if t in counts.index.get_level_values("task")]
+    rows = []
+    for task in tasks + [ALL_TASKS]:
+        cells, total_f, total_n = [], 0, 0
+        for policy in analysis.policies:
+            if task == ALL_TASKS:
+                mine = counts.xs(policy, level="policy") if policy in counts.index.get_level_values("policy") else None
+                f, n = (int(mine["sum"].sum()), int(mine["size"].sum())) if mine is not None else (0, 0)
+            else:
+                f, n = (int(counts.loc[(task, policy), "sum"]), int(counts.loc[(task, policy), "size"])) \
+                    if (task, policy) in counts.index else (0, 0)
+            cells.append(f"{f}/{n}" if n else "")
+            total_f, total_n = total_f + f, total_n + n
+        rows.append([_task_label(task) if task != ALL_TASKS else "all tasks"] + cells + [f"{total_f}/{total_n}"])
+    return (["## Failures per task across policies", "",
+             "Failed valid rollouts / valid rollouts, every condition of the task pooled (failure modes "
+             "per policy are in the sections above and in `failure_modes.csv`).", ""]
+            + _table(["task"] + [markdown_text(analysis.name(p)) for p in analysis.policies] + ["all policies"], rows))
+
+
+def invalid_lines(analysis: Analysis) -> list[str]:
+    """Invalid attempts: by policy and reason, then listed one by one."""
+    lines = ["## Invalid attempts", ""]
+    if analysis.invalid.empty:
+        return lines + ["None.", ""]
+    lines += [f"{len(analysis.invalid)} invalid attempts (attempts that did not run as planned), excluded "
+              "from every rate and contrast; their trials are re-run. They are not all of one kind: the operator "
+              "stopped some (an e-stop or an abort, or declared them invalid afterwards), a policy "
+              "server, the bench or the harness failed in others. None is scored as a policy failure "
+              "here; an e-stop the operator attributes to unsafe policy behaviour is not invalid but a "
+              "failed rollout (failure mode `unsafe`, counted in the failure tables).", ""]
+    by_reason = analysis.invalid_by_reason
+    lines += _table(["policy", "reason", "kind", "attempts", "trials re-run to a valid rollout",
+                     "trials without a valid rollout"],
+                    [[_md(analysis, r.policy), r.reason, r.kind, str(r.attempts), str(r.trials_rerun),
+                      str(r.trials_without_valid)] for r in by_reason.itertuples()])
+    extra = [c for c in ("invalid_reason", "attempt_id") if c in analysis.invalid.columns]
+    columns = list(INVALID_LIST_COLUMNS) + extra
+    lines += ["Every invalid attempt (`invalid.csv` also has each episode's file):", ""]
+    return lines + _table(columns, [[markdown_text(value) for value in r]
+                                    for r in analysis.invalid[columns].itertuples(index=False, name=None)])
+
+
+def protocol_lines(analysis: Analysis) -> list[str]:
+    """Per-policy departures from the protocol's rollout settings (plan and cards)."""
+    settings = analysis.settings
+    if settings.empty:
+        return []
+    lines = ["## Protocol differences between policies", "",
+             "The protocol runs each rollout for 60 s at 30 Hz with the policy's actions executed as "
+             "sent. Where a policy ran otherwise its rates are not strictly like for like with the "
+             "others'. Settings from the campaign's plan and the policy cards (`protocol_settings.csv`).",
+             ""]
+    for r in settings.itertuples():
+        if r.source == "unknown":
+            text = "unknown: no plan and no policy card of that name"
+        else:
+            found = differences(r)
+            text = "; ".join(found) if found else "the protocol's settings"
+            where = {"plan and card": "the plan and policy card", "plan": "the plan", "card": "policy card"}[r.source]
+            text += f" ({where}" + (f" `{markdown_text(r.card)}`" if r.card and r.source != "plan" else "") + ")"
+        lines.append(f"- **{_md(analysis, r.policy)}**: {text}.")
+    return lines + [""]
+
+
+LIMITATIONS = [
+    "## Limitations", "",
+    "- One bench: one SO-101 arm, one windowless room with fixed lighting and camera placement, one table "
+    "and one bowl. Nothing here measures robustness to another room, arm or camera setup.",
+    "- Scenes are matched across policies by specification (objects and placements reproduced from "
+    "reference images), not pixel for pixel: a between-policy pair shares the scene, not the exact image.",
+    "- Success is binary (no partial credit) and scored by people; failure modes are one annotation per "
+    "failed rollout and never change the score. Rater agreement is reported only where attempts were "
+    "scored twice.",
+    "- Per-task cells are small (10-50 rollouts): per-task intervals are wide, and a per-task difference "
+    "that is not significant is not evidence of no difference. The paraphrase subset has 10 scenes per "
+    "task; cross-task rates are descriptive (the scenes are not paired); Relative Size has no "
+    "no-intervention condition.",
+    "- Policies whose ID success is inadequate (in the published campaign GR00T F-FT, 120 ID trials, and "
+    "VLA-0, 72) are ID-only diagnostic baselines: no OOD statement is made about them.",
+    "- Rollout settings differ between policies where the policy needed it (see Protocol differences): "
+    "rates across policies compare each policy as deployed, not under identical control.",
+    "- The ranking pools conditions of unequal difficulty and is secondary to the per-condition rates; "
+    "policies that never ran a common evaluation are not ranked against each other.",
+    "",
+]
 
 
 def _md(analysis: Analysis, policy: str) -> str:
@@ -368,28 +475,32 @@ def _completeness_lines(analysis: Analysis) -> list[str]:
     if table.empty:
         return []
     per = table.groupby(["policy", "condition"], sort=False)[
-        ["planned", "valid", "missing", "invalid_attempts", "successes"]].sum().reset_index()
+        ["planned", "valid", "missing", "invalid_only", "never_run", "successes"]].sum().reset_index()
     lines = ["## Completeness against the plan", "",
-             f"Planned trials from {analysis.plan_source}; valid = scored valid rollouts. The bounds "
-             "show each rate if every invalid attempt had been scored a failure or a success "
-             "(`completeness.csv` has every task).", ""]
+             f"Planned trials from {analysis.plan_source}; counted in trials (a trial re-run after an "
+             "invalid attempt counts once). Missing = planned trials without a valid rollout: attempted "
+             "with invalid attempts only, or never run. The bounds show each rate had every missing "
+             "trial been a failure or a success (`completeness.csv` has every task).", ""]
     rows = []
     for r in per.itertuples():
-        n, k, m = r.valid, r.successes, r.invalid_attempts
+        n, k, missing = r.valid, r.successes, r.missing
+        total = n + missing
         rate = f"{100 * k / n:.1f}%" if n else ""
-        bounds = f"{100 * k / (n + m):.1f}% to {100 * (k + m) / (n + m):.1f}%" if n + m else ""
-        rows.append([_md(analysis, r.policy), _label(r.condition), str(r.planned), str(n), str(r.missing),
-                     str(m), rate, bounds])
-    return lines + _table(["policy", "condition", "planned", "valid", "missing", "invalid attempts", "rate",
-                           "rate if invalid = fail .. success"], rows)
+        bounds = f"{100 * k / total:.1f}% to {100 * (k + missing) / total:.1f}%" if total else ""
+        rows.append([_md(analysis, r.policy), _label(r.condition), str(r.planned), str(n), str(missing),
+                     str(r.invalid_only), str(r.never_run), rate, bounds])
+    return lines + _table(["policy", "condition", "planned", "valid", "missing", "invalid only", "never run",
+                           "rate", "rate if missing = fail .. success"], rows)
 
 
 def method_notes(analysis: Analysis) -> list[str]:
     paired = ", ".join(f"`{name}` ({a} minus {b})" for name, (a, b) in PAIRED_CONTRASTS.items())
     return [
         "## Methods", "",
-        "- Only valid, scored rollouts count. Invalid attempts (infrastructure faults, aborts) are "
-        "listed above and in `invalid.csv`; they are re-run, never scored as failures.",
+        "- Only valid, scored rollouts count. Invalid attempts (e-stops and aborts by the operator, "
+        "faults of a policy server, the bench or the harness) are counted by policy and reason and "
+        "listed above (`invalid_by_reason.csv`, `invalid.csv`); their trials are re-run, never scored "
+        "as failures. An e-stop for unsafe policy behaviour is a failed rollout (failure mode `unsafe`).",
         "- Success rates use two-sided 95% Wilson score intervals (closed form; equal to statsmodels' "
         "`proportion_confint(method='wilson')`). `task=all` pools the counts of all tasks of a "
         "condition; `task=non_relational` pools `no_intervention` over "
@@ -439,8 +550,9 @@ def method_notes(analysis: Analysis) -> list[str]:
         "- Multiplicity: Holm's step-down adjustment within each family: one family per contrast "
         "(its policies and tasks), the between-policy per-condition tests, the between-policy overall "
         "tests. Unadjusted p-values are reported beside the adjusted ones.",
-        "- Completeness: planned vs valid per cell; bounds k/(n+m) and (k+m)/(n+m) with k successes, n "
-        "valid rollouts and m invalid attempts of the cell (a re-run trial has both).",
+        "- Completeness: planned vs valid trials per cell; bounds k/N and (k+m)/N with k successes, m "
+        "missing trials (invalid attempts only, or never run) and N the planned trials (or the trials "
+        "present, when the outcomes hold more than the plan).",
         "- Rater agreement: Cohen's kappa on shared attempts, percentile bootstrap interval (2000 "
         "multinomial resamples of the raters' cross-table).",
         "- `task=all` contrasts weight every task equally: the estimate is the mean of the per-task "
@@ -469,6 +581,8 @@ def write_report(analysis: Analysis, out: str | Path,
         csv_safe_frame(analysis.contrasts).to_csv(staging / "contrasts.csv", index=False)
         csv_safe_frame(analysis.failures).to_csv(staging / "failure_modes.csv", index=False)
         csv_safe_frame(analysis.invalid).to_csv(staging / "invalid.csv", index=False)
+        csv_safe_frame(analysis.invalid_by_reason).to_csv(staging / "invalid_by_reason.csv", index=False)
+        csv_safe_frame(analysis.settings).to_csv(staging / "protocol_settings.csv", index=False)
         csv_safe_frame(analysis.comparisons).to_csv(staging / "comparisons.csv", index=False)
         csv_safe_frame(analysis.ranking).to_csv(staging / "ranking.csv", index=False)
         csv_safe_frame(analysis.completeness).to_csv(staging / "completeness.csv", index=False)
