@@ -3,9 +3,9 @@
 An attempt is invalid when it did not run as planned, and it is re-run. The reasons are of
 different kinds and the report keeps them apart: the operator stopped it (an e-stop, an abort, or
 invalidated it afterwards), the policy server or the bench and harness failed, or the session was
-interrupted. None is scored as a policy failure. An e-stop whose cause was the policy's unsafe
-behaviour is not invalid: it is a failed valid rollout with failure mode `unsafe`, counted with the
-failures and reported apart (`unsafe_failures`).
+interrupted. None is scored as a policy failure. The ledger does not record why an operator
+e-stopped, so an e-stop for unsafe policy behaviour is among them: the report says so, and a
+policy's e-stops are shown on their own rows.
 """
 
 from __future__ import annotations

@@ -340,9 +340,10 @@ def invalid_lines(analysis: Analysis) -> list[str]:
     lines += [f"{len(analysis.invalid)} invalid attempts (attempts that did not run as planned), excluded "
               "from every rate and contrast; their trials are re-run. They are not all of one kind: the operator "
               "stopped some (an e-stop or an abort, or declared them invalid afterwards), a policy "
-              "server, the bench or the harness failed in others. None is scored as a policy failure "
-              "here; an e-stop the operator attributes to unsafe policy behaviour is not invalid but a "
-              "failed rollout (failure mode `unsafe`, counted in the failure tables).", ""]
+              "server, the bench or the harness failed in others. None is scored as a policy failure. "
+              "The ledger does not record why the operator e-stopped: an e-stop may have been for unsafe "
+              "policy behaviour, which is a policy's failure, so read a policy's e-stop rows with that "
+              "in mind.", ""]
     by_reason = analysis.invalid_by_reason
     lines += _table(["policy", "reason", "kind", "attempts", "trials re-run to a valid rollout",
                      "trials without a valid rollout"],
@@ -500,7 +501,8 @@ def method_notes(analysis: Analysis) -> list[str]:
         "- Only valid, scored rollouts count. Invalid attempts (e-stops and aborts by the operator, "
         "faults of a policy server, the bench or the harness) are counted by policy and reason and "
         "listed above (`invalid_by_reason.csv`, `invalid.csv`); their trials are re-run, never scored "
-        "as failures. An e-stop for unsafe policy behaviour is a failed rollout (failure mode `unsafe`).",
+        "as failures. The cause of an e-stop is not recorded, so one for unsafe policy behaviour is "
+        "counted invalid too (see Invalid attempts).",
         "- Success rates use two-sided 95% Wilson score intervals (closed form; equal to statsmodels' "
         "`proportion_confint(method='wilson')`). `task=all` pools the counts of all tasks of a "
         "condition; `task=non_relational` pools `no_intervention` over "
