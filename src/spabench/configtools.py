@@ -9,13 +9,17 @@ dataclass: a field another engineer adds is checked without a list kept here.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import tempfile
 import types
 import typing
 from dataclasses import fields
+from pathlib import Path
 from typing import Any
 
-__all__ = ["plain_container", "from_known_fields", "typed_fields", "field_kind", "MISSING_VALUE"]
+__all__ = ["plain_container", "from_known_fields", "typed_fields", "field_kind", "MISSING_VALUE", "overlay",
+           "load_option"]
 
 MISSING_VALUE = "???"   # OmegaConf's mark of a required value
 
@@ -117,3 +121,51 @@ def from_known_fields(cls: type, data: Any, where: str) -> Any:
     if unknown:
         raise ConfigError(f"{where}: unknown field(s) {', '.join(unknown)} (allowed: {', '.join(allowed)})")
     return cls(**typed_fields(cls, data, where))
+
+
+@contextlib.contextmanager
+def overlay(dirs: list[Path]):
+    """A config folder Hydra can read: the checkout's conf/ alone, or a symlink tree of the lab's
+    files over the checkout's (Hydra appends `hydra.searchpath` entries; the lab must come first)."""
+    if len(dirs) == 1:
+        yield dirs[0]
+        return
+    with tempfile.TemporaryDirectory(prefix="spabench-conf-") as tmp:
+        root = Path(tmp)
+        for source in reversed(dirs):   # the checkout first, then the lab's files replace same names
+            for path in source.rglob("*.yaml"):
+                target = root / path.relative_to(source)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                if target.is_symlink():
+                    target.unlink()
+                target.symlink_to(path)
+        yield root
+
+
+def load_option(path: Path, search: list[Path] | None = None) -> Any:
+    """One group option file (e.g. a policy card) read the way the command line composes it: Hydra's
+    `defaults:` list (options of the same group, a lab's folder first, then the checkout's), OmegaConf
+    interpolation and resolvers (`${oc.env:VAR,default}`). `search` are the group folders
+    (config_dir/<group>, conf/<group>); the file's own folder is searched first."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from spabench.errors import ConfigError
+
+    path = Path(path).resolve()
+    group = path.parent.name
+    folders = list(dict.fromkeys([path.parent, *(Path(d).resolve() for d in (search or []))]))
+    try:
+        with tempfile.TemporaryDirectory(prefix="spabench-option-") as tmp:
+            (Path(tmp) / group).mkdir()
+            for folder in reversed(folders):   # the first folder's file of a name wins
+                for source in folder.glob("*.yaml"):
+                    target = Path(tmp) / group / source.name
+                    target.unlink(missing_ok=True)
+                    target.symlink_to(source)
+            with initialize_config_dir(config_dir=tmp, version_base=None):
+                node = compose(config_name=f"{group}/{path.stem}")
+            return OmegaConf.to_container(node.get(group, node), resolve=True, throw_on_missing=True)
+    except Exception as exc:  # noqa: BLE001 - Hydra and OmegaConf errors: one line naming the file
+        first = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise ConfigError(f"{path}: {first}") from None

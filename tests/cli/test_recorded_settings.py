@@ -66,3 +66,21 @@ def test_score_names_its_rater(tmp_path):
     campaign = plan_smoke(tmp_path)
     cfg = compose(COMMANDS["score"], [f"campaign={campaign}", "operator.rater=alice"])
     assert (cfg.operator.type, cfg.operator.rater) == ("terminal", "alice")
+
+
+def test_a_lab_card_with_defaults_and_env_is_read_by_plan_and_run(tmp_path, monkeypatch):
+    """Measured before: a lab card using Hydra `defaults:` or `${oc.env:VAR}` worked for `serve
+    scripted`, was refused by `plan` and crashed `run` with a traceback. One loader now reads it."""
+    from spabench.rollout.commands import load_cards
+
+    lab = _lab(tmp_path)
+    (lab / "policy" / "lab_pi.yaml").write_text("defaults:\n  - pi05\n  - _self_\nname: lab_pi\n"
+                                                "host: ${oc.env:SPABENCH_TEST_GPU,10.1.1.1}\n")
+    campaign = yaml.safe_load((lab / "campaign" / "lab_campaign.yaml").read_text())
+    campaign.update(name="lab_pi_campaign", policies=[{"name": "lab_pi", "card": "lab_pi"}])
+    (lab / "campaign" / "lab_pi_campaign.yaml").write_text(yaml.safe_dump(campaign))
+    monkeypatch.setenv("SPABENCH_TEST_GPU", "10.7.7.7")
+    out = tmp_path / "planned"
+    assert main(["plan", "campaign=lab_pi_campaign", f"config_dir={lab}", f"out={out}"]) == 0
+    card = load_cards(["lab_pi"], compose(COMMANDS["run"], [f"campaign={out}"]))["lab_pi"]
+    assert (card.host, card.protocol, card.horizon) == ("10.7.7.7", "openpi", 50)   # pi05's fields, lab's host

@@ -12,16 +12,15 @@ Composition rules (the README's "Configuration" section documents them for opera
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import logging
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from spabench.cli.commands import CAMPAIGN_FOLDER, CAMPAIGN_PRESET, COMMANDS, Command
 from spabench.config import GROUPS, SpabenchConfig
+from spabench.configtools import overlay
 from spabench.errors import ConfigError, SpabenchError
 
 log = logging.getLogger("spabench")
@@ -110,25 +109,6 @@ def _check_lab_dir(value: str) -> Path:
         raise ConfigError(f"config_dir={value}: no group folder inside (allowed: "
                           f"{', '.join(f'{g}/' for g in GROUPS)})")
     return path
-
-
-@contextlib.contextmanager
-def _overlay(dirs: list[Path]):
-    """A config folder Hydra can read: the checkout's conf/ alone, or a symlink tree of the lab's
-    files over the checkout's (Hydra appends `hydra.searchpath` entries; the lab must come first)."""
-    if len(dirs) == 1:
-        yield dirs[0]
-        return
-    with tempfile.TemporaryDirectory(prefix="spabench-conf-") as tmp:
-        root = Path(tmp)
-        for source in reversed(dirs):   # the checkout first, then the lab's files replace same names
-            for path in source.rglob("*.yaml"):
-                target = root / path.relative_to(source)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                if target.is_symlink():
-                    target.unlink()
-                target.symlink_to(path)
-        yield root
 
 
 # ---------------------------------------------------------------------------- overrides
@@ -523,7 +503,7 @@ def composed(command: Command, argv: list[str]) -> Any:
     for d in dirs:
         for path in sorted(d.rglob("*.yaml")):  # no YAML alias bombs in config files (i10)
             refuse_aliases(path.read_bytes(), path)
-    with _overlay(dirs) as conf:
+    with overlay(dirs) as conf:
         try:
             with initialize_config_dir(config_dir=str(conf), version_base=None):
                 cfg = hydra_compose(config_name="config", overrides=overrides)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from spabench.configtools import plain_container, typed_fields
+from spabench.configtools import load_option, plain_container, typed_fields
 from spabench.errors import ConfigError
 from spabench.policy.identity import is_digest
 from spabench.policy.launch import LaunchConfig, launch_from_mapping
@@ -245,8 +245,6 @@ def available_cards(search: list[Path] | None = None) -> list[str]:
 
 def load_card(name_or_path: str | os.PathLike, search: list[Path] | None = None) -> PolicyCard:
     """A card by name (<folder>/<name>.yaml, first of `search`, default conf/policy) or by path to a yaml file."""
-    import yaml
-
     text = str(name_or_path)
     path = Path(text).expanduser()
     if not (path.suffix in (".yaml", ".yml") or path.exists()):
@@ -256,10 +254,11 @@ def load_card(name_or_path: str | os.PathLike, search: list[Path] | None = None)
         if not path.exists():
             raise ConfigError(f"unknown policy card {text!r} in {' or '.join(map(str, folders))} "
                               f"(allowed: {', '.join(available_cards(folders))})")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: policy card file not found") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML: {exc}") from None
+    if not path.is_file():
+        raise ConfigError(f"{path}: policy card file not found")
+    from spabench.suite.yamlio import refuse_aliases
+
+    refuse_aliases(path.read_bytes(), path)   # no YAML alias bombs (i10)
+    # the command line's loader: a lab card's `defaults:` list and `${oc.env:VAR}` work here as in `serve`
+    data = load_option(path, search=list(search or [_policy_conf_dir()]))
     return card_from_mapping(data, source=str(path))
