@@ -15,8 +15,10 @@ an empty folder is filled; anything else is refused with a message listing what 
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import re
 import shutil
 import uuid
 from contextlib import contextmanager
@@ -24,7 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Iterator
 
-from spabench.errors import ConfigError
+from spabench.errors import ConfigError, SpabenchError
 
 MARKER = ".spabench-output.json"
 _SHOW = 5  # foreign entries named in a refusal
@@ -96,6 +98,50 @@ def _tidy(path: Path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
+class OutputNotWritten(SpabenchError):
+    """A folder output could not be written (disk full, quota, I/O error): nothing of it was kept."""
+
+
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
+
+
+def _staging_name(out: Path) -> str:
+    return f".{out.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.partial"
+
+
+def _remove_stale_staging(out: Path) -> None:
+    """Staging folders of `out` left by a process that died (killed mid-write): removed. One whose
+    writer still runs (its pid alive) is left alone."""
+    pattern = re.compile(rf"^\.{re.escape(out.name)}\.(?:(\d+)-)?[0-9a-f]{{8}}\.partial$")
+    for entry in out.parent.iterdir() if out.parent.is_dir() else ():
+        found = pattern.match(entry.name)
+        if found is None or not entry.is_dir():
+            continue
+        pid = int(found.group(1)) if found.group(1) else None
+        if pid is not None and pid != os.getpid():
+            try:
+                os.kill(pid, 0)
+                continue                      # still being written by a live process
+            except ProcessLookupError:
+                pass
+            except PermissionError:
+                continue
+        elif pid == os.getpid():
+            continue
+        _tidy(entry)
+
+
+def _not_written(out: Path, command: str, exc: OSError) -> OutputNotWritten:
+    where = exc.filename or out
+    if exc.errno in _NO_SPACE:
+        free = shutil.disk_usage(out.parent).free if out.parent.is_dir() else 0
+        return OutputNotWritten(f"{command}: the disk holding {out.parent} is full ({free:,} bytes free) while "
+                                f"writing {where}; nothing was written (the partial output was removed). Free "
+                                "space or choose another out=, then run the same command again")
+    return OutputNotWritten(f"{command}: cannot write {where} ({exc.strerror or exc}); nothing was written (the "
+                            "partial output was removed)")
+
+
 @contextmanager
 def replace_output(out: str | os.PathLike, command: str, *, key: str = "out",
                    create: bool = True) -> Iterator[Path]:
@@ -112,7 +158,8 @@ def replace_output(out: str | os.PathLike, command: str, *, key: str = "out",
         raise ConfigError(f"{key}={out}: cannot create its parent folder ({exc.strerror or exc})") from None
     if not os.access(out.parent, os.W_OK | os.X_OK):
         raise ConfigError(f"{key}={out}: the folder {out.parent} is not writable")
-    staging = out.parent / f".{out.name}.{uuid.uuid4().hex[:8]}.partial"
+    _remove_stale_staging(out)
+    staging = out.parent / _staging_name(out)
     try:
         if create:
             staging.mkdir()  # a plain mkdir keeps the caller's umask (mkdtemp would make it 0700)
@@ -134,6 +181,9 @@ def replace_output(out: str | os.PathLike, command: str, *, key: str = "out",
                 staging.rmdir()
         else:
             staging.rename(out)
+    except OSError as exc:  # a full disk, a quota, an I/O error: one clear error, nothing left behind
+        _tidy(staging)
+        raise _not_written(out, command, exc) from None
     except BaseException:
         _tidy(staging)
         raise
