@@ -8,7 +8,7 @@ loop's process with the FramePublisher observing). The attacker runs in its own 
 server closes them, a 300 MB POST (with the page's CSRF token, so only the size limit stops it) and
 N live-view pollers. Runs alternate quiet / flooded (A B A B ...), medians reported.
 
-    python benchmarks/console_flood.py [--quick] [--runs N] [--seconds S] [--stream N]
+    python benchmarks/console_flood.py [--quick] [--runs N] [--seconds S] [--stream N] [--nice N]
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ from console_loop import Rig, medians, period_stats, shutdown, start_console
 ATTACK = ROOT / "tests" / "support" / "console_attack.py"
 
 
-def flooded(rig: Rig, port: int, csrf: str, seconds: float, stream: int, publisher) -> tuple[dict, dict]:
+def flooded(rig: Rig, port: int, csrf: str, seconds: float, stream: int, publisher, nice: int) -> tuple[dict, dict]:
     proc = subprocess.Popen([sys.executable, str(ATTACK), str(port), "--idle", "1100", "--post-mb", "300",
                              "--stream", str(stream), "--seconds", str(seconds + 5), "--csrf", csrf],
-                            stdout=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, text=True, preexec_fn=lambda: os.nice(nice))
     try:
         json.loads(proc.stdout.readline())  # the idle sockets are open, the POST is on its way
         stats = period_stats(rig.rollout(seconds, [publisher])[1])
@@ -44,6 +44,8 @@ def flooded(rig: Rig, port: int, csrf: str, seconds: float, stream: int, publish
 def main() -> None:
     ap = rollout_args(__doc__.splitlines()[0])
     ap.add_argument("--stream", type=int, default=200, help="live-view pollers of the attacker")
+    ap.add_argument("--nice", type=int, default=0, help="niceness of the attacker's process (10: its own CPU use "
+                    "yields to the loop, so what remains is the console's cost)")
     args = ap.parse_args()
     seconds, runs = rollout_plan(args)
     workdir = Path(tempfile.mkdtemp(prefix="spabench_flood_"))
@@ -61,7 +63,7 @@ def main() -> None:
                 if kind == "quiet":
                     quiet.append(period_stats(rig.rollout(seconds, [publisher])[1]))
                 else:
-                    stats, attack = flooded(rig, server.port, csrf, seconds, args.stream, publisher)
+                    stats, attack = flooded(rig, server.port, csrf, seconds, args.stream, publisher, args.nice)
                     flood.append(stats)
                     attacks.append(attack)
             print(f"run {run + 1}/{runs}: p99 period error quiet {quiet[-1]['period_err_p99_ms']:.2f} ms, "
@@ -76,7 +78,7 @@ def main() -> None:
     print(table(rows, ("metric", "quiet console", "flooded console", "ratio")))
     print("\nattacker (last run):", json.dumps(attacks[-1]))
     path = write_result("console_flood", {"loadavg_1min_at_end": os.getloadavg()[0], "seconds": seconds, "runs": runs,
-                                          "width": args.width, "height": args.height, "stream_clients": args.stream,
+                                          "width": args.width, "height": args.height, "stream_clients": args.stream, "attacker_nice": args.nice,
                                           "quiet": a, "flooded": b, "runs_quiet": quiet, "runs_flooded": flood,
                                           "attacks": attacks, "time_unix": time.time()})
     print(f"\nwritten {path}")
