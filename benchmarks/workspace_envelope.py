@@ -54,8 +54,9 @@ def main() -> None:
     # from a pose 1 cm above the floor, a step of up to 10 deg down and forward: into the table
     low = np.array([0.0, -8.0, 32.0, 67.0, 0.0, 10.0])     # lowest gripper point 1.5 cm above the table
     down = low + np.array([0.0, 1.0, -0.3, 0.3, 0.0, 0.0]) * rng.uniform(5.0, 10.0, (args.targets, 1))
-    cut = sum(workspace.violation(t)[0] > 0.0 for t in down[:50])
-    assert workspace.violation(low)[0] == 0.0 and cut == 50, cut
+    assert workspace.violation(low)[0] == 0.0
+    down = down[workspace.violations(down)[0] > 0.0]          # the targets the envelope must cut
+    assert len(down) > 0.8 * args.targets, len(down)
 
     cases = {"inside: joint only": (joint_only, inside, home), "inside: + workspace": (full, inside, home),
              "into table: joint only": (joint_only, down, low), "into table: + workspace": (full, down, low)}
