@@ -7,16 +7,19 @@ GR00T F-FT 120 and VLA-0 72 ID rollouts = 2,892, plus 72 invalid attempts of re-
   anchor      the report before the publication work (`git archive` of --base: statsmodels/scipy
               imported for three formulas, seven 120 dpi PNG figures, no report.html, no statistics
               beyond the paper): 13 files
-  matplotlib  the same 32 files as `current`, drawn with matplotlib (`git archive` of --matplotlib:
-              the commit before spabench.analysis.drawing), figures in two forked workers
+  renderer    the tree before the figures went back to matplotlib (`git archive` of --renderer: the
+              last tree with spabench.analysis.drawing, a home-made canvas and TrueType subsetter
+              whose smallest text at print width was 2.8 pt): the same outputs, one process
   current     this tree: Figs. 5-11 each as 300 dpi PNG + PDF (embedded TrueType) + SVG drawn by
-              spabench.analysis.drawing, report.html, between-policy comparisons, ranking,
-              completeness, Holm: 32 files, one process
+              matplotlib under spabench.mplstyle at one column (figures.width=single, 3.5 in),
+              report.html through markdown-it-py, one process
+  double      this tree with figures.width=double (7 in)
 
 Measured per run: wall time, CPU time of the report process, and CPU time including any worker
 processes (user + sys, from the parent's RUSAGE_CHILDREN). Medians over --runs, runs interleaved.
+Run it through /work/bin/tslot (or on an otherwise idle machine): wall time is what it measures.
 
-    python benchmarks/report_speed.py [--quick] [--runs N] [--base REV] [--matplotlib REV]
+    python benchmarks/report_speed.py [--quick] [--runs N] [--base REV] [--renderer REV]
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ except ImportError:
     typed = OmegaConf.create
 imported = time.process_time()
 cfg = {"outcomes": sys.argv[1], "out": sys.argv[2], "campaign_dir": None}
+if len(sys.argv) > 3:
+    cfg["figures"] = {"width": sys.argv[3]}
 cfg = typed(cfg)
 report(cfg)
 me = resource.getrusage(resource.RUSAGE_SELF)
@@ -57,16 +62,21 @@ def base_revision() -> str:
     return revision_before_added("src/spabench/analysis/exact.py")
 
 
-def matplotlib_revision() -> str:
-    """Before analysis/drawing (spabench's renderer): the last report drawn with matplotlib."""
-    return revision_before_added("src/spabench/analysis/drawing/canvas.py")
+def renderer_revision() -> str:
+    """The last tree with analysis/drawing (spabench's own renderer), before matplotlib came back."""
+    removed = subprocess.run(["git", "-C", str(ROOT), "log", "--diff-filter=D", "--format=%H", "--",
+                              "src/spabench/analysis/drawing/canvas.py"], capture_output=True, text=True, check=True)
+    commits = removed.stdout.split()
+    if not commits:
+        raise SystemExit("no commit removes analysis/drawing; pass --renderer REV")
+    return commits[-1] + "~1"
 
 
-def run_once(src: Path, csv_path: Path, out: Path) -> dict:
+def run_once(src: Path, csv_path: Path, out: Path, width: str | None = None) -> dict:
     import resource
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    args = [sys.executable, "-c", CHILD, str(csv_path), str(out)]
+    args = [sys.executable, "-c", CHILD, str(csv_path), str(out)] + ([width] if width else [])
     done = subprocess.run(args, capture_output=True, text=True, env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin",
                                                                      "HOME": str(Path.home())}, cwd=src.parent)
     wall = time.perf_counter() - start
@@ -85,12 +95,12 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="one run of each path")
     parser.add_argument("--base", default=None, help="the anchor revision (default: before analysis/exact.py)")
-    parser.add_argument("--matplotlib", default=None,
-                        help="the matplotlib revision (default: before analysis/drawing)")
+    parser.add_argument("--renderer", default=None,
+                        help="the renderer revision (default: the last tree with analysis/drawing)")
     args = parser.parse_args()
     if args.quick:
         args.runs = 1
-    revisions = {"anchor": args.base or base_revision(), "matplotlib": args.matplotlib or matplotlib_revision()}
+    revisions = {"anchor": args.base or base_revision(), "renderer": args.renderer or renderer_revision()}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         paths = {}
@@ -98,17 +108,19 @@ def main() -> None:
             (tmp / name).mkdir()
             paths[name] = export_source(revision, tmp / name)
         paths["current"] = ROOT / "src"
+        paths["double"] = ROOT / "src"
         csv_path = campaign_outcomes_csv(tmp / "outcomes.csv")
         results: dict[str, list[dict]] = {name: [] for name in paths}
         for run in range(args.runs):
             for name, src in paths.items():
-                results[name].append(run_once(src, csv_path, tmp / f"out_{name}_{run}"))
+                width = {"current": "single", "double": "double"}.get(name)
+                results[name].append(run_once(src, csv_path, tmp / f"out_{name}_{run}", width))
     summary = {name: {key: median([r[key] for r in runs]) for key in runs[0]} for name, runs in results.items()}
     anchor = summary["anchor"]
     rows = [(name, s["wall"], s["cpu_total"], s["cpu_report_process"], s["cpu_imports"], int(s["files"]),
              anchor["wall"] / s["wall"], anchor["cpu_total"] / s["cpu_total"]) for name, s in summary.items()]
     print(f"report of 2,892 rollouts: medians of {args.runs} interleaved runs "
-          f"(anchor = {revisions['anchor']}, matplotlib = {revisions['matplotlib']})")
+          f"(anchor = {revisions['anchor']}, renderer = {revisions['renderer']})")
     print(table(rows, ("path", "wall s", "cpu s (all)", "cpu s (report proc)", "cpu s imports", "files",
                        "wall ratio", "cpu ratio")))
     write_result("report_speed", {"revisions": revisions, "runs": args.runs, "summary": summary,

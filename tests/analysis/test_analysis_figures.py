@@ -350,3 +350,32 @@ def test_conf_default_is_the_dataclass_default():
 
     conf = yaml.safe_load((Path(__file__).resolve().parents[2] / "conf" / "config.yaml").read_text())
     assert conf["figures"] == {f.name: f.default for f in dataclasses.fields(figures.FigureSettings)}
+
+
+def test_report_import_leaves_matplotlib_for_the_figures():
+    """`spabench report` imports matplotlib only when it draws (commands that never draw skip it)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, spabench.analysis.commands, spabench.analysis.report, spabench.analysis.html; "
+            "print(sorted(m for m in ('matplotlib', 'markdown_it', 'fontTools') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]"
+
+
+def test_report_page_through_markdown_it(tmp_path):
+    """report.html is CommonMark + tables from markdown-it-py: raw HTML in a name is shown as text,
+    an image is inlined from its file, and an image that is not a figure of the report is refused."""
+    from spabench.analysis.html import markdown_to_html
+
+    figure = tmp_path / "fig5.svg"
+    figure.write_text('<svg xmlns="http://www.w3.org/2000/svg"/>')
+    markdown = ("# Report\n\n## Success by condition\n\n| policy | rate |\n|---|---|\n| <script>x</script> \\| a | "
+                "**50%** |\n\n![fig5](fig5.png)\n\nFig. 5. ([PDF](fig5.pdf))\n")
+    page = markdown_to_html(markdown, {"fig5.png": figure})
+    assert "<script>" not in page and "&lt;script&gt;x&lt;/script&gt; | a" in page
+    assert '<h2 id="success-by-condition">' in page and "<strong>50%</strong>" in page
+    assert 'data-figure="fig5.png"' in page and "data:image/svg+xml;base64," in page
+    assert '<a href="fig5.pdf">PDF</a>' in page
+    with pytest.raises(ValueError, match="other.png"):
+        markdown_to_html("![x](other.png)\n", {"fig5.png": figure})
