@@ -85,7 +85,8 @@ def make_cfg(campaign: Path, bus_port: str, policy_port: int, **kwargs) -> Spabe
 
 
 def cfg_data(campaign: Path, bus_port: str, policy_port: int, *, timer_s: float = 2.0, width: int = 32,
-             height: int = 24, operator: dict | None = None, ema_alpha: float | None = 0.25, **top) -> dict:
+             height: int = 24, operator: dict | None = None, ema_alpha: float | None = 0.25,
+             bench: dict | None = None, **top) -> dict:
     calib = campaign.parent / "calibration"
     cfg = {
         "campaign_dir": str(campaign),
@@ -94,7 +95,7 @@ def cfg_data(campaign: Path, bus_port: str, policy_port: int, *, timer_s: float 
             "type": "so101", "port": bus_port, "robot_id": ROBOT_ID, "calibration_dir": str(calib),
             "cameras": {c: {"type": "spabench_replay", "index_or_path": "pattern", "width": width,
                             "height": height, "fps": 30} for c in CAMERAS},
-            "fps": 30, "max_relative_target": 10.0, "home_speed_deg_s": 120.0,
+            "fps": 30, "max_relative_target": 10.0, "home_speed_deg_s": 120.0, **(bench or {}),
         },
         "operator": {"type": "unattended", "timer_s": timer_s, "status_line": False, "keys": False,
                      "wait_videos_s": 60, **(operator or {})},

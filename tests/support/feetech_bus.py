@@ -22,11 +22,22 @@ goal_writes, register_writes, instruction_counts) and fault injection: go_silent
 restore_motor(id), set_model_number(id, n), set_stored_calibration(id, ...) (the motors' EEPROM no
 longer matches the calibration file), move_by_hand(), set_rate(). Every inspection first lets the
 servos handle all bytes the client already wrote, so the effect of a reply-less SYNC_WRITE is visible.
+
+Motor health (what spabench.bench.health reads): with torque on, a motor draws current in proportion
+to its position error (a P controller), from an idle draw up to its stall current scaled by the lower
+of Max_Torque_Limit and Torque_Limit (per mille; LeRobot writes 500 to the gripper). Temperature
+follows a first-order model, dT/dt = (ambient - T) / tau + heat * I^2, integrated exactly between
+accesses; Present_Voltage is the supply minus the motor's own sag (R * I). Status sets bit 0 (voltage
+outside Min/Max_Voltage_Limit) and bit 2 (above Max_Temperature_Limit) itself; other bits are
+injected. The servo's own protections (torque unloading) are not modelled: the harness must act first.
+Injection: stall(id, direction) (the motor cannot move past where it is: an obstacle or a squeezed
+object), unstall(), set_temperature(), set_thermal(), set_supply_voltage(), set_status_bits().
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import select
 import socket
@@ -114,7 +125,25 @@ REG: dict[str, tuple[int, int]] = {
     "Present_Current": (69, 2),
     "Maximum_Acceleration": (85, 1),
 }
-SIGN_BITS = {"Homing_Offset": 11, "Goal_Position": 15, "Present_Position": 15, "Present_Velocity": 15}
+SIGN_BITS = {"Homing_Offset": 11, "Goal_Position": 15, "Present_Position": 15, "Present_Velocity": 15,
+             "Present_Load": 10}
+PRESENT_BLOCK = range(56, 71)          # Present_Position .. Present_Current: refreshed on every read
+CURRENT_UNIT_MA = 6.5                  # Present_Current: one count is 6.5 mA (STS3215 manual)
+STATUS_VOLTAGE, STATUS_TEMPERATURE = 0x01, 0x04
+
+
+@dataclass
+class Electrical:
+    """The servos' electrical and thermal model (shared by all six; injections change it)."""
+
+    idle_ma: float = 40.0             # torque on, at its goal
+    ma_per_tick: float = 10.0         # P controller: current per tick of position error
+    stall_ma: float = 2700.0          # STS3215 stall current at full torque limit
+    ambient_c: float = 25.0
+    tau_s: float = 300.0              # thermal time constant of a motor in its case
+    heat_c_per_a2s: float = 0.5       # initial heating slope per A^2 (about 1 C/s at the gripper's stall)
+    supply_v: float = 12.0
+    sag_ohm: float = 0.2
 READ_ONLY_ADDRESSES = frozenset(range(0, 5)) | frozenset(range(56, 71))
 GOAL_ADDR = REG["Goal_Position"][0]
 HOMING_ADDR = REG["Homing_Offset"][0]
@@ -205,6 +234,11 @@ class EmulatedMotor:
     last_update: float = field(default_factory=time.monotonic)
     pending: tuple[int, bytes] | None = None  # REG_WRITE waiting for ACTION
     present: bool = True      # False: removed from the bus (does not answer)
+    temperature: float = 31.0  # degrees C (continuous; Present_Temperature is its integer part)
+    current_ma: float = 0.0
+    blocked_at: float | None = None   # stall(): the motor cannot move past this position...
+    blocked_dir: int = 0              # ...in this direction (+1 up, -1 down, 0 both)
+    status_bits: int = 0              # injected Status bits (besides voltage and temperature)
 
     def get(self, name: str) -> int:
         addr, size = REG[name]
@@ -238,6 +272,7 @@ class ServoBusCore:
                  initial_ticks: Mapping[str, float], rate_ticks_per_s: float | None):
         self.motor_ids = dict(motors)
         self.rate_ticks_per_s = rate_ticks_per_s
+        self.electrical = Electrical()
         self.silent = False
         self.goal_log: list[list] = []           # [t, motor_id, ticks]
         self.write_log: list[list] = []          # [t, motor_id, address, [bytes]]: every write received
@@ -254,7 +289,9 @@ class ServoBusCore:
                 motor.put("Min_Position_Limit", cal["range_min"])
                 motor.put("Max_Position_Limit", cal["range_max"])
             motor.position = motor.goal = float(initial_ticks[name])
+            motor.temperature = float(FACTORY_DEFAULTS["Present_Temperature"])
             self._sync_goal_register(motor)
+            self._sync_health_registers(motor)
             self.motors[motor_id] = motor
 
     # ------------------------------------------------------------------ control interface (RPC)
@@ -279,9 +316,11 @@ class ServoBusCore:
             if motor is None:
                 continue
             self._advance(motor, time.monotonic())
+            self._sync_health_registers(motor)
             regs: dict[str, float] = {reg: motor.get(reg) for reg in REG}
             regs["Present_Position"] = int(round(motor.position)) % RESOLUTION
             regs["position"], regs["goal"], regs["present_on_bus"] = motor.position, motor.goal, motor.present
+            regs["temperature"], regs["current_ma"] = motor.temperature, motor.current_ma
             out[name] = regs
         return out
 
@@ -333,6 +372,40 @@ class ServoBusCore:
             self._advance(motor, now)
         self.rate_ticks_per_s = rate_ticks_per_s
 
+    def stall(self, key: str | int, direction: int = 0) -> None:
+        """The motor cannot move past where it is now in `direction` (+1, -1; 0: not at all)."""
+        motor = self._motor(key)
+        self._advance(motor, time.monotonic())
+        motor.blocked_at, motor.blocked_dir = motor.position, int(direction)
+
+    def unstall(self, key: str | int) -> None:
+        motor = self._motor(key)
+        self._advance(motor, time.monotonic())
+        motor.blocked_at, motor.blocked_dir = None, 0
+
+    def set_temperature(self, key: str | int, celsius: float) -> None:
+        motor = self._motor(key)
+        self._advance(motor, time.monotonic())
+        motor.temperature = float(celsius)
+        self._sync_health_registers(motor)
+
+    def set_thermal(self, **params: float) -> None:
+        """Change the electrical/thermal model (fields of Electrical), e.g. tau_s=2 to cool fast."""
+        now = time.monotonic()
+        for motor in self.motors.values():
+            self._advance(motor, now)
+        for name, value in params.items():
+            if not hasattr(self.electrical, name):
+                raise ValueError(f"unknown electrical parameter {name!r}")
+            setattr(self.electrical, name, float(value))
+        for motor in self.motors.values():
+            self._sync_health_registers(motor)
+
+    def set_status_bits(self, key: str | int, bits: int) -> None:
+        motor = self._motor(key)
+        motor.status_bits = int(bits)
+        self._sync_health_registers(motor)
+
     # ------------------------------------------------------------------ servo behaviour
     def _motor(self, key: str | int) -> EmulatedMotor:
         motor_id = self.motor_ids[key] if isinstance(key, str) else int(key)
@@ -341,13 +414,51 @@ class ServoBusCore:
     def _advance(self, motor: EmulatedMotor, now: float) -> None:
         dt = max(0.0, now - motor.last_update)
         motor.last_update = now
+        self._heat(motor, dt)  # at the current drawn over the interval just ended
+        if motor.get("Torque_Enable"):
+            if self.rate_ticks_per_s is None:
+                motor.position = motor.goal
+            else:
+                step = self.rate_ticks_per_s * dt
+                motor.position += max(-step, min(step, motor.goal - motor.position))
+            if motor.blocked_at is not None:
+                if motor.blocked_dir >= 0 and motor.position > motor.blocked_at:
+                    motor.position = motor.blocked_at
+                if motor.blocked_dir <= 0 and motor.position < motor.blocked_at:
+                    motor.position = motor.blocked_at
+        motor.current_ma = self._current(motor)
+
+    def _current(self, motor: EmulatedMotor) -> float:
         if not motor.get("Torque_Enable"):
+            return 0.0
+        e = self.electrical
+        limit = min(motor.get("Max_Torque_Limit"), motor.get("Torque_Limit"), 1000) / 1000.0
+        return min(e.idle_ma + e.ma_per_tick * abs(motor.goal - motor.position), e.stall_ma * limit)
+
+    def _heat(self, motor: EmulatedMotor, dt: float) -> None:
+        """First-order thermal model, solved exactly over dt at a constant current."""
+        if dt <= 0:
             return
-        if self.rate_ticks_per_s is None:
-            motor.position = motor.goal
-        else:
-            step = self.rate_ticks_per_s * dt
-            motor.position += max(-step, min(step, motor.goal - motor.position))
+        e = self.electrical
+        amps = motor.current_ma / 1000.0
+        steady = e.ambient_c + e.heat_c_per_a2s * e.tau_s * amps * amps
+        motor.temperature = steady + (motor.temperature - steady) * math.exp(-dt / e.tau_s)
+
+    def _sync_health_registers(self, motor: EmulatedMotor) -> None:
+        e = self.electrical
+        volts = e.supply_v - e.sag_ohm * motor.current_ma / 1000.0
+        decivolts = max(0, min(255, int(round(volts * 10))))
+        status = motor.status_bits
+        if not motor.get("Min_Voltage_Limit") <= decivolts <= motor.get("Max_Voltage_Limit"):
+            status |= STATUS_VOLTAGE
+        if motor.temperature > motor.get("Max_Temperature_Limit"):
+            status |= STATUS_TEMPERATURE
+        direction = 1 if motor.goal >= motor.position else -1
+        motor.put("Present_Current", int(round(motor.current_ma / CURRENT_UNIT_MA)))
+        motor.put("Present_Load", direction * int(round(1000 * motor.current_ma / e.stall_ma)))
+        motor.put("Present_Voltage", decivolts)
+        motor.put("Present_Temperature", max(0, min(255, int(motor.temperature))))
+        motor.put("Status", status & 0xFF)
 
     def _sync_goal_register(self, motor: EmulatedMotor) -> None:
         motor.put("Goal_Position", int(round(motor.goal)))
@@ -361,11 +472,12 @@ class ServoBusCore:
         self._sync_goal_register(motor)
 
     def _read_bytes(self, motor: EmulatedMotor, addr: int, length: int, now: float) -> bytes:
-        if addr <= PRESENT_ADDR + 1 and addr + length > PRESENT_ADDR:
+        if addr < PRESENT_BLOCK.stop and addr + length > PRESENT_BLOCK.start:
             self._advance(motor, now)
             motor.put("Present_Position", int(round(motor.position)) % RESOLUTION)
             moving = abs(motor.goal - motor.position) > 0.5 and bool(motor.get("Torque_Enable"))
             motor.put("Moving", int(moving))
+            self._sync_health_registers(motor)
         return bytes(motor.mem[addr:addr + length])
 
     def _write_bytes(self, motor: EmulatedMotor, addr: int, data: bytes, now: float) -> None:
@@ -390,6 +502,7 @@ class ServoBusCore:
         if addr <= TORQUE_ADDR < end and not motor.get("Torque_Enable"):
             motor.goal = motor.position  # torque off: the servo holds where it is when re-enabled
             self._sync_goal_register(motor)
+        motor.current_ma = self._current(motor)  # a new goal or torque limit changes the draw at once
         new_id = motor.get("ID")
         if new_id != motor.motor_id and new_id not in self.motors:
             self.motors.pop(motor.motor_id)
@@ -739,6 +852,34 @@ class EmulatedBus:
 
     def set_rate(self, rate_ticks_per_s: float | None) -> None:
         self._call("set_rate", rate_ticks_per_s)
+
+    def stall(self, name: str, direction: int = 0) -> None:
+        """The joint cannot move past where it is now in `direction` (+1: toward larger values, -1:
+        smaller, 0: neither): a squeezed object or an obstacle. It draws current while its goal lies
+        beyond, and heats up."""
+        self._call("stall", name, int(direction))
+
+    def unstall(self, name: str) -> None:
+        self._call("unstall", name)
+
+    def set_temperature(self, name: str, celsius: float) -> None:
+        """Over-temperature injection: the motor is this hot now (it then follows the thermal model)."""
+        self._call("set_temperature", name, float(celsius))
+
+    def set_thermal(self, **params: float) -> None:
+        """Change the model (Electrical fields: tau_s, heat_c_per_a2s, ambient_c, stall_ma, ...)."""
+        self._call("set_thermal", **params)
+
+    def set_supply_voltage(self, volts: float) -> None:
+        self._call("set_thermal", supply_v=float(volts))
+
+    def set_status_bits(self, name: str, bits: int) -> None:
+        """Servo error bits reported in Status besides the modelled voltage/temperature bits."""
+        self._call("set_status_bits", name, int(bits))
+
+    def temperature(self, name: str) -> float:
+        """The motor's continuous temperature (C) now."""
+        return float(self.snapshot()[name]["temperature"])
 
 
 def raise_priority() -> None:

@@ -185,6 +185,32 @@ class Bench:
     def _extras(self, raw: dict) -> dict[str, Any]:
         return {}
 
+    # ------------------------------------------------------------------ motor health
+    @property
+    def health_config(self):
+        """The bench's HealthConfig when it has servos to watch (the SO-101), else None."""
+        return None
+
+    def _read_health(self):
+        raise NotImplementedError(f"{type(self).__name__} has no motor telemetry")
+
+    def read_health(self):
+        """One HealthSample of every motor (t = time.monotonic()); a bus failure is a BenchFault."""
+        self._require_connected()
+        try:
+            return self._read_health()
+        except DRIVER_ERRORS as exc:
+            raise self._fault(exc, "read motor health") from exc
+
+    def health_monitor(self):
+        """A HealthMonitor for the rollout loop, or None (no telemetry, or rate_hz 0)."""
+        cfg = self.health_config
+        if cfg is None or cfg.rate_hz <= 0:
+            return None
+        from spabench.bench.health import HealthMonitor
+
+        return HealthMonitor(cfg, self.read_health, self.fps)
+
     def _force_close(self) -> None:
         """Release whatever is still open after a failed connect or disconnect (best effort)."""
         robot = self._robot

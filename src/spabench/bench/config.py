@@ -58,6 +58,76 @@ def _finite_number(name: str, value: Any, *, positive: bool = False) -> float:
     return out
 
 
+# Stall thresholds per motor (mA). The STS3215 stalls at about 2.7 A at full torque; the shoulder lift
+# and elbow carry the arm's weight and hold more current at rest, and LeRobot caps the gripper's torque
+# at half (Max_Torque_Limit 500, so ~1.35 A at most): a squeeze is well above 0.8 A there.
+DEFAULT_STALL_CURRENT_MA: dict[str, float] = {
+    "shoulder_pan": 1500.0,
+    "shoulder_lift": 1800.0,
+    "elbow_flex": 1800.0,
+    "wrist_flex": 1200.0,
+    "wrist_roll": 1000.0,
+    "gripper": 800.0,
+}
+
+
+@dataclass
+class HealthConfig:
+    """Motor health of the SO-101 (spabench.bench.health): telemetry and the guards built on it.
+
+    rate_hz: telemetry samples per second (temperature, current, load, voltage, Status of all six
+        motors in one sync read, in the slack of a control tick; 0 turns telemetry and guards off).
+    stall_current_ma: per motor; together with a position error above stall_error (deg; gripper
+        units) for stall_persistence_s the motor is stalled: the arm holds, the gripper backs off by
+        gripper_backoff, the attempt is invalid (stall). Also the "time over current" of the summary.
+    warn_temperature_c / resume_temperature_c: between trials, a motor at or above warn pauses the
+        session until every motor is below resume. max_temperature_c: during a rollout the arm holds
+        and the attempt is invalid (overheat). The servo itself cuts out at Max_Temperature_Limit (70 C).
+    min_voltage_v: below it (supply sag) the attempt is invalid (undervoltage) and the session stops.
+        4.5 V suits the 5 V supply of the 7.4 V STS3215 kit; use ~10.5 V for the 12 V kit.
+    gripper_max_torque_limit: written to the gripper's Max_Torque_Limit at connect (per mille of full
+        torque); null keeps LeRobot's 500.
+    cool_poll_s: how often the temperatures are read (and shown) while the session waits for them.
+    """
+
+    rate_hz: float = 6.0
+    stall_current_ma: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_STALL_CURRENT_MA))
+    stall_error: float = 3.0
+    stall_persistence_s: float = 0.5
+    gripper_backoff: float = 5.0
+    warn_temperature_c: float = 55.0
+    resume_temperature_c: float = 45.0
+    max_temperature_c: float = 65.0
+    min_voltage_v: float = 4.5
+    gripper_max_torque_limit: int | None = None
+    cool_poll_s: float = 2.0
+
+    def __post_init__(self) -> None:
+        name = "health"
+        rate = _finite_number(f"{name}.rate_hz", self.rate_hz)
+        if rate < 0 or rate > 30:
+            raise ConfigError(f"{_where(f'{name}.rate_hz')}: {self.rate_hz!r} (allowed: 0 (off) .. 30)")
+        self.rate_hz = rate
+        current = _as_mapping(f"{name}.stall_current_ma", self.stall_current_ma)
+        unknown = sorted(set(current) - set(JOINTS))
+        if unknown:
+            raise ConfigError(f"{_where(f'{name}.stall_current_ma')}: unknown joint(s) {unknown} "
+                              f"(allowed: {', '.join(JOINTS)})")
+        self.stall_current_ma = {j: _finite_number(f"{name}.stall_current_ma.{j}",
+                                                   current.get(j, DEFAULT_STALL_CURRENT_MA[j]), positive=True)
+                                 for j in JOINTS}
+        for key in ("stall_error", "stall_persistence_s", "gripper_backoff", "cool_poll_s", "min_voltage_v"):
+            setattr(self, key, _finite_number(f"{name}.{key}", getattr(self, key), positive=True))
+        for key in ("warn_temperature_c", "resume_temperature_c", "max_temperature_c"):
+            setattr(self, key, _finite_number(f"{name}.{key}", getattr(self, key), positive=True))
+        if not self.resume_temperature_c < self.warn_temperature_c <= self.max_temperature_c:
+            raise ConfigError(f"{_where(name)}: temperatures must satisfy resume_temperature_c < "
+                              f"warn_temperature_c <= max_temperature_c (got {self.resume_temperature_c}, "
+                              f"{self.warn_temperature_c}, {self.max_temperature_c})")
+        if self.gripper_max_torque_limit is not None:
+            _int_in(f"{name}.gripper_max_torque_limit", self.gripper_max_torque_limit, 1, 1000)
+
+
 @dataclass
 class CameraSpec:
     """One camera of the bench, turned into a LeRobot CameraConfig when the robot is built.
@@ -257,12 +327,14 @@ class SO101BenchConfig(BenchConfig):
     """The SO-101 follower through LeRobot's SO101Follower (conf/bench/so101.yaml).
 
     num_read_retries: extra bus reads before a silent bus becomes a BenchFault (LeRobot's retries).
+    health: motor telemetry and the stall / thermal / voltage guards (HealthConfig).
     """
 
     port: str = ""
     calibration_dir: str = "hardware/calibration/so101_follower"
     disable_torque_on_disconnect: bool = True
     num_read_retries: int = 2
+    health: HealthConfig = field(default_factory=HealthConfig)
 
     required_cameras: ClassVar[tuple[str, ...]] = CAMERAS
 
@@ -274,6 +346,11 @@ class SO101BenchConfig(BenchConfig):
             raise ConfigError(f"{_where('calibration_dir')}: missing (allowed: a folder holding "
                               "<robot_id>.json)")
         _int_in("num_read_retries", self.num_read_retries, 0, 10)
+        if isinstance(self.health, Mapping):
+            self.health = _build(HealthConfig, self.health, "health")
+        if not isinstance(self.health, HealthConfig):
+            raise ConfigError(f"{_where('health')}: {self.health!r} is not a mapping (allowed fields: "
+                              f"{', '.join(f.name for f in fields(HealthConfig))})")
         super().__post_init__()
 
     def make_bench(self, **kwargs: Any):

@@ -21,13 +21,14 @@ from spabench.bench.bench import DRIVER_ERRORS, Bench
 from spabench.bench.config import BenchConfig, CameraSpec
 from spabench.errors import ConfigError, DataError, SafetyError
 from spabench.suite.model import ArmEnvelope
-from spabench.suite.vocabulary import JOINTS
+from spabench.suite.vocabulary import GRIPPER, JOINTS
 
 logger = logging.getLogger(__name__)
 
 ROBOT_TYPE = "so101_follower"
 CALIBRATION_FIELDS: tuple[str, ...] = ("id", "drive_mode", "homing_offset", "range_min", "range_max")
 MOTOR_IDS: dict[str, int] = {joint: i + 1 for i, joint in enumerate(JOINTS)}  # SOFollower's wiring
+CURRENT_UNIT_MA = 6.5   # STS3215 Present_Current: mA per count (Feetech STS manual)
 
 
 def resolve_path(path: str | Path) -> Path:
@@ -174,6 +175,11 @@ class SO101Bench(Bench):
         for cam in robot.cameras.values():
             cam.connect()
         robot.configure()
+        limit = self.cfg.health.gripper_max_torque_limit
+        if limit is not None:  # after LeRobot's configure(), which writes its own 500
+            bus.disable_torque(GRIPPER)
+            bus.write("Max_Torque_Limit", GRIPPER, int(limit))
+            bus.enable_torque(GRIPPER)
 
     def _matches(self, stored: dict[str, dict[str, int]]) -> bool:
         return all(stored[j][k] == self.calibration[j][k] for j in JOINTS for k in stored[j])
@@ -229,6 +235,53 @@ class SO101Bench(Bench):
     def _read_state(self) -> np.ndarray:
         values = self.robot.bus.sync_read("Present_Position", num_retry=self.cfg.num_read_retries)
         return np.array([values[j] for j in JOINTS], dtype=np.float64)
+
+    @property
+    def health_config(self):
+        return self.cfg.health
+
+    def _read_health(self):
+        """Present_Load .. Present_Current of all six motors in one sync read (addresses from LeRobot's
+        STS table): one bus transaction, so a sample fits in the slack of a control tick."""
+        import time
+
+        import scservo_sdk as scs
+        from lerobot.motors.feetech.tables import STS_SMS_SERIES_CONTROL_TABLE as TABLE
+
+        from spabench.bench.health import HealthSample
+
+        bus = self.robot.bus
+        regs = {name: TABLE[name] for name in ("Present_Load", "Present_Voltage", "Present_Temperature",
+                                               "Status", "Present_Current")}
+        start = min(addr for addr, _ in regs.values())
+        length = max(addr + size for addr, size in regs.values()) - start
+        reader = self.__dict__.get("_health_reader")
+        if reader is None or reader.port is not bus.port_handler:
+            reader = scs.GroupSyncRead(bus.port_handler, bus.packet_handler, start, length)
+            for joint in JOINTS:
+                reader.addParam(MOTOR_IDS[joint])
+            self._health_reader = reader
+        for _ in range(1 + int(self.cfg.num_read_retries)):
+            comm = reader.txRxPacket()
+            if comm == scs.COMM_SUCCESS and all(len(v) == length for v in reader.data_dict.values()):
+                break
+            # a late status packet of an earlier transaction can pass for an answer: read again
+            bus.port_handler.clearPort()
+        else:
+            raise ConnectionError(f"health sync read of {length} bytes from address {start} failed: "
+                                  f"{bus.packet_handler.getTxRxResult(comm)}")
+        t = time.monotonic()
+
+        def column(name: str) -> np.ndarray:
+            addr, size = regs[name]
+            return np.array([reader.getData(MOTOR_IDS[j], addr, size) for j in JOINTS], dtype=np.int64)
+
+        load = column("Present_Load")
+        load = np.where(load & (1 << 10), -(load & 0x3FF), load & 0x3FF)  # sign bit 10 (LeRobot's encoding)
+        return HealthSample(t=t, temperature_c=column("Present_Temperature").astype(float),
+                            current_ma=(column("Present_Current") & 0x7FFF) * CURRENT_UNIT_MA,
+                            load=load.astype(float), voltage_v=column("Present_Voltage") / 10.0,
+                            status=column("Status"))
 
     def _send_hold(self, measured: np.ndarray) -> np.ndarray:
         """Copy the raw present positions into the goal registers: an exact hold, no rounding drift."""

@@ -253,6 +253,13 @@ class WebOperator(Operator):
     def observers(self) -> list[Any]:
         return [self.stats, self.publisher]
 
+    def show_health(self, text: str) -> None:
+        """The bench page shows the cool-down (phase 'cooling') with the temperatures and the wait."""
+        if self.channel.phase() == "cooling":
+            self.channel.update(message=text)
+        else:
+            self.channel.set_phase("cooling", message=text)
+
     def score(self, trial: Any, result: Any, prefill: Score | None = None) -> Score | None:
         form = {**public_trial(trial),
                 "result": None if result is None else {"stop_reason": result.stop_reason,

@@ -7,6 +7,7 @@ the attempt), `during_homing(controls)` (a context around going home before the 
 its keys may request an e-stop), `during_rollout(controls)` (a context in which its keys may request
 stops; the rollout goes home inside it), `observers()` (e.g. a status line), and
 `score(trial, result, prefill)` (a Score, or None to leave the attempt unscored for `spabench score`).
+Between trials `show_health(text)` tells it about a motor cool-down the session waits for.
 """
 
 from __future__ import annotations
@@ -85,6 +86,10 @@ class Operator:
 
     def observers(self) -> list[Any]:
         return []
+
+    def show_health(self, text: str) -> None:
+        """Motor health news for the operator (the session waits for hot motors to cool); the session
+        already printed it to the terminal."""
 
     def score(self, trial: Any, result: Any, prefill: Score | None = None) -> Score | None:
         return None

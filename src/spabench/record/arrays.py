@@ -22,7 +22,7 @@ import numpy as np
 from spabench.suite.vocabulary import JOINTS
 
 log = logging.getLogger(__name__)
-SCHEMA_VERSION = 2  # 2: timing/slot, camera/<name>/capture_t, MP4 pts = tick times
+SCHEMA_VERSION = 3  # 2: timing/slot, camera/<name>/capture_t, MP4 pts = tick times; 3: health/*
 RESERVE_BYTES = 2 * 1024 * 1024
 N_JOINTS = len(JOINTS)
 
@@ -42,6 +42,17 @@ STEP_DATASETS: dict[str, tuple[tuple[int, ...], str]] = {
 # per camera, per tick: the frame's position in cam_<name>.mp4 (-1: none / dropped by the encoder)
 # and its capture time (seconds since the timer started; NaN: no frame)
 CAMERA_DATASETS: dict[str, str] = {"frame_index": "i8", "capture_t": "f8"}
+# motor telemetry (spabench.bench.health), one row per sample at its own rate: t = seconds since the
+# timer started (the loop's time of the read), then per motor in JOINTS order
+HEALTH_DATASETS: dict[str, tuple[tuple[int, ...], str]] = {
+    "health/t": ((), "f8"),
+    "health/temperature_c": ((N_JOINTS,), "f4"),
+    "health/current_ma": ((N_JOINTS,), "f4"),
+    "health/load": ((N_JOINTS,), "f4"),
+    "health/voltage_v": ((N_JOINTS,), "f4"),
+    "health/status": ((N_JOINTS,), "u1"),
+}
+HEALTH_FIELDS = ("t", "temperature_c", "current_ma", "load", "voltage_v", "status")
 CHUNK_ROWS = 256
 
 
@@ -63,6 +74,8 @@ class EpisodeArrays:
         self.cameras = tuple(cameras)
         self.flush_s = float(flush_s)
         self._rows: list[tuple] = []
+        self._health: list[tuple] = []
+        self.n_health = 0
         self._events: list[dict] = []
         self._all_events: list[dict] = []
         self._lock = threading.Lock()
@@ -84,6 +97,9 @@ class EpisodeArrays:
         for name, (shape, dtype) in STEP_DATASETS.items():
             self._ds[name] = f.create_dataset(name, shape=(0, *shape), maxshape=(None, *shape),
                                               chunks=(CHUNK_ROWS, *shape), dtype=dtype)
+        for name, (shape, dtype) in HEALTH_DATASETS.items():
+            self._ds[name] = f.create_dataset(name, shape=(0, *shape), maxshape=(None, *shape),
+                                              chunks=(64, *shape), dtype=dtype)
         for cam in self.cameras:
             for column, dtype in CAMERA_DATASETS.items():
                 name = f"camera/{cam}/{column}"
@@ -110,6 +126,12 @@ class EpisodeArrays:
         with self._lock:
             self._rows.append(row)
 
+    def append_health(self, sample) -> None:
+        """One telemetry sample (spabench.bench.health.HealthSample; t already on the episode's clock)."""
+        row = tuple(getattr(sample, name) for name in HEALTH_FIELDS)
+        with self._lock:
+            self._health.append(row)
+
     def append_event(self, event: dict) -> None:
         with self._lock:
             self._events.append(event)
@@ -132,6 +154,7 @@ class EpisodeArrays:
     def _write_pending(self) -> None:
         with self._lock:
             rows, self._rows = self._rows, []
+            health, self._health = self._health, []
             events, self._events = self._events, []
         if rows:
             n0, n = self.n_steps, len(rows)
@@ -158,12 +181,19 @@ class EpisodeArrays:
                 ds.resize(n0 + n, axis=0)
                 ds[n0:n0 + n] = data
             self.n_steps = n0 + n
+        if health:
+            n0, n = self.n_health, len(health)
+            for name, column in zip(HEALTH_FIELDS, zip(*health)):
+                ds = self._ds[f"health/{name}"]
+                ds.resize(n0 + n, axis=0)
+                ds[n0:n0 + n] = np.asarray(column, dtype=ds.dtype).reshape(n, *ds.shape[1:])
+            self.n_health = n0 + n
         if events:
             blob = "".join(json.dumps(e, default=str, sort_keys=True) + "\n" for e in events).encode()
             m = self._events_log.shape[0]
             self._events_log.resize((m + len(blob),))
             self._events_log[m:] = np.frombuffer(blob, dtype="u1")
-        if rows or events:
+        if rows or events or health:
             self._file.flush()
 
     # ---- end of episode -----------------------------------------------------------------------

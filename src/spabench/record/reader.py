@@ -17,7 +17,7 @@ import numpy as np
 from spabench.record.recorder import H5_NAME, PARTIAL_SUFFIX, VIDEOS_JSON, RecordError, resolve_episode_dir, video_name
 
 _JSON_ATTRS = ("server_metadata", "software_versions", "camera_shapes", "camera_fps", "dropped_frames", "joints",
-               "cameras", "camera_frames", "timing")
+               "cameras", "camera_frames", "timing", "health")
 
 
 def open_h5(path: str | os.PathLike) -> h5py.File:
@@ -104,6 +104,14 @@ class EpisodeReader:
         NaN where the tick had no frame). Episodes recorded before schema 2 give the tick times."""
         name = f"camera/{camera}/capture_t"
         return self.array(name) if name in self._file else self.timestamps
+
+    def health(self) -> dict[str, np.ndarray]:
+        """Motor telemetry (schema 3): t (s since the timer started), then per sample and motor
+        temperature_c, current_ma, load, voltage_v, status. Empty arrays when none was taken."""
+        from spabench.record.arrays import HEALTH_FIELDS
+
+        return {name: (self.array(f"health/{name}") if f"health/{name}" in self._file else np.zeros(0))
+                for name in HEALTH_FIELDS}
     def events(self) -> list[dict]:
         """Events as dicts: the final `events` dataset, or the crash-safe `events_log` bytes."""
         if "events" in self._file:

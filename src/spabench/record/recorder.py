@@ -211,6 +211,10 @@ class Recorder:
                            step.request_latency_s, step.server_ms, step.period_s, step.work_s, frame_index,
                            int(getattr(step, "slot", -1)), capture_t)
 
+    def on_health(self, sample) -> None:
+        if self._arrays is not None:
+            self._arrays.append_health(sample)
+
     def on_event(self, event) -> None:
         if self._arrays is not None:
             self._arrays.append_event(event.as_dict() if hasattr(event, "as_dict") else dict(event))
@@ -231,6 +235,7 @@ class Recorder:
             "dropped_frames": dict(self._drops),
             "camera_frames": self.camera_frames(),
             "timing": dict(getattr(result, "timing", None) or {}),
+            "health": dict(getattr(result, "health", None) or {}),
         }
         if hasattr(result, "camera_frames"):
             result.camera_frames = self.camera_frames()

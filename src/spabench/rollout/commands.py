@@ -40,6 +40,7 @@ from spabench.operator.config import OperatorConfig
 from spabench.paths import campaign_folder
 from spabench.rollout.controls import StopControl
 from spabench.rollout.types import EpisodeMeta
+from spabench.suite.vocabulary import JOINTS
 
 if TYPE_CHECKING:  # annotations only: spabench.config builds the groups and sits above every package
     from spabench.config import SpabenchConfig
@@ -53,7 +54,7 @@ EXIT_OK, EXIT_CONFIG, EXIT_BENCH, EXIT_INVALID_STREAK, EXIT_STORAGE, EXIT_SERVER
 # Faults after which the session stops: the bench can no longer be trusted, or a person said stop,
 # or nothing more can be recorded.
 STOP_SESSION_REASONS = frozenset({"estop", "bus_error", "camera_lost", "safety_error", "harness_error",
-                                  "storage_error"})
+                                  "storage_error", "undervoltage"})
 # Faults after which the policy server's health is checked before the next attempt.
 SERVER_FAULT_REASONS = frozenset({"server_lost"})
 SERVER_POLL_S = 2.0
@@ -226,6 +227,7 @@ class Session:
         self.metadata: dict[str, dict] = {}
         self.cards: dict[str, Any] = {}
         self.bench = None
+        self.health = None             # the bench's HealthMonitor (motor telemetry and guards), or None
         self.recorder = None
         self.operator = None
         self.controls = StopControl()
@@ -303,6 +305,7 @@ class Session:
         # the arm's Cartesian envelope is the suite's hardware/bench.yaml: checked before connecting
         self.bench = make_bench(self.bench_cfg, workspace=self.suite.geometry.arm_envelope)
         self.bench.connect()
+        self.health = self.bench.health_monitor()
         self.recorder = Recorder(self.campaign_dir, self.op_cfg.recorder_config())
         from spabench.operator.auto import make_operator
 
@@ -597,7 +600,7 @@ class Session:
         sim_time = getattr(self.bench, "sim_time", None)  # the twin runs in lockstep on its own clock
         timing = {"clock": sim_time, "lockstep": True} if callable(sim_time) else {}
         rollout = Rollout(self.bench, broker, card, EmaFilter(card.ema_alpha), timer_s, observers,
-                          self.controls, go_home_after=self.op_cfg.go_home_after, **timing)
+                          self.controls, go_home_after=self.op_cfg.go_home_after, health=self.health, **timing)
         with self.operator.during_rollout(self.controls):
             result = rollout.run(meta, trial.instruction)
         if result.valid:
@@ -624,6 +627,8 @@ class Session:
             "motion_onset": motion.onset, "timer_s": timer_s, "timing": result.timing,
             "camera_frames": result.camera_frames,
             "calibration_file": self.bench.calibration_file, "calibration_id": str(self.bench.calibration_id)})
+        if result.health:
+            self.ledger.log_event(attempt_id, "health_summary", result.health)
         if result.valid and not self.controls.estopped():  # after an e-stop nothing more is asked
             self.controls.stage = "scoring"
             prefill = None
@@ -724,6 +729,10 @@ class Session:
                     return EXIT_SERVER_DOWN
                 suspect = None
             self.check_launched(trial)
+            if not self.motors_ready():
+                if self.controls.estopped():
+                    return self.end_by_estop(trial)
+                return EXIT_BENCH
             result, attempt_id = self.run_trial(trial)
             if result is None:
                 if self.controls.estopped():
@@ -759,6 +768,54 @@ class Session:
                          "stopping so that the cause can be fixed")
                 return EXIT_INVALID_STREAK
         return EXIT_OK
+
+    # ---- motor health between trials ----------------------------------------------------------
+    def motors_ready(self) -> bool:
+        """Before a trial: a motor at or above the warning temperature pauses the session until every
+        motor is below the resume temperature (shown in the terminal and on the bench page); a supply
+        below the servos' range stops it. False: the session ends (e-stop, undervoltage)."""
+        if self.health is None:
+            return True
+        from spabench.bench.health import hot_motors, temperatures_text
+
+        cfg = self.health.cfg
+        sample = self.bench.read_health()
+        if float(sample.voltage_v.min()) < cfg.min_voltage_v:
+            self.ledger.log_event(None, "undervoltage", {"voltage_v": sample.voltage_v.tolist(),
+                                                         "min_voltage_v": cfg.min_voltage_v})
+            self.say(f"session stopped: the servo supply reads {sample.voltage_v.min():.1f} V, below "
+                     f"{cfg.min_voltage_v:g} V (bench.health.min_voltage_v). Check the power supply, then resume "
+                     "with the same command")
+            return False
+        hot = hot_motors(sample, cfg.warn_temperature_c)
+        if not hot:
+            return True
+        self.controls.stage = "cooling down"
+        started, first = time.monotonic(), sample
+        self.say(f"motors hot ({', '.join(f'{j} {t:.0f} C' for j, t in hot.items())}; warning at "
+                 f"{cfg.warn_temperature_c:g} C): pausing before the next trial until every motor is below "
+                 f"{cfg.resume_temperature_c:g} C")
+        while float(sample.temperature_c.max()) >= cfg.resume_temperature_c:
+            waited = time.monotonic() - started
+            text = (f"cooling down, {waited:.0f} s so far, resume below {cfg.resume_temperature_c:g} C: "
+                    f"{temperatures_text(sample)}")
+            self.say(text)
+            self.operator.show_health(text)
+            deadline = time.monotonic() + cfg.cool_poll_s
+            while time.monotonic() < deadline:
+                if self.controls.estopped():
+                    return False
+                time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+            sample = self.bench.read_health()
+        waited = time.monotonic() - started
+        self.ledger.log_event(None, "cool_down", {
+            "waited_s": round(waited, 1), "hot": hot, "resume_temperature_c": cfg.resume_temperature_c,
+            "before_c": dict(zip(JOINTS, first.temperature_c.tolist())),
+            "after_c": dict(zip(JOINTS, sample.temperature_c.tolist()))})
+        text = f"motors cooled below {cfg.resume_temperature_c:g} C after {waited:.0f} s ({temperatures_text(sample)}); continuing"
+        self.say(text)
+        self.operator.show_health(text)
+        return True
 
     def _recorded_path(self, attempt_id: str, rel_path: str) -> str:
         """The folder an invalid attempt's recording is in once its videos are done: the final name, or

@@ -6,8 +6,12 @@ Per tick, at `card.control_hz` (perf_counter deadlines; sleep, then a short spin
 until the timer, an operator stop, an abort, an e-stop or a fault. The loop never waits on the
 network (the broker requests chunks on its own thread) nor on files (observers must be cheap).
 
-On any stop the arm holds; then, except after an e-stop, it goes home at bounded speed (an e-stop
-or Ctrl-C while it goes home stops it there, holding). Faults (server lost, protocol error, bus
+On any stop the arm holds; then, except after an e-stop or a motor-health trip, it goes home at
+bounded speed (an e-stop or Ctrl-C while it goes home stops it there, holding). With a HealthMonitor
+(spabench.bench.health) the loop takes a telemetry sample every few ticks in the slack after the
+command (observers get `on_health(sample)`) and checks the motor guards every tick; a trip (stall,
+overheat, undervoltage, servo_error) ends the attempt, the arm holds where it is and a pressing
+gripper backs off. Faults (server lost, protocol error, bus
 error, camera lost) make the attempt invalid with the reason: invalid attempts are re-run, never
 counted as policy failures.
 """
@@ -82,7 +86,7 @@ class Rollout:
     def __init__(self, bench, broker, card, ema=None, timer_s: float | None = None,
                  observers: Sequence[Any] = (), controls: StopControl | None = None,
                  go_home_after: bool = True, clock: Callable[[], float] = time.perf_counter,
-                 lockstep: bool = False):
+                 lockstep: bool = False, health=None):
         self.bench, self.broker, self.card = bench, broker, card
         if ema is None:
             from spabench.policy.ema import EmaFilter
@@ -101,6 +105,8 @@ class Rollout:
         self.period = 1.0 / float(card.control_hz)
         self._t0: float | None = None
         self._record_fault: BaseException | None = None   # first failure of a recording observer
+        self.health = health          # spabench.bench.health.HealthMonitor, or None (no telemetry)
+        self._trip = None             # the HealthTrip that ended the attempt
 
     # ---- notifications ------------------------------------------------------------------
     def _notify(self, hook: str, arg) -> None:
@@ -136,6 +142,9 @@ class Rollout:
         meta.timer_s, meta.control_hz = self.timer_s, float(self.card.control_hz)
         self._t0 = None
         self._record_fault = None
+        self._trip = None
+        if self.health is not None:
+            self.health.start()
         self.controls.stage = "rollout"
         with self.controls.sigint_aborts():
             return self._run(meta, instruction)
@@ -269,6 +278,10 @@ class Rollout:
             last_start = tick_start
             k += 1
             executed += 1
+            if self.health is not None:
+                ended = self._guard(executed, t_tick, obs.state, sent if na is not None else None)
+                if ended is not None:
+                    return ended
             if self.lockstep:
                 continue
             # pacing: absolute deadlines; after an overrun skip ahead instead of bursting
@@ -284,6 +297,23 @@ class Rollout:
                 time.sleep(remaining - SPIN_S)
             while clock() < deadline:
                 pass
+
+    def _guard(self, executed: int, t_tick: float, state, sent) -> tuple[str, str, str, int] | None:
+        """Telemetry when due (in this tick's slack) and the motor guards; a trip ends the attempt."""
+        health, fresh = self.health, False
+        if health.sample_due(executed - 1):
+            try:
+                sample = health.take(self.clock() - self._t0)
+            except Exception as exc:
+                return self._fault("bench", exc, executed)
+            self._notify("on_health", sample)
+            fresh = True
+        trip = health.check(t_tick, state, sent, fresh)
+        if trip is None:
+            return None
+        self._trip = trip
+        self.emit(trip.kind, {**trip.detail, "invalid_reason": trip.reason, "at_monotonic": time.monotonic()})
+        return "fault", trip.reason, trip.message, executed
 
     def _await_chunk(self):
         """Lockstep only: wait (wall clock, up to the card's timeout) for the chunk in flight."""
@@ -305,14 +335,22 @@ class Rollout:
 
     def _finish(self, stop: str, reason: str | None, detail: str, steps: int, started: bool) -> EpisodeResult:
         duration = self._t()
-        # 1. the arm holds where it is (never leave it moving)
+        # 1. the arm holds where it is (never leave it moving); after a health trip a pressing
+        #    gripper also backs off
         try:
-            self.bench.hold()
-            self.emit("hold", {})
+            if self._trip is not None:
+                for sent in self.health.protect(self.bench):
+                    for clamp in getattr(sent, "clamps", ()) or ():
+                        self.emit("clamp", _clamp_dict(clamp))
+                self.emit("hold", {"after": self._trip.reason, "at_monotonic": time.monotonic()})
+            else:
+                self.bench.hold()
+                self.emit("hold", {})
         except Exception as exc:
             self.emit("hold_failed", {"error": describe(exc)})
-        # 2. home at bounded speed, unless e-stopped (hold only) or the bus is gone
-        if self.go_home_after and stop != "estop" and reason not in ("bus_error",):
+        # 2. home at bounded speed, unless e-stopped or a motor guard tripped (hold only) or the bus
+        #    is gone
+        if self.go_home_after and stop != "estop" and self._trip is None and reason not in ("bus_error",):
             self.controls.stage = "homing after the rollout"
             try:
                 with self.controls.interruptible():
@@ -344,8 +382,11 @@ class Rollout:
         timing = self.timing.summary(steps) if getattr(self, "timing", None) is not None else {}
         if timing:
             self.emit("timing", timing)
+        health = self.health.summary.as_dict() if self.health is not None else {}
+        if health:
+            self.emit("health_summary", health)
         result = EpisodeResult(stop_reason=stop, valid=valid, invalid_reason=reason, n_steps=steps,
-                               duration_s=duration, detail=detail, timing=timing)
+                               duration_s=duration, detail=detail, timing=timing, health=health)
         if started:
             self._notify("on_episode_end", result)
             if self._record_fault is not None and result.invalid_reason != "storage_error":

@@ -1,7 +1,8 @@
 """What the rollout loop tells its observers: episode metadata, one record per tick, events, the result.
 
 Observers (recorder, motion detector, status line) implement any subset of
-`on_episode_start(meta)`, `on_step(step)`, `on_event(event)`, `on_episode_end(result)`; the loop
+`on_episode_start(meta)`, `on_step(step)`, `on_event(event)`, `on_health(sample)` (motor telemetry,
+spabench.bench.health.HealthSample), `on_episode_end(result)`; the loop
 never needs to know which observers exist.
 """
 
@@ -102,6 +103,7 @@ class EpisodeResult:
     motion_onset: int | None = None
     timing: dict[str, Any] = field(default_factory=dict)         # overrun summary (rollout loop)
     camera_frames: dict[str, dict] = field(default_factory=dict)  # per camera repeated/skipped/gap (recorder)
+    health: dict[str, Any] = field(default_factory=dict)          # motor-health summary (HealthMonitor)
 
 
 @runtime_checkable

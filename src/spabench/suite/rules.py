@@ -49,4 +49,11 @@ INVALID_REASONS: tuple[str, ...] = (
     "interrupted",
     "harness_error",
     "storage_error",
+    "stall",          # a motor pressed against something (current and position error persisted)
+    "overheat",       # a motor passed the hard temperature limit during the rollout
+    "undervoltage",   # the servo supply sagged below the operating range (the session stops)
+    "servo_error",    # a servo reported an error bit in Status
 )
+# The invalid reasons of the motor-health guards (spabench.bench.health): the arm holds, it does not go
+# home by itself, and the campaign report counts them per policy.
+HEALTH_INVALID_REASONS: tuple[str, ...] = ("stall", "overheat", "undervoltage", "servo_error")

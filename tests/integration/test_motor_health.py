@@ -1,0 +1,203 @@
+"""Motor health guards in a real run: LeRobot SO101Follower on the emulated Feetech bus (its current,
+thermal and voltage model, spabench's stall / heating injections), a real openpi server on loopback,
+the real recorder and SQLite ledger.
+
+Times come from the guard's own event (its onset and trip, on CLOCK_MONOTONIC like the emulator's
+goal log), never from wall-clock windows around the run."""
+
+from __future__ import annotations
+
+import io
+import re
+import time
+
+import numpy as np
+
+from spabench.ledger import Ledger
+from spabench.record.reader import EpisodeReader
+from spabench.rollout.commands import EXIT_BENCH, EXIT_OK, run
+from spabench.serve.openpi_server import OpenPiServer
+from spabench.suite.vocabulary import JOINTS
+from tests.integration.harness import HORIZON, WaveServer, make_campaign, make_cfg, when
+from tests.support.feetech_bus import EmulatedBus
+
+FPS = 30.0
+PERSISTENCE_S = 0.5
+
+
+class GripServer:
+    """openpi server whose policy closes the gripper a little further every step (a grasp that
+    squeezes whatever is between the fingers)."""
+
+    def __init__(self):
+        self.calls = 0
+        self.server = OpenPiServer(self.infer, {"policy": "grip", "horizon": HORIZON}, port=0)
+
+    def infer(self, obs: dict) -> dict:
+        self.calls += 1
+        state = np.asarray(obs["observation/state"], dtype=np.float64)
+        actions = np.tile(state, (HORIZON, 1))
+        actions[:, 5] = state[5] - np.linspace(8.0, 30.0, HORIZON)   # "closed", well past the object
+        return {"actions": actions.astype(np.float32), "server_timing": {"infer_ms": 1.0}}
+
+    def __enter__(self) -> GripServer:
+        self.server.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.stop()
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+
+def _attempts(campaign):
+    """(attempts in order, {attempt_id: events}, session events)"""
+    ledger = Ledger.open(campaign / "ledger.sqlite")
+    try:
+        rows = [a for t in ledger.trials() for a in ledger.attempts_for(t.trial_id)]
+        events = {a.attempt_id: ledger.events(a.attempt_id) for a in rows}
+        session_events = [e for e in ledger.events() if e["attempt_id"] is None]
+    finally:
+        ledger.close()
+    return rows, events, session_events
+
+
+def _payloads(events, kind: str) -> list[dict]:
+    return [e["payload"] for e in events if e["kind"] == kind]
+
+
+def _health(**health) -> dict:
+    return {"health": {"stall_persistence_s": PERSISTENCE_S, "cool_poll_s": 0.2, **health}}
+
+
+def test_gripper_stall_stops_pressing_and_the_campaign_continues(tmp_path):
+    campaign = make_campaign(tmp_path, n=2)
+    with EmulatedBus(initial_deg={"gripper": 10.0}) as bus, GripServer() as server:
+        bus.stall("gripper", -1)          # an object between the fingers: the gripper cannot close further
+        blocked = bus.present_ticks("gripper")
+        seen = {"high": False}
+
+        def cleared() -> bool:            # the operator takes the object out once the guard released it
+            current = bus.snapshot()["gripper"]["current_ma"]
+            seen["high"] = seen["high"] or current > 800
+            return seen["high"] and current < 200
+
+        def take_object_out() -> None:
+            seen["cleared_at"] = time.monotonic()
+            bus.unstall("gripper")
+
+        when(cleared, take_object_out, timeout=120)
+        cfg = make_cfg(campaign, bus.port, server.port, timer_s=3.0, max_trials=2,
+                       bench=_health())
+        out = io.StringIO()
+        assert run(cfg, out=out) == EXIT_OK, out.getvalue()
+        writes = [w for w in bus.goal_writes("gripper")]
+    attempts, events, _ = _attempts(campaign)
+    first, second = attempts[0], attempts[1]
+    assert (first.status, first.invalid_reason, first.stop_reason) == ("invalid", "stall", "fault")
+    assert second.status == "complete", out.getvalue()   # the campaign went on with the next trial
+    summary = _payloads(events[first.attempt_id], "health_summary")
+    assert summary and summary[0]["stall_events"][0]["motor"] == "gripper"
+    assert summary[0]["time_over_current_s"]["gripper"] > 0
+
+    with EpisodeReader(campaign / first.episode_path) as ep:
+        stall = [e for e in ep.events() if e["kind"] == "motor_stall"]
+        assert len(stall) == 1 and stall[0]["motor"] == "gripper"
+        s = stall[0]
+        assert s["current_ma"] > s["threshold_ma"] and abs(s["error"]) > s["tolerance"]
+        assert s["duration_s"] >= PERSISTENCE_S
+        health = ep.health()
+        assert len(health["t"]) >= 3 and np.all(np.diff(health["t"]) > 0)
+        assert health["temperature_c"].shape == (len(health["t"]), len(JOINTS))
+        assert health["current_ma"][:, JOINTS.index("gripper")].max() > s["threshold_ma"]
+        assert ep.attrs["health"]["stall_events"]
+
+    # measured from the guard's onset: after onset + persistence + two ticks, no goal presses further
+    # into the object than where the gripper is blocked
+    onset = s["at_monotonic"] - (s["t"] - s["onset_t"])
+    assert "cleared_at" in seen, "the guard never released the gripper"
+    pressing = [w for w in writes if w.ticks < blocked and w.t < seen["cleared_at"]]
+    assert pressing, "the policy never pressed: the test proves nothing"
+    last_press = max(w.t for w in pressing)
+    assert last_press <= onset + PERSISTENCE_S + 2 / FPS, (last_press - onset)
+    hold, back_off = [w for w in writes if w.t >= s["at_monotonic"]][:2]
+    assert hold.ticks == blocked and back_off.ticks > blocked   # held where it was, then opened a little
+
+
+def test_hot_motor_pauses_the_session_until_it_cooled(tmp_path):
+    campaign = make_campaign(tmp_path, n=2)
+    out = io.StringIO()
+    with EmulatedBus() as bus, WaveServer() as server:
+        when(lambda: server.calls >= 3, bus.set_temperature, "elbow_flex", 57.0)   # mid trial 1: hot, below the limit
+        when(lambda: "pausing before the next trial" in out.getvalue(), lambda: bus.set_thermal(tau_s=1.5))
+        cfg = make_cfg(campaign, bus.port, server.port, timer_s=2.0, max_trials=2, bench=_health())
+        assert run(cfg, out=out) == EXIT_OK, out.getvalue()
+    text = out.getvalue()
+    hot = re.search(r"motors hot \(elbow_flex (\d+) C; warning at 55 C\): pausing before the next trial", text)
+    assert hot and 55 <= int(hot.group(1)) < 65, text
+    assert "cooling down" in text and "motors cooled below 45 C" in text
+    attempts, events, session_events = _attempts(campaign)
+    assert [a.status for a in attempts] == ["complete", "complete"]
+    cool = _payloads(session_events, "cool_down")
+    assert cool and max(cool[0]["after_c"].values()) < 45 and list(cool[0]["hot"]) == ["elbow_flex"]
+    with EpisodeReader(campaign / attempts[0].episode_path) as ep:
+        assert ep.health()["temperature_c"][:, JOINTS.index("elbow_flex")].max() >= 55
+    with EpisodeReader(campaign / attempts[1].episode_path) as ep:   # the next trial started cool
+        assert ep.health()["temperature_c"][0].max() < 45
+
+
+def test_hard_temperature_limit_mid_rollout_holds_the_arm(tmp_path):
+    campaign = make_campaign(tmp_path, n=1)
+    with EmulatedBus() as bus, WaveServer() as server:
+        when(lambda: server.calls >= 3, bus.set_temperature, "shoulder_lift", 68.0)
+        cfg = make_cfg(campaign, bus.port, server.port, timer_s=4.0, max_trials=1, bench=_health())
+        assert run(cfg, out=io.StringIO()) == EXIT_OK
+        writes = bus.goal_writes()
+        goal = np.array([bus.goal_deg(j) for j in JOINTS])
+        present = np.array([bus.present_deg(j) for j in JOINTS])
+    attempts, _, _ = _attempts(campaign)
+    assert (attempts[0].status, attempts[0].invalid_reason) == ("invalid", "overheat")
+    with EpisodeReader(campaign / attempts[0].episode_path) as ep:
+        events = ep.events()
+        hot = [e for e in events if e["kind"] == "overheat"][0]
+        assert hot["motor"] == "shoulder_lift" and hot["temperature_c"] >= 65
+        assert not [e for e in events if e["kind"] == "went_home"]   # held where it was, not driven home
+    # after the trip the arm holds: every goal written from then on is the position held (no motion)
+    later = [w for w in writes if w.t >= hot["at_monotonic"]]
+    assert {w.motor_id for w in later} == set(range(1, 7))
+    held = {}
+    for w in later:
+        assert held.setdefault(w.motor_id, w.ticks) == w.ticks, w
+    np.testing.assert_allclose(goal, present, atol=0.2)
+
+
+def test_servo_error_bit_ends_the_attempt(tmp_path):
+    campaign = make_campaign(tmp_path, n=1)
+    with EmulatedBus() as bus, WaveServer() as server:
+        when(lambda: server.calls >= 3, bus.set_status_bits, "wrist_flex", 0x20)   # overload
+        cfg = make_cfg(campaign, bus.port, server.port, timer_s=4.0, max_trials=1, bench=_health())
+        out = io.StringIO()
+        assert run(cfg, out=out) == EXIT_OK, out.getvalue()
+    attempts, _, _ = _attempts(campaign)
+    assert (attempts[0].status, attempts[0].invalid_reason) == ("invalid", "servo_error")
+    with EpisodeReader(campaign / attempts[0].episode_path) as ep:
+        err = [e for e in ep.events() if e["kind"] == "servo_error"][0]
+        assert err["motor"] == "wrist_flex" and err["errors"] == ["overload"]
+        assert ep.attrs["health"]["status_bits"] == {"wrist_flex": 0x20}
+
+
+def test_supply_sag_stops_the_session(tmp_path):
+    campaign = make_campaign(tmp_path, n=2)
+    out = io.StringIO()
+    with EmulatedBus() as bus, WaveServer() as server:
+        when(lambda: server.calls >= 3, bus.set_supply_voltage, 4.0)
+        cfg = make_cfg(campaign, bus.port, server.port, timer_s=4.0, max_trials=2, bench=_health())
+        assert run(cfg, out=out) == EXIT_BENCH, out.getvalue()
+    attempts, _, _ = _attempts(campaign)
+    assert [(a.status, a.invalid_reason) for a in attempts] == [("invalid", "undervoltage")], out.getvalue()
+    assert "session stopped after undervoltage" in out.getvalue()
+    with EpisodeReader(campaign / attempts[0].episode_path) as ep:
+        sag = [e for e in ep.events() if e["kind"] == "undervoltage"][0]
+        assert sag["voltage_v"] < 4.5
