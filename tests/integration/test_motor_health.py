@@ -16,7 +16,6 @@ import numpy as np
 from spabench.ledger import Ledger
 from spabench.record.reader import EpisodeReader
 from spabench.rollout.commands import EXIT_BENCH, EXIT_OK, run
-from spabench.serve.openpi_server import OpenPiServer
 from spabench.suite.vocabulary import JOINTS
 from tests.integration.harness import HORIZON, WaveServer, make_campaign, make_cfg, when
 from tests.support.feetech_bus import EmulatedBus
@@ -25,13 +24,9 @@ FPS = 30.0
 PERSISTENCE_S = 0.5
 
 
-class GripServer:
+class GripServer(WaveServer):
     """openpi server whose policy closes the gripper a little further every step (a grasp that
     squeezes whatever is between the fingers)."""
-
-    def __init__(self):
-        self.calls = 0
-        self.server = OpenPiServer(self.infer, {"policy": "grip", "horizon": HORIZON}, port=0)
 
     def infer(self, obs: dict) -> dict:
         self.calls += 1
@@ -39,17 +34,6 @@ class GripServer:
         actions = np.tile(state, (HORIZON, 1))
         actions[:, 5] = state[5] - np.linspace(8.0, 30.0, HORIZON)   # "closed", well past the object
         return {"actions": actions.astype(np.float32), "server_timing": {"infer_ms": 1.0}}
-
-    def __enter__(self) -> GripServer:
-        self.server.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.stop()
-
-    @property
-    def port(self) -> int:
-        return self.server.port
 
 
 def _attempts(campaign):
