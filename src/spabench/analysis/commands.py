@@ -135,9 +135,11 @@ def report(cfg: SpabenchConfig) -> int:
                        names=_display_names(cfg.display_names), plan=plan, ratings=ratings,
                        cards=policy_cards(outcomes, plan, cfg.group_dirs("policy")))
     if cfg.campaign_dir is not None:
+        from spabench.analysis.health import campaign_health
         from spabench.analysis.servers import campaign_server_provenance
 
         analysis.servers = campaign_server_provenance(cfg.campaign_dir)
+        analysis.health = campaign_health(campaign_folder(cfg.campaign_dir, "report"), url=cfg.ledger_url)
     written = write_report(analysis, cfg.out, figure_settings=settings)
     print(f"report: {len(outcomes)} rollouts, {len(analysis.policies)} policies -> {written[0].parent}")
     return 0

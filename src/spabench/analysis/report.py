@@ -11,6 +11,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from typing import Any
+
 import pandas as pd
 
 from spabench.analysis import figures
@@ -73,6 +75,7 @@ class Analysis:
     servers: list = field(default_factory=list)   # analysis.servers.ServerProvenance rows (campaign input)
     invalid_by_reason: pd.DataFrame = field(default_factory=pd.DataFrame)
     settings: pd.DataFrame = field(default_factory=pd.DataFrame)  # per-policy protocol settings
+    health: Any = None   # spabench.analysis.health.CampaignHealth (campaign input only)
 
     def name(self, policy: str) -> str:
         return self.names.get(policy, policy)
@@ -292,6 +295,8 @@ def render_markdown(analysis: Analysis, drawn: dict[str, list[Path]] | None = No
     lines += protocol_lines(analysis)
     lines += servers_section(analysis.servers, analysis.name)
     lines += beyond_the_paper(analysis)
+    if analysis.health is not None:
+        lines += analysis.health.markdown(analysis.name)
     if drawn:
         lines += ["## Figures", "",
                   "Success rates with Wilson 95% whiskers; `k/n` above every bar; a 0% bar is drawn as a "
@@ -596,4 +601,7 @@ def write_report(analysis: Analysis, out: str | Path,
         inline = {p.name: p.with_suffix(".svg") for paths in drawn.values() for p in paths if p.suffix == ".png"}
         (staging / "report.html").write_text(markdown_to_html(markdown, inline), encoding="utf-8")
         names = [p.name for paths in drawn.values() for p in paths]
+        if analysis.health is not None:
+            csv_safe_frame(analysis.health.table).to_csv(staging / "health.csv", index=False)
+            names.append("health.csv")
     return [out / name for name in OUTPUT_FILES] + [out / name for name in names]

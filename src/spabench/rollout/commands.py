@@ -529,7 +529,7 @@ class Session:
         """Returns (result or None when the operator ended the session, attempt_id)."""
         from spabench.policy.ema import EmaFilter
         from spabench.rollout.loop import Rollout
-        from spabench.rollout.observers import MotionDetector
+        from spabench.rollout.observers import ClampCounter, MotionDetector
 
         card, broker = self.cards[trial.card], self.brokers[trial.card]
         planned_hz = getattr(trial, "control_hz", None)
@@ -594,8 +594,9 @@ class Session:
                    "server_identity": self.identity_text(trial.card)},
         )
         motion = MotionDetector(self.cfg.need("suite").motion_onset)
+        clamps = ClampCounter()
         # the detector ends first, so the recorder writes the onset frame into the episode's attributes
-        observers = [motion, self.recorder, *self.operator.observers()]
+        observers = [motion, clamps, self.recorder, *self.operator.observers()]
         self.controls.clear()
         sim_time = getattr(self.bench, "sim_time", None)  # the twin runs in lockstep on its own clock
         timing = {"clock": sim_time, "lockstep": True} if callable(sim_time) else {}
@@ -625,7 +626,7 @@ class Session:
         self.ledger.log_event(attempt_id, "rollout_summary", {
             "steps": result.n_steps, "duration_s": round(result.duration_s, 3), "detail": result.detail,
             "motion_onset": motion.onset, "timer_s": timer_s, "timing": result.timing,
-            "camera_frames": result.camera_frames,
+            "camera_frames": result.camera_frames, "clamps": clamps.counts,
             "calibration_file": self.bench.calibration_file, "calibration_id": str(self.bench.calibration_id)})
         if result.health:
             self.ledger.log_event(attempt_id, "health_summary", result.health)

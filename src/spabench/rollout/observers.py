@@ -1,10 +1,11 @@
-"""Small rollout observers: motion detection (the status line's LoopStats lives with the operator)."""
+"""Small rollout observers: motion detection, clamp counts (the status line's LoopStats lives with the
+operator)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from spabench.rollout.types import EpisodeMeta, EpisodeResult, ObserverBase, StepRecord
+from spabench.rollout.types import EpisodeMeta, EpisodeResult, Event, ObserverBase, StepRecord
 
 
 class MotionDetector(ObserverBase):
@@ -38,3 +39,19 @@ class MotionDetector(ObserverBase):
     @property
     def moved(self) -> bool | None:
         return None if not self.evaluated else self.onset is not None
+
+
+class ClampCounter(ObserverBase):
+    """Clamps of one attempt by reason (joint_limit, max_relative_target, robot_clip, workspace), for the
+    ledger's rollout_summary: the campaign report counts them per policy without opening episodes."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+
+    def on_episode_start(self, meta: EpisodeMeta) -> None:
+        self.counts = {}
+
+    def on_event(self, event: Event) -> None:
+        if event.kind == "clamp":
+            reason = str(event.detail.get("reason", "unknown"))
+            self.counts[reason] = self.counts.get(reason, 0) + 1
