@@ -22,7 +22,7 @@ import pytest
 
 from spabench.ledger import Ledger
 
-from .conftest import _phase, free_port, plan_small, start_run, wait_http
+from .conftest import _phase, _steps_at_least, free_port, plan_small, start_run, wait_http
 
 pytestmark = [pytest.mark.sim, pytest.mark.slow]
 
@@ -123,12 +123,16 @@ def test_other_pages_cannot_drive_the_session_or_the_ledger(browser, page, polic
         _stays(base, "reset")
         page.click("#ready")
         _phase(page, "rollout")
+        _steps_at_least(page, 5)  # the loop is running
         # stop, abort, e-stop the rollout
         for kind in ("operator_stop", "abort", "estop"):
             assert attacker.send(f"/api/bench/stop/{kind}?source=attacker", {}) == 4
-        steps = _state(base).get("live", {}).get("steps", 0)
-        _stays(base, "rollout", 1.0)
-        assert _state(base)["live"]["steps"] > steps  # the rollout went on
+        steps = _state(base)["live"]["steps"]
+        deadline = time.monotonic() + 30
+        while _state(base)["live"]["steps"] <= steps + 5 and time.monotonic() < deadline:  # the rollout goes on
+            assert _state(base)["phase"] == "rollout"
+            time.sleep(0.1)
+        assert _state(base)["live"]["steps"] > steps + 5
         page.click("#stop")
         _phase(page, "score")
         # score the attempt on the bench page
