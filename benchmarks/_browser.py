@@ -36,7 +36,7 @@ def main() -> None:
                 page.wait_for_function(f"() => state.phase === 'rollout' && state.version !== {pressed}", timeout=120_000)
                 pressed = page.evaluate("() => state.version")
                 time.sleep(rng.uniform(0.4, 1.2))
-                page.keyboard.press(" ")
+                page.keyboard.press("Escape")
                 page.wait_for_function("() => window.__lastStop", timeout=10_000)
                 stop = page.evaluate("() => { const s = window.__lastStop; window.__lastStop = null; return s; }")
                 print(json.dumps({"t_ms": stop["t"]}), flush=True)

@@ -73,8 +73,8 @@ def test_bench_page_never_names_a_policy(bench_session):
 
 
 def test_estop_key_at_the_scene_reset_ends_the_session(tmp_path, page, policy_servers):
-    """The page's E key outside a rollout (measured on main: the page sent nothing, and the API would
-    have answered 409): the session ends as e-stopped, the arm held, nothing started."""
+    """The page's e-stop key (Escape) outside a rollout (measured before: the page sent nothing, and the
+    API would have answered 409): the session ends as e-stopped, the arm held, nothing started."""
     from .conftest import _phase, free_port, plan_small, start_run, wait_http
 
     campaign = plan_small(tmp_path / "campaign")
@@ -87,7 +87,7 @@ def test_estop_key_at_the_scene_reset_ends_the_session(tmp_path, page, policy_se
         page.wait_for_function("() => !document.querySelector('#confirm-cameras').disabled", timeout=30_000)
         page.click("#confirm-cameras")
         _phase(page, "reset")
-        page.keyboard.press("e")
+        page.keyboard.press("Escape")
         _phase(page, "ended", timeout=30_000)
         message = page.text_content("#message")
         proc.wait(60)

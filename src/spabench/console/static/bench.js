@@ -231,11 +231,11 @@ document.addEventListener("keydown", (ev) => {
   const typing = ["INPUT", "TEXTAREA", "SELECT"].includes(document.activeElement && document.activeElement.tagName) &&
     document.activeElement.type !== "radio" && document.activeElement.type !== "checkbox" && document.activeElement.type !== "range";
   const key = ev.key.toLowerCase();
-  // the e-stop keys work in every phase of a session: while the arm may move, even from a text field;
-  // otherwise not while typing (an "e" in the score note is a letter)
-  const moving = ["homing", "rollout", "stopping"].includes(state.phase);
+  // The page's e-stop key is Escape, in every phase of a session and from any focused element: it
+  // types nothing and activates no control. Space and Enter are left to the focused control (Space
+  // used to e-stop too, so ticking a checklist box with Space ended the session).
   const session = !["offline", "ended"].includes(state.phase);
-  if (session && (key === " " || key === "e") && (moving || !typing)) { ev.preventDefault(); stopRollout("estop", "key"); return; }
+  if (session && ev.key === "Escape") { ev.preventDefault(); stopRollout("estop", "key"); return; }
   if (typing) return;
   if (state.phase === "rollout" && key === "s") stopRollout("operator_stop", "key");
   else if (state.phase === "rollout" && key === "a") stopRollout("abort", "key");

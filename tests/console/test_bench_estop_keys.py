@@ -1,0 +1,117 @@
+"""The bench page's e-stop key is Escape, never a key that also activates a form control (issue 18).
+
+Measured before: Space both ticked the focused checklist box (or chose "Failure") and e-stopped, so
+the session ended during scene reset or scoring. Each test drives a real `spabench run operator=web`
+on the twin from Chromium at 1366x768, presses Space on focused controls, then Escape; the ledger
+must hold exactly one e-stop, from the console key, in the phase where Escape was pressed."""
+
+from __future__ import annotations
+
+import pytest
+
+from spabench.ledger import Ledger
+
+from .conftest import _phase, _steps_at_least, free_port, plan_small, start_run, wait_http
+
+pytestmark = [pytest.mark.sim, pytest.mark.slow]
+
+VIEWPORT = {"width": 1366, "height": 768}
+
+
+@pytest.fixture
+def small_page(browser):
+    ctx = browser.new_context(viewport=VIEWPORT)
+    pg = ctx.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda exc: errors.append(str(exc)))
+    yield pg
+    ctx.close()
+    assert not errors, f"JavaScript errors on the page: {errors}"
+
+
+def _session_to_reset(page, tmp_path, policy_servers):
+    campaign = plan_small(tmp_path / "campaign")
+    port = free_port()
+    proc = start_run(campaign, policy_servers, port, tmp_path / "run.log")
+    wait_http(f"http://127.0.0.1:{port}/api/meta", 120, proc)
+    page.goto(f"http://127.0.0.1:{port}/bench")
+    _phase(page, "camera_check")
+    page.wait_for_function("() => !document.querySelector('#confirm-cameras').disabled", timeout=30_000)
+    page.click("#confirm-cameras")
+    _phase(page, "reset")
+    page.wait_for_function("() => document.querySelectorAll('#card-checklist input[type=checkbox]').length > 0",
+                           timeout=30_000)
+    return campaign, proc
+
+
+def _space_ticks_a_checklist_box(page) -> None:
+    box = page.locator("#card-checklist input[type=checkbox]").first
+    box.focus()
+    page.keyboard.press(" ")
+    assert box.is_checked()        # Space did what it does on a checkbox ...
+    page.keyboard.press(" ")
+    assert not box.is_checked()
+    assert page.evaluate("() => window.__lastStop === undefined")   # ... and sent no stop request
+
+
+def _finish(proc, tmp_path, campaign, during: str) -> str:
+    try:
+        proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(10)
+    log = (tmp_path / "run.log").read_text()
+    assert proc.returncode == 3, log[-3000:]   # EXIT_BENCH: the e-stop ended the session
+    with Ledger.open(campaign / Ledger.FILENAME, readonly=True) as ledger:
+        (event,) = ledger.events(kind="estop")  # one e-stop: the Space presses before it sent none
+        assert event["payload"]["source"] == "console key"
+        assert event["payload"]["during"] == during
+    return log
+
+
+def test_space_in_reset_does_not_estop_and_escape_in_the_rollout_does(tmp_path, small_page, policy_servers):
+    page = small_page
+    campaign, proc = _session_to_reset(page, tmp_path, policy_servers)
+    try:
+        _space_ticks_a_checklist_box(page)
+        assert page.text_content("#phase") == "reset"
+        page.click("#ready")
+        _phase(page, "rollout")
+        _steps_at_least(page, 10)
+        page.locator("#estop").blur()
+        page.keyboard.press("Escape")
+        _phase(page, "ended", timeout=30_000)
+        message = page.text_content("#message")
+    finally:
+        _finish(proc, tmp_path, campaign, "rollout")
+    assert "E-STOP (console key) during rollout" in message, message
+    with Ledger.open(campaign / Ledger.FILENAME, readonly=True) as ledger:
+        (attempt,) = [a for t in ledger.trials() for a in ledger.attempts_for(t.trial_id)]
+        assert (attempt.status, attempt.stop_reason) == ("invalid", "estop")
+
+
+def test_space_on_the_failure_choice_does_not_estop_and_escape_in_scoring_does(tmp_path, small_page, policy_servers):
+    page = small_page
+    campaign, proc = _session_to_reset(page, tmp_path, policy_servers)
+    try:
+        page.click("#ready")
+        _phase(page, "rollout")
+        _steps_at_least(page, 10)
+        page.keyboard.press("s")
+        _phase(page, "score")
+        page.evaluate("() => { window.__lastStop = undefined; }")   # the S key's stop, seen
+        page.click("input[name=success][value=no]")         # the "Failure" choice, focused
+        page.keyboard.press(" ")
+        page.locator("#leave").focus()                       # a button: Space would activate it, so
+        page.locator("input[name=success][value=no]").focus()  # only the radio gets Space here
+        page.keyboard.press(" ")
+        assert page.is_checked("input[name=success][value=no]")
+        assert page.evaluate("() => window.__lastStop === undefined")
+        assert page.text_content("#phase") == "score"
+        page.keyboard.press("Escape")
+        _phase(page, "ended", timeout=30_000)
+        message = page.text_content("#message")
+    finally:
+        _finish(proc, tmp_path, campaign, "scoring")
+    assert "E-STOP (console key) during scoring" in message, message
