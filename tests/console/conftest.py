@@ -150,6 +150,28 @@ def _steps_at_least(page, n: int) -> None:
     page.wait_for_function(f"() => Number(document.querySelector('#steps').textContent) >= {n}", timeout=90_000)
 
 
+def session_at_reset(page, tmp_path: Path, policy_servers: dict) -> tuple[Path, subprocess.Popen]:
+    """A small campaign's web run (log in tmp_path/run.log), its page past the camera check at the
+    first scene reset; returns the campaign folder and the run process (the caller ends it)."""
+    campaign = plan_small(tmp_path / "campaign")
+    port = free_port()
+    proc = start_run(campaign, policy_servers, port, tmp_path / "run.log")
+    try:
+        wait_http(f"http://127.0.0.1:{port}/api/meta", 120, proc)
+        page.goto(f"http://127.0.0.1:{port}/bench")
+        _phase(page, "camera_check")
+        page.wait_for_function("() => !document.querySelector('#confirm-cameras').disabled", timeout=30_000)
+        page.click("#confirm-cameras")
+        _phase(page, "reset")
+        page.wait_for_function("() => document.querySelectorAll('#card-checklist input[type=checkbox]').length > 0",
+                               timeout=30_000)
+    except BaseException:
+        proc.terminate()
+        proc.wait(10)
+        raise
+    return campaign, proc
+
+
 @pytest.fixture(scope="session")
 def bench_session(tmp_path_factory, browser, policy_servers):
     """A two-trial twin campaign run end to end from the bench page; returns what the page showed."""

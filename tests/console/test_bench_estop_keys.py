@@ -11,7 +11,7 @@ import pytest
 
 from spabench.ledger import Ledger
 
-from .conftest import _phase, _steps_at_least, free_port, plan_small, start_run, wait_http
+from .conftest import _phase, _steps_at_least, session_at_reset
 
 pytestmark = [pytest.mark.sim, pytest.mark.slow]
 
@@ -27,21 +27,6 @@ def small_page(browser):
     yield pg
     ctx.close()
     assert not errors, f"JavaScript errors on the page: {errors}"
-
-
-def _session_to_reset(page, tmp_path, policy_servers):
-    campaign = plan_small(tmp_path / "campaign")
-    port = free_port()
-    proc = start_run(campaign, policy_servers, port, tmp_path / "run.log")
-    wait_http(f"http://127.0.0.1:{port}/api/meta", 120, proc)
-    page.goto(f"http://127.0.0.1:{port}/bench")
-    _phase(page, "camera_check")
-    page.wait_for_function("() => !document.querySelector('#confirm-cameras').disabled", timeout=30_000)
-    page.click("#confirm-cameras")
-    _phase(page, "reset")
-    page.wait_for_function("() => document.querySelectorAll('#card-checklist input[type=checkbox]').length > 0",
-                           timeout=30_000)
-    return campaign, proc
 
 
 def _space_ticks_a_checklist_box(page) -> None:
@@ -72,7 +57,7 @@ def _finish(proc, tmp_path, campaign, during: str) -> str:
 
 def test_space_in_reset_does_not_estop_and_escape_in_the_rollout_does(tmp_path, small_page, policy_servers):
     page = small_page
-    campaign, proc = _session_to_reset(page, tmp_path, policy_servers)
+    campaign, proc = session_at_reset(page, tmp_path, policy_servers)
     try:
         _space_ticks_a_checklist_box(page)
         assert page.text_content("#phase") == "reset"
@@ -93,7 +78,7 @@ def test_space_in_reset_does_not_estop_and_escape_in_the_rollout_does(tmp_path, 
 
 def test_space_on_the_failure_choice_does_not_estop_and_escape_in_scoring_does(tmp_path, small_page, policy_servers):
     page = small_page
-    campaign, proc = _session_to_reset(page, tmp_path, policy_servers)
+    campaign, proc = session_at_reset(page, tmp_path, policy_servers)
     try:
         page.click("#ready")
         _phase(page, "rollout")

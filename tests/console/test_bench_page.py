@@ -75,18 +75,10 @@ def test_bench_page_never_names_a_policy(bench_session):
 def test_estop_key_at_the_scene_reset_ends_the_session(tmp_path, page, policy_servers):
     """The page's e-stop key (Escape) outside a rollout (measured before: the page sent nothing, and the
     API would have answered 409): the session ends as e-stopped, the arm held, nothing started."""
-    from .conftest import _phase, free_port, plan_small, start_run, wait_http
+    from .conftest import _phase, session_at_reset
 
-    campaign = plan_small(tmp_path / "campaign")
-    port = free_port()
-    proc = start_run(campaign, policy_servers, port, tmp_path / "run.log")
+    campaign, proc = session_at_reset(page, tmp_path, policy_servers)
     try:
-        wait_http(f"http://127.0.0.1:{port}/api/meta", 120, proc)
-        page.goto(f"http://127.0.0.1:{port}/bench")
-        _phase(page, "camera_check")
-        page.wait_for_function("() => !document.querySelector('#confirm-cameras').disabled", timeout=30_000)
-        page.click("#confirm-cameras")
-        _phase(page, "reset")
         page.keyboard.press("Escape")
         _phase(page, "ended", timeout=30_000)
         message = page.text_content("#message")
