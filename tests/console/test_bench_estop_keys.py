@@ -39,6 +39,23 @@ def _space_ticks_a_checklist_box(page) -> None:
     assert page.evaluate("() => window.__lastStop === undefined")   # ... and sent no stop request
 
 
+def _closing_message(page) -> str:
+    """The page's message once the session's console has closed (its last word)."""
+    _phase(page, "ended", timeout=30_000)
+    page.wait_for_selector("#closed", state="visible", timeout=60_000)
+    assert page.text_content("#error") == ""    # not "console unreachable"
+    return page.inner_text("#message")
+
+
+def _says_why_and_what_next(message: str, log: str, during: str) -> None:
+    """Issue 18: the page shows the end reason and the safety instruction, as the terminal printed them."""
+    lines = [line for line in message.splitlines() if line.strip()]
+    assert lines[0].startswith(f"E-STOP (console key) during {during}: the arm holds where it is"), message
+    assert any("held where it stopped, torque on" in line and "Support it" in line for line in lines), message
+    for line in lines:
+        assert line in log, (line, log[-2000:])
+
+
 def _finish(proc, tmp_path, campaign, during: str) -> str:
     try:
         proc.wait(60)
@@ -66,11 +83,10 @@ def test_space_in_reset_does_not_estop_and_escape_in_the_rollout_does(tmp_path, 
         _steps_at_least(page, 10)
         page.locator("#estop").blur()
         page.keyboard.press("Escape")
-        _phase(page, "ended", timeout=30_000)
-        message = page.text_content("#message")
+        message = _closing_message(page)
     finally:
-        _finish(proc, tmp_path, campaign, "rollout")
-    assert "E-STOP (console key) during rollout" in message, message
+        log = _finish(proc, tmp_path, campaign, "rollout")
+    _says_why_and_what_next(message, log, "rollout")
     with Ledger.open(campaign / Ledger.FILENAME, readonly=True) as ledger:
         (attempt,) = [a for t in ledger.trials() for a in ledger.attempts_for(t.trial_id)]
         assert (attempt.status, attempt.stop_reason) == ("invalid", "estop")
@@ -95,8 +111,7 @@ def test_space_on_the_failure_choice_does_not_estop_and_escape_in_scoring_does(t
         assert page.evaluate("() => window.__lastStop === undefined")
         assert page.text_content("#phase") == "score"
         page.keyboard.press("Escape")
-        _phase(page, "ended", timeout=30_000)
-        message = page.text_content("#message")
+        message = _closing_message(page)
     finally:
-        _finish(proc, tmp_path, campaign, "scoring")
-    assert "E-STOP (console key) during scoring" in message, message
+        log = _finish(proc, tmp_path, campaign, "scoring")
+    _says_why_and_what_next(message, log, "scoring")

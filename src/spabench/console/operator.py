@@ -53,6 +53,7 @@ class WebOperator(Operator):
         self._events: list[tuple[str, dict]] = []
         self._cycle_s: list[float] = []
         self._last_ready: float | None = None
+        self._said_from = 0   # the session's terminal lines from here on are shown when the session ends
         self.cameras: list[dict] = []
         self.references: dict[str, Path | None] = {}
 
@@ -182,6 +183,7 @@ class WebOperator(Operator):
 
     def wait_scene_ready(self, trial: Any, scene: Any, checklist_text: str) -> bool:
         # the twin's scene is already staged by the run session (for every operator)
+        self._said_from = max(0, len(getattr(self.session, "said", ())) - 1)  # from the last trial's status line
         now = time.monotonic()
         if self._last_ready is not None:
             self._cycle_s.append(now - self._last_ready)
@@ -293,10 +295,21 @@ class WebOperator(Operator):
             self.channel.set_phase("stopping", message="scored")
             return Score(success, mode, note, self.rater, source)
 
+    def end_text(self) -> str:
+        """Why the session ended and what to do next: the lines its terminal printed at the end (the
+        e-stop's StopControl.estop_message, the held arm's instruction, "campaign complete", ...)."""
+        said = list(getattr(self.session, "said", ())[self._said_from:])
+        shown = self.channel.snapshot().get("message") or ""
+        if self.channel.estopped():
+            first = self.channel.controls.estop_message()
+        else:
+            first = shown if self.channel.phase == "ended" and shown else ""
+        lines = ([first] if first else []) + [line for line in said if line != first]  # the reason first
+        return "\n".join(lines) or "session closed"
+
     def close(self) -> None:
-        if self.channel.phase != "ended":  # keep the reason already shown (an e-stop)
-            self.channel.set_phase("ended", message=self.channel.controls.estop_message() if self.channel.estopped()
-                                   else "session closed")
+        # the page shows the terminal's closing lines: the reason and, after an e-stop, the held arm
+        self.channel.set_phase("ended", message=self.end_text())
         if self.server is not None:
             self.channel.wait_seen(1.0)  # the page shows why the session ended, not "console unreachable"
             self.server.stop()

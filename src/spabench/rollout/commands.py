@@ -209,6 +209,7 @@ class Session:
     def __init__(self, cfg: SpabenchConfig, out=None, stdin=None):
         self.cfg = cfg
         self.out = out or sys.stdout
+        self.said: list[str] = []   # what the terminal was told, for a console page to show the same
         self.stdin = stdin
         self.campaign_dir = campaign_folder(cfg.campaign_dir, "run")
         self.op_cfg: OperatorConfig = cfg.need("operator")
@@ -242,6 +243,7 @@ class Session:
 
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
+        self.said.append(text)
 
     # ---- start-up, in the order that keeps the arm still until everything is known good --------
     def open(self) -> bool:

@@ -192,7 +192,12 @@ function render(s) {
 }
 
 async function poll() {
-  try { render(await api("/api/bench/state")); } catch (e) { $("#error").textContent = "console unreachable: " + e.message; }
+  try { render(await api("/api/bench/state")); }
+  catch (e) {
+    // an ended session's console closes with it: its closing message stays on the page
+    if (state.phase === "ended") { $("#error").textContent = ""; $("#closed").hidden = false; return; }
+    $("#error").textContent = "console unreachable: " + e.message;
+  }
   setTimeout(poll, 200);
 }
 
