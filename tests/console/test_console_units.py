@@ -138,3 +138,28 @@ def test_publisher_encodes_latest_only_while_watched():
         assert pub.jpeg("middle") != first and pub.encoded <= 5
     finally:
         pub.close()
+
+
+def test_live_console_record_of_an_ended_process_is_ignored(tmp_path):
+    """A session killed before clearing its record must not send anyone to a dead page."""
+    import subprocess
+    import sys
+
+    from spabench.console import live
+
+    code = ("import sys; from pathlib import Path; from spabench.console import live; "
+            "live.record(Path(sys.argv[1]), 'http://127.0.0.1:1/bench')")
+    subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True)
+    assert (tmp_path / live.LIVE_FILE).stat().st_mode & 0o077 == 0   # may carry a token: owner only
+    assert live.live_bench_url(tmp_path) is None                      # that process has exited
+    child = subprocess.Popen([sys.executable, "-c", code + "; import time; time.sleep(60)", str(tmp_path)])
+    try:
+        import time
+
+        deadline = time.monotonic() + 30
+        while live.live_bench_url(tmp_path) is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert live.live_bench_url(tmp_path) == "http://127.0.0.1:1/bench"
+    finally:
+        child.kill()
+        child.wait()

@@ -19,6 +19,7 @@ from urllib.parse import parse_qs
 
 from spabench.operator.console_config import ConsoleConfig
 from spabench.console.guard import new_csrf_token
+from spabench.console.live import live_bench_url
 from spabench.console.views import Redactor, policy_names
 from spabench.suite.vocabulary import CAMERAS
 
@@ -161,6 +162,10 @@ def build_app(ctx: ConsoleContext):
     # ---- bench -------------------------------------------------------------------------------
     async def bench_state(request: Request):
         if ctx.channel is None:
+            url = live_bench_url(ctx.campaign_dir)
+            if url is not None:   # its E-STOP is on that page; this console has none
+                return js({"phase": "offline", "live_console": url, "message": "a session of this campaign is "
+                           "running in another console: its bench page (link above) has the E-STOP"})
             return js({"phase": "offline", "message": "no session is running in this console; start one with "
                        "`spabench run campaign=DIR operator=web`"})
         return js(ctx.channel.snapshot(page=True))

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from spabench.console import live
 from spabench.console.channel import BenchChannel
 from spabench.console.frames import FramePublisher
 from spabench.console.views import public_trial
@@ -72,6 +73,8 @@ class WebOperator(Operator):
                              cfg=self.console_cfg, rater=self.rater, channel=self.channel,
                              publisher=self.publisher, operator=self)
         self.server = ConsoleServer(build_app(ctx), self.console_cfg).start()
+        base, _, query = self.server.url.partition("?")
+        live.record(Path(session.campaign_dir), base + "bench" + (f"?{query}" if query else ""))
         self.show(f"console: open {self.server.url} (bench page: /bench, review: /review)")
         return self._camera_check()
 
@@ -310,6 +313,8 @@ class WebOperator(Operator):
     def close(self) -> None:
         # the page shows the terminal's closing lines: the reason and, after an e-stop, the held arm
         self.channel.set_phase("ended", message=self.end_text())
+        if self.session is not None:
+            live.clear(Path(self.session.campaign_dir))   # review consoles stop sending people here
         if self.server is not None:
             self.channel.wait_seen(1.0)  # the page shows why the session ended, not "console unreachable"
             self.server.stop()

@@ -165,6 +165,10 @@ function render(s) {
   $("#phase").textContent = s.phase;
   $("#message").textContent = s.message || "";
   if (s.error) $("#error").textContent = s.error;
+  // a console without a session has no E-STOP: it could not stop anything (a live session's page can)
+  $("#estop").hidden = s.phase === "offline";
+  show("live-console", !!s.live_console);
+  if (s.live_console) $("#live-console-link").href = s.live_console;
   const rolling = s.phase === "rollout";
   $("#stop").disabled = !rolling;
   $("#abort").disabled = !rolling;
