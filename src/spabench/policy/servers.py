@@ -24,6 +24,7 @@ import os
 import shlex
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -98,6 +99,17 @@ def _start_ticks(pid: int) -> int | None:
 
 def _alive(entry: Mapping[str, Any]) -> bool:
     return entry.get("pid") is not None and _start_ticks(int(entry["pid"])) == entry.get("start_ticks")
+
+
+def _own_entry_point(program: str) -> str:
+    """`spabench` launched on this machine is the harness's own entry point, the one beside the running
+    interpreter: a virtual environment that is not activated (`.venv/bin/spabench run launch=true`,
+    `make test`) has no `spabench` on PATH, and another one on PATH would be another install."""
+    if program == "spabench":
+        own = Path(sys.executable).with_name("spabench")
+        if own.is_file():
+            return str(own)
+    return program
 
 
 def command_line(card: Any) -> list[str]:
@@ -222,7 +234,7 @@ class Supervisor:
             log_file.write(f"\n==== {time.strftime('%Y-%m-%dT%H:%M:%S')} {shlex.join(argv)}\n".encode())
             log_file.flush()
             try:
-                proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
+                proc = subprocess.Popen([_own_entry_point(argv[0]), *argv[1:]], stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
                                         cwd=cwd, env=env, start_new_session=True)
             except OSError as exc:
                 raise ConfigError(f"policy card '{name}': field 'launch.argv' cannot be run: {exc}") from None
