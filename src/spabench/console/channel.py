@@ -15,7 +15,7 @@ import time
 from collections import deque
 from typing import Any
 
-PHASES = ("starting", "camera_check", "reset", "homing", "rollout", "stopping", "score", "ended")
+PHASES = ("starting", "camera_check", "reset", "homing", "rollout", "stopping", "score", "cooling", "ended")
 # Which commands each phase accepts (anything else is refused with a clear message).
 COMMANDS = {"camera_check": ("confirm_cameras", "end"), "reset": ("ready", "end"), "score": ("score", "leave")}
 

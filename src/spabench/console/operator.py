@@ -260,7 +260,7 @@ class WebOperator(Operator):
 
     def show_health(self, text: str) -> None:
         """The bench page shows the cool-down (phase 'cooling') with the temperatures and the wait."""
-        if self.channel.phase() == "cooling":
+        if self.channel.phase == "cooling":
             self.channel.update(message=text)
         else:
             self.channel.set_phase("cooling", message=text)

@@ -1,0 +1,73 @@
+"""The bench page during a cool-down (issue 20): a motor heated in trial 1 pauses the web session
+before trial 2, and the page shows it (phase 'cooling', the temperatures and the wait) until the
+motors are below the resume temperature. Real LeRobot SO101Follower on the emulated Feetech bus (its
+thermal model, spabench's heating injection), a real openpi server on loopback, the real console
+server, the bench page in Chromium."""
+
+from __future__ import annotations
+
+import io
+import threading
+
+from spabench.bench.config import DEFAULT_HOME_POSE
+from spabench.ledger import Ledger
+from spabench.rollout.commands import EXIT_OK, run
+from tests.console.conftest import free_port
+from tests.integration.harness import RUN_GROUPS, WaveServer, cfg_data, make_campaign, when
+from tests.integration.test_estop import Console
+from tests.support.feetech_bus import EmulatedBus
+
+
+def test_the_bench_page_shows_the_cool_down_until_the_motors_cooled(tmp_path, browser):
+    from spabench.config import SpabenchConfig
+
+    campaign = make_campaign(tmp_path, n=2)
+    port = free_port()
+    seen: dict = {}
+
+    with EmulatedBus(initial_deg=DEFAULT_HOME_POSE) as bus, WaveServer() as server:
+        when(lambda: server.calls >= 3, bus.set_temperature, "elbow_flex", 57.0)   # hot, below the hard limit
+        data = cfg_data(campaign, bus.port, server.port, timer_s=1.5,
+                        operator={"type": "web", "console": {"port": port, "camera_check_s": 0.3}},
+                        bench={"health": {"cool_poll_s": 0.2}})
+        out = io.StringIO()
+        result: dict = {}
+        # the session on a thread, the person at the page on this one (Playwright's sync API stays on
+        # the thread that made the browser)
+        session = threading.Thread(target=lambda: result.update(code=run(
+            SpabenchConfig.from_mapping(data, groups=RUN_GROUPS), out=out)), daemon=True)
+        session.start()
+        c = Console(port)
+        try:
+            c.wait("camera_check", lambda s: s.get("all_live"))
+            c.command("confirm_cameras")
+            c.wait("reset")
+            c.command("ready")
+            c.wait("score", timeout=60)
+            c.command("leave")                                  # trial 1 left unscored
+            seen["state"] = c.wait("cooling", timeout=60)["message"]
+            page = browser.new_page(viewport={"width": 1366, "height": 768})
+            try:
+                page.goto(f"{c.base}/bench")
+                page.wait_for_function("() => document.querySelector('#phase').textContent === 'cooling'",
+                                       timeout=30_000)
+                page.wait_for_function(
+                    "() => document.querySelector('#message').textContent.includes('elbow_flex')", timeout=30_000)
+                seen["page"] = page.locator("#message").inner_text()
+            finally:
+                page.close()
+            bus.set_thermal(tau_s=1.0)                         # now let it cool quickly
+            c.wait("reset", timeout=60)                        # trial 2 comes after the cool-down
+        finally:
+            c.end_session()
+            session.join(60)
+    code = result.get("code")
+    assert code == EXIT_OK, out.getvalue()
+    for text in (seen["state"], seen["page"]):                  # what the page showed, as the terminal said it
+        assert "cooling down" in text and "resume below 45 C" in text and "elbow_flex" in text, text
+    assert "motors cooled below 45 C" in out.getvalue()
+    with Ledger.open(campaign, readonly=True) as ledger:
+        cool = [e["payload"] for e in ledger.events() if e["kind"] == "cool_down"]
+        attempts = [a for t in ledger.trials() for a in ledger.attempts_for(t.trial_id)]
+    assert cool and list(cool[0]["hot"]) == ["elbow_flex"] and max(cool[0]["after_c"].values()) < 45
+    assert [a.trial_id for a in attempts] == ["E0000-P1"]      # the operator ended before trial 2 ran
