@@ -50,9 +50,10 @@ def test_review_console_sends_the_operator_to_the_live_estop(tmp_path, browser, 
         _phase(other, "rollout")
         _steps_at_least(other, 10)
         assert other.is_visible("#estop")
-        other.keyboard.press("Escape")                # ... and its e-stop reaches the arm
-        _phase(other, "ended", timeout=30_000)
-        proc.wait(60)
+        other.keyboard.press("Escape")                # ... and its e-stop reaches the arm:
+        proc.wait(60)                                 # the session ends (exit 3, the ledger below);
+        # (not the page's 'ended' phase: the console closes with the session, and a page whose
+        # last poll came before that never shows it; measured once on a loaded fresh-clone run)
     finally:
         if proc.poll() is None:
             proc.terminate()
