@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import platform
 import statistics
@@ -147,3 +148,39 @@ def emulated_calibration(workdir: Path) -> Path:
     calib.mkdir(exist_ok=True)
     shutil.copy(DEFAULT_CALIBRATION_FILE, calib / "spabench_follower.json")
     return calib
+
+
+@contextlib.contextmanager
+def emulated_rollout(workdir: Path, seconds: float, horizon: int, cameras: tuple[str, ...],
+                     width: int = 32, height: int = 24):
+    """(bench, card, broker) for one rollout: the real SO101Follower on the emulated Feetech bus with
+    replay cameras, a ramping openpi server on loopback and its client, all torn down on exit."""
+    from spabench.bench.bench import make_bench
+    from spabench.bench.config import BenchConfig
+    from spabench.policy.broker import ActionBroker
+    from spabench.policy.card import PolicyCard
+    from spabench.policy.factory import make_client
+    from spabench.serve.openpi_server import OpenPiServer
+    from tests.support.feetech_bus import EmulatedBus
+
+    calib = emulated_calibration(workdir)
+    with EmulatedBus() as bus, OpenPiServer(ramp_infer(horizon), {"horizon": horizon}, port=0) as server:
+        cfg = BenchConfig.from_mapping({
+            "type": "so101", "port": bus.port, "robot_id": "spabench_follower", "calibration_dir": str(calib),
+            "cameras": {c: {"type": "spabench_replay", "index_or_path": "pattern", "width": width, "height": height,
+                            "fps": 30} for c in cameras},
+            "fps": 30, "max_relative_target": 10.0})
+        card = PolicyCard(name="bench", protocol="openpi", port=server.port, horizon=horizon, control_hz=30,
+                          timer_s=seconds, ema_alpha=0.25, request_threshold=5,
+                          cameras={"observation/image": "middle", "observation/wrist_image": "wrist"})
+        bench = make_bench(cfg)
+        bench.connect()
+        client = make_client(card)
+        client.connect()
+        broker = ActionBroker(client, card)
+        try:
+            yield bench, card, broker
+        finally:
+            broker.stop()
+            client.close()
+            bench.disconnect()

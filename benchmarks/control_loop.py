@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import emulated_calibration, median, pct, ramp_infer, rollout_args, rollout_plan, table, write_result  # also puts the repo root on sys.path
+from _common import emulated_rollout, median, pct, rollout_args, rollout_plan, table, write_result  # also puts the repo root on sys.path
 
 CAMS = ("wrist", "middle", "left", "right", "overhead")
 HORIZON = 30
@@ -49,37 +49,15 @@ class Timed:
 
 
 def one_run(seconds: float, width: int, height: int, workdir: Path, run: int) -> dict:
-    from spabench.bench.bench import make_bench
-    from spabench.bench.config import BenchConfig
-    from spabench.policy.broker import ActionBroker
-    from spabench.policy.card import PolicyCard
+    from spabench.operator.status import LoopStats
     from spabench.policy.ema import EmaFilter
-    from spabench.policy.factory import make_client
     from spabench.record.reader import EpisodeReader
     from spabench.record.recorder import Recorder
     from spabench.rollout.loop import Rollout
-    from spabench.operator.status import LoopStats
     from spabench.rollout.observers import MotionDetector
     from spabench.rollout.types import EpisodeMeta
-    from spabench.serve.openpi_server import OpenPiServer
-    from tests.support.feetech_bus import EmulatedBus
 
-    infer = ramp_infer(HORIZON)
-    calib = emulated_calibration(workdir)
-    with EmulatedBus() as bus, OpenPiServer(infer, {"horizon": HORIZON}, port=0) as server:
-        cfg = BenchConfig.from_mapping({
-            "type": "so101", "port": bus.port, "robot_id": "spabench_follower", "calibration_dir": str(calib),
-            "cameras": {c: {"type": "spabench_replay", "index_or_path": "pattern", "width": width, "height": height,
-                            "fps": 30} for c in CAMS},
-            "fps": 30, "max_relative_target": 10.0})
-        card = PolicyCard(name="bench", protocol="openpi", port=server.port, horizon=HORIZON, control_hz=30,
-                          timer_s=seconds, ema_alpha=0.25, request_threshold=5,
-                          cameras={"observation/image": "middle", "observation/wrist_image": "wrist"})
-        bench = make_bench(cfg)
-        bench.connect()
-        client = make_client(card)
-        client.connect()
-        broker = ActionBroker(client, card)
+    with emulated_rollout(workdir, seconds, HORIZON, CAMS, width, height) as (bench, card, broker):
         recorder = Recorder(workdir / f"run{run}")
         timed = Timed(recorder)
         others = [Timed(MotionDetector()), Timed(LoopStats())]
@@ -89,10 +67,7 @@ def one_run(seconds: float, width: int, height: int, workdir: Path, run: int) ->
             result = rollout.run(EpisodeMeta(attempt_id=f"b{run}"), "benchmark")
             recorder.wait_idle(300)
         finally:
-            broker.stop()
-            client.close()
             recorder.close()
-            bench.disconnect()
     assert result.valid, result
     with EpisodeReader(workdir / f"run{run}" / "episodes" / f"b{run}") as ep:
         ts, period, work = ep.timestamps, ep.array("timing/period_s")[1:], ep.array("timing/work_s")

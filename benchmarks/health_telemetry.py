@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import emulated_calibration, median, pct, ramp_infer, table, write_result
+from _common import emulated_rollout, median, pct, table, write_result
 
 HORIZON = 30
 
@@ -35,41 +35,16 @@ class Periods:
 
 
 def one_run(seconds: float, workdir: Path, telemetry: bool) -> dict:
-    from spabench.bench.bench import make_bench
-    from spabench.bench.config import BenchConfig
-    from spabench.policy.broker import ActionBroker
-    from spabench.policy.card import PolicyCard
     from spabench.policy.ema import EmaFilter
-    from spabench.policy.factory import make_client
     from spabench.rollout.loop import Rollout
     from spabench.rollout.types import EpisodeMeta
-    from spabench.serve.openpi_server import OpenPiServer
-    from tests.support.feetech_bus import EmulatedBus
 
-    calib = emulated_calibration(workdir)
-    with EmulatedBus() as bus, OpenPiServer(ramp_infer(HORIZON), {"horizon": HORIZON}, port=0) as server:
-        cfg = BenchConfig.from_mapping({
-            "type": "so101", "port": bus.port, "robot_id": "spabench_follower", "calibration_dir": str(calib),
-            "cameras": {c: {"type": "spabench_replay", "index_or_path": "pattern", "width": 32, "height": 24,
-                            "fps": 30} for c in ("wrist", "middle", "left", "right", "overhead")},
-            "fps": 30, "max_relative_target": 10.0})
-        card = PolicyCard(name="bench", protocol="openpi", port=server.port, horizon=HORIZON, control_hz=30,
-                          timer_s=seconds, ema_alpha=0.25, request_threshold=5,
-                          cameras={"observation/image": "middle", "observation/wrist_image": "wrist"})
-        bench = make_bench(cfg)
-        bench.connect()
-        client = make_client(card)
-        client.connect()
-        broker = ActionBroker(client, card)
+    cameras = ("wrist", "middle", "left", "right", "overhead")
+    with emulated_rollout(workdir, seconds, HORIZON, cameras) as (bench, card, broker):
         periods = Periods()
         health = bench.health_monitor() if telemetry else None
-        try:
-            result = Rollout(bench, broker, card, EmaFilter(card.ema_alpha), seconds, [periods],
-                             go_home_after=False, health=health).run(EpisodeMeta(attempt_id="b"), "benchmark")
-        finally:
-            broker.stop()
-            client.close()
-            bench.disconnect()
+        result = Rollout(bench, broker, card, EmaFilter(card.ema_alpha), seconds, [periods],
+                         go_home_after=False, health=health).run(EpisodeMeta(attempt_id="b"), "benchmark")
     assert result.valid, result
     err = np.abs(np.asarray(periods.periods) - 1 / 30) * 1e3
     return {"p50_ms": pct(err, 50), "p99_ms": pct(err, 99), "samples": health.summary.samples if health else 0}
