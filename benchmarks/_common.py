@@ -108,7 +108,7 @@ def _fmt(value) -> str:
     return str(value)
 
 
-def rollout_args(description: str) -> "argparse.ArgumentParser":
+def rollout_args(description: str) -> argparse.ArgumentParser:
     """The options every five-camera rollout benchmark takes (--quick, --runs, --seconds, size)."""
     import argparse
 
@@ -155,13 +155,14 @@ def emulated_rollout(workdir: Path, seconds: float, horizon: int, cameras: tuple
                      width: int = 32, height: int = 24):
     """(bench, card, broker) for one rollout: the real SO101Follower on the emulated Feetech bus with
     replay cameras, a ramping openpi server on loopback and its client, all torn down on exit."""
+    from tests.support.feetech_bus import EmulatedBus
+
     from spabench.bench.bench import make_bench
     from spabench.bench.config import BenchConfig
     from spabench.policy.broker import ActionBroker
     from spabench.policy.card import PolicyCard
     from spabench.policy.factory import make_client
     from spabench.serve.openpi_server import OpenPiServer
-    from tests.support.feetech_bus import EmulatedBus
 
     calib = emulated_calibration(workdir)
     with EmulatedBus() as bus, OpenPiServer(ramp_infer(horizon), {"horizon": horizon}, port=0) as server:

@@ -23,7 +23,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _common import ROOT, campaign_outcomes_csv, export_source, median, revision_before_added, table, write_result
+from _common import (
+    ROOT,
+    campaign_outcomes_csv,
+    export_source,
+    median,
+    revision_before_added,
+    table,
+    write_result,
+)
 
 STAGES = ("load_outcomes", "contrast_table", "between_policy_table", "bradley_terry_ranking", "success_table",
           "analyse", "render_markdown", "write_csvs")

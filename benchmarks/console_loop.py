@@ -26,7 +26,17 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import ROOT, emulated_calibration, median, pct, ramp_infer, rollout_args, rollout_plan, table, write_result
+from _common import (
+    ROOT,
+    emulated_calibration,
+    median,
+    pct,
+    ramp_infer,
+    rollout_args,
+    rollout_plan,
+    table,
+    write_result,
+)
 
 CAMS = ("wrist", "middle", "left", "right", "overhead")
 HORIZON = 30
@@ -56,6 +66,8 @@ class Rig:
     """Bench, policy server, client and recorder, shared by every run."""
 
     def __init__(self, workdir: Path, width: int, height: int):
+        from tests.support.feetech_bus import EmulatedBus
+
         from spabench.bench.bench import make_bench
         from spabench.bench.config import BenchConfig
         from spabench.policy.broker import ActionBroker
@@ -63,7 +75,6 @@ class Rig:
         from spabench.policy.factory import make_client
         from spabench.record.recorder import Recorder
         from spabench.serve.openpi_server import OpenPiServer
-        from tests.support.feetech_bus import EmulatedBus
 
         infer = ramp_infer(HORIZON)
         calib = emulated_calibration(workdir)
@@ -86,9 +97,9 @@ class Rig:
         self.n = 0
 
     def rollout(self, seconds, extra_observers=(), controls=None):
+        from spabench.operator.status import LoopStats
         from spabench.policy.ema import EmaFilter
         from spabench.rollout.loop import Rollout
-        from spabench.operator.status import LoopStats
         from spabench.rollout.types import EpisodeMeta
 
         self.n += 1
@@ -111,10 +122,10 @@ def start_console(workdir: Path):
     """A console (uvicorn thread) over a one-trial ledger, with a BenchChannel the loop publishes to."""
     from spabench.console.app import ConsoleContext, build_app
     from spabench.console.channel import BenchChannel
-    from spabench.operator.console_config import ConsoleConfig
     from spabench.console.frames import FramePublisher
     from spabench.console.server import ConsoleServer
     from spabench.ledger import Ledger
+    from spabench.operator.console_config import ConsoleConfig
 
     row = {"trial_id": "E0000-P1", "evaluation_id": "E0000", "policy": "bench", "card": "bench", "alias": "P1",
            "task": "counting", "condition": "id", "scene_id": "counting-id-000", "scene_condition": "id",

@@ -21,7 +21,15 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import emulated_rollout, median, pct, rollout_args, rollout_plan, table, write_result  # also puts the repo root on sys.path
+from _common import (  # also puts the repo root on sys.path
+    emulated_rollout,
+    median,
+    pct,
+    rollout_args,
+    rollout_plan,
+    table,
+    write_result,
+)
 
 CAMS = ("wrist", "middle", "left", "right", "overhead")
 HORIZON = 30

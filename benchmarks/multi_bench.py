@@ -82,8 +82,9 @@ def claim_rate(folder: Path, claimers: int) -> tuple[float, float]:
 
 
 def twin_throughput(root: Path, url: str, benches: int) -> float:
-    from spabench.ledger import Ledger
     from tests.support import multibench
+
+    from spabench.ledger import Ledger
 
     campaign = root / f"campaign-{benches}-{time.monotonic_ns()}"
     multibench.plan(campaign, url, multibench.campaign_overrides(id_=2, ood=2, direct=1))
@@ -112,8 +113,9 @@ def main() -> int:
     args = parser.parse_args()
     runs, sets = (1, 100) if args.quick else (args.runs, args.sets)
 
-    from spabench.ledger import Ledger
     from tests.support.pg_cluster import start_cluster
+
+    from spabench.ledger import Ledger
 
     cluster = start_cluster(durable=True)   # fsync on, like SQLite's synchronous=FULL
     os.environ["PGPASSWORD"] = cluster.password

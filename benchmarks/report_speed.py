@@ -32,7 +32,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT, campaign_outcomes_csv, export_source, median, revision_before_added, table, write_result
+from _common import (
+    ROOT,
+    campaign_outcomes_csv,
+    export_source,
+    median,
+    revision_before_added,
+    table,
+    write_result,
+)
 
 CHILD = r"""
 import json, resource, sys, time

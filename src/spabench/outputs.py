@@ -21,10 +21,10 @@ import os
 import re
 import shutil
 import uuid
+from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Iterator
 
 from spabench.errors import ConfigError, SpabenchError
 
@@ -49,7 +49,7 @@ def write_marker(folder: Path, command: str, entries: list[str] | None = None) -
     from spabench import __version__
 
     data = {"tool": "spabench", "command": command, "version": __version__,
-            "written_at": datetime.now(timezone.utc).isoformat(timespec="seconds"), "entries": sorted(entries)}
+            "written_at": datetime.now(UTC).isoformat(timespec="seconds"), "entries": sorted(entries)}
     path = folder / MARKER
     path.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     return path

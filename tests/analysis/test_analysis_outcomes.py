@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from omegaconf import OmegaConf
 
-from spabench.config import SpabenchConfig
 from spabench.analysis import load_outcomes, outcomes_from_frame
 from spabench.analysis.commands import report
+from spabench.config import SpabenchConfig
 from spabench.errors import DataError
 
 HEADER = "policy,task,condition,evaluation_id,success,matched_group,instruction_variant,failure_mode,valid"

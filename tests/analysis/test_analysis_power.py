@@ -9,8 +9,16 @@ import pytest
 from analysis_synthetic import write_csv
 
 from spabench.analysis.exact import mcnemar_exact_counts, wilson_half_width
-from spabench.analysis.power import (PowerConfig, connor_pairs, discordant_shares, exact_mcnemar_power,
-                                     exact_pairs, run_power, wald_trials, wilson_trials)
+from spabench.analysis.power import (
+    PowerConfig,
+    connor_pairs,
+    discordant_shares,
+    exact_mcnemar_power,
+    exact_pairs,
+    run_power,
+    wald_trials,
+    wilson_trials,
+)
 from spabench.cli.main import main
 from spabench.errors import ConfigError
 

@@ -7,13 +7,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from analysis_synthetic import FULL_POLICIES, ID_ONLY_POLICIES, ID_ONLY_POLICY, ID_ONLY_TRIALS, write_csv
-from omegaconf import OmegaConf
+from analysis_synthetic import FULL_POLICIES, ID_ONLY_POLICIES, ID_ONLY_TRIALS, write_csv
 from PIL import Image
 from statsmodels.stats.proportion import proportion_confint
 
-from spabench.config import SpabenchConfig
 from spabench.analysis.commands import report
+from spabench.config import SpabenchConfig
 from spabench.errors import ConfigError
 from spabench.suite.vocabulary import TASKS
 

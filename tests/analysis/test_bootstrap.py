@@ -12,7 +12,6 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-import scipy.stats  # reference chi-square tail (installed with statsmodels)
 
 from spabench.analysis import bootstrap
 from spabench.analysis.bootstrap import (

@@ -9,13 +9,12 @@ policies) took 183 s and 2.25 GB, almost all in the ranking (O(k^2 B) time and m
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 import pytest
 from analysis_synthetic import COLUMNS, synthetic_campaign, write_csv
 
+from spabench.analysis.comparisons import shared_outcomes
 from spabench.analysis.outcomes import load_outcomes, validate_outcomes
 from spabench.analysis.ranking import _clusters, bradley_terry_ranking, comparison_components
-from spabench.analysis.comparisons import shared_outcomes
 from spabench.analysis.report import analyse, render_markdown
 
 

@@ -7,9 +7,9 @@ import time
 import av
 import numpy as np
 import pytest
-
 from lerobot.cameras import CameraConfig, make_cameras_from_configs
 from lerobot.utils.errors import DeviceNotConnectedError
+
 from spabench.bench.cameras import (
     SpabenchReplayCamera,
     SpabenchReplayCameraConfig,

@@ -36,10 +36,10 @@ def _press_gripper(bench, by: float) -> None:
 def test_idle_telemetry_reads_every_motor(bus, make_cfg):
     with make_bench(make_cfg(bus)) as bench:
         sample = bench.read_health()
-    assert sample.temperature_c.shape == (6,) and np.all((20 <= sample.temperature_c) & (sample.temperature_c <= 40))
+    assert sample.temperature_c.shape == (6,) and np.all((sample.temperature_c >= 20) & (sample.temperature_c <= 40))
     np.testing.assert_allclose(sample.voltage_v, 12.0, atol=0.05)   # the emulated 12 V supply, tiny idle sag
     assert np.all(sample.status == 0)
-    assert np.all((0 < sample.current_ma) & (sample.current_ma < 100))   # torque on, at the goal: idle draw
+    assert np.all((sample.current_ma > 0) & (sample.current_ma < 100))   # torque on, at the goal: idle draw
 
 
 def test_pressing_gripper_draws_current_capped_by_its_torque_limit(bus, make_cfg):

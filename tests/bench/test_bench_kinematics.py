@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from spabench.bench.kinematics import ArmModel, GRIPPER_BODIES, default_arm_model, to_radians, to_units
+from spabench.bench.kinematics import GRIPPER_BODIES, ArmModel, default_arm_model, to_radians, to_units
 from spabench.errors import ConfigError
 from spabench.suite.vocabulary import JOINTS
 

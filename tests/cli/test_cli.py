@@ -6,8 +6,6 @@ import csv
 import subprocess
 import sys
 
-import pytest
-
 from spabench.cli.main import main
 
 

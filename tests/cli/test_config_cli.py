@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tests.support.campaigns import ledger_count, plan_smoke
 
 from spabench.cli.commands import COMMANDS
 from spabench.cli.main import compose, main
-from tests.support.campaigns import ledger_count, plan_smoke
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -246,8 +246,9 @@ def test_help_lists_options_with_defaults(capsys):
 
 # ---------------------------------------------------------------------------- report never pools
 def _mixed_campaign(tmp_path: Path, kinds: list[tuple[str, bool]]) -> Path:
-    from spabench.ledger import Ledger
     from tests.integration.harness import trial_rows
+
+    from spabench.ledger import Ledger
 
     campaign = tmp_path / "mixed"
     campaign.mkdir()

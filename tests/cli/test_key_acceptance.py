@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tests.support.campaigns import ledger_count, plan_smoke
 
 from spabench.cli.commands import CAMPAIGN_FOLDER, COMMANDS
 from spabench.cli.main import check_accepted, compose, main
 from spabench.config import GROUPS, keys_for, top_level_keys
 from spabench.errors import ConfigError
-from tests.support.campaigns import ledger_count, plan_smoke
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from tests.support.campaigns import plan_smoke
 
 from spabench.cli.commands import COMMANDS
 from spabench.cli.main import compose, main
 from spabench.errors import ConfigError
-from tests.support.campaigns import plan_smoke
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -16,10 +16,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from tests.support.campaigns import plan_smoke
 
 from spabench.cli.commands import COMMANDS
 from spabench.cli.main import compose, main
-from tests.support.campaigns import plan_smoke
 
 TWO = [{"name": "scripted_compositional", "card": "scripted_compositional", "timer_s": 20.0},
        {"name": "scripted_memorising", "card": "scripted_memorising", "timer_s": 20.0}]

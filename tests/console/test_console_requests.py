@@ -153,7 +153,7 @@ def _closed_within(s: socket.socket, seconds: float) -> bool:
         return s.recv(1) == b""
     except (ConnectionResetError, BrokenPipeError):
         return True
-    except socket.timeout:
+    except TimeoutError:
         return False
 
 

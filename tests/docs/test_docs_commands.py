@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from spabench.cli.commands import CAMPAIGN_FOLDER, COMMANDS
+from spabench.cli.commands import CAMPAIGN_FOLDER
 from spabench.cli.main import compose, fill_positionals, main, split_command
 from spabench.errors import SpabenchError
 from tests.support.campaigns import plan_smoke

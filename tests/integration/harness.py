@@ -64,7 +64,7 @@ class WaveServer:
             actions = actions[:, :4]
         return {"actions": actions.astype(np.float32), "server_timing": {"infer_ms": 1.0}}
 
-    def __enter__(self) -> "WaveServer":
+    def __enter__(self) -> WaveServer:
         self.server.start()
         return self
 

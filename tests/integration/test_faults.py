@@ -241,8 +241,9 @@ def test_sigkill_mid_episode_then_resume(tmp_path):
     """Issue 9 (measured on main): after kill -9 the ledger named episodes/X while the folder was
     X.partial, plain h5py could not open episode.h5, it had no events, 70 rows against 92 video
     frames, and ended_at was the resume time. Resume now finishes the folder."""
-    import h5py
     from datetime import datetime
+
+    import h5py
 
     campaign = make_campaign(tmp_path)
     with EmulatedBus() as bus, WaveServer() as server:

@@ -97,7 +97,6 @@ def test_no_ema_card_executes_raw_actions(tmp_path):
 
 def test_campaign_against_served_tiny_act(tmp_path):
     """`spabench serve lerobot` (its server factory) with a tiny offline ACT checkpoint."""
-    from omegaconf import OmegaConf
 
     from spabench.serve.commands import make_lerobot_server
     from tests.support.tiny_act import CHUNK_SIZE, build_tiny_act

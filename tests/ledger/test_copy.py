@@ -4,11 +4,11 @@ by comparing both ledgers, and the report is identical; a copy that would differ
 from __future__ import annotations
 
 import pytest
+from tests.support import multibench
 
 from spabench.errors import ConfigError, DataError
 from spabench.ledger import Ledger
 from spabench.ledger.copy import TABLES, copy_ledger, differences, dump
-from tests.support import multibench
 
 
 def _play(ledger: Ledger) -> None:

@@ -102,10 +102,9 @@ def test_wal_mode_and_foreign_keys(ledger):
     assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     raw.close()
     assert ledger._query("PRAGMA foreign_keys")[0]["foreign_keys"] == 1
-    with pytest.raises(sqlite3.IntegrityError):
-        with ledger._write() as conn:
-            conn.execute("INSERT INTO attempts (attempt_id, trial_id, n, status) "
-                         "VALUES ('x', 'no-such-trial', 1, 'running')")
+    with pytest.raises(sqlite3.IntegrityError), ledger._write() as conn:
+        conn.execute("INSERT INTO attempts (attempt_id, trial_id, n, status) "
+                     "VALUES ('x', 'no-such-trial', 1, 'running')")
     assert ledger.attempts_for("no-such-trial") == []
 
 

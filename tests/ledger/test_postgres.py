@@ -9,10 +9,10 @@ import time
 
 import psycopg
 import pytest
+from tests.ledger.conftest import HASH, make_ledger
 
 from spabench.errors import ConfigError
 from spabench.ledger import BenchSessionActive, Ledger, LedgerError
-from tests.ledger.conftest import HASH, make_ledger
 
 
 @pytest.fixture
@@ -219,9 +219,8 @@ def test_the_readme_lab_set_up_gives_each_role_what_it_needs_and_no_more(tmp_pat
         for forbidden in ("UPDATE trials SET instruction = 'x'", "DELETE FROM attempts",
                           "UPDATE scores SET success = 1", "UPDATE attempts SET trial_id = 'E0002-P2'",
                           "DELETE FROM events", "UPDATE meta SET value = '1'", "CREATE TABLE extra (x int)"):
-            with pytest.raises(psycopg.errors.InsufficientPrivilege):
-                with bench._write() as tx:
-                    tx.execute(forbidden)
+            with pytest.raises(psycopg.errors.InsufficientPrivilege), bench._write() as tx:
+                tx.execute(forbidden)
     with Ledger.open(folder, url=url("spabench_reader"), readonly=True) as reader:
         assert len(reader.outcomes()) == 2 and reader.score_history(a)[0].success is False
     with Ledger.open(folder, url=url("spabench_reader")) as reader:

@@ -9,10 +9,10 @@ import threading
 import time
 
 import pytest
+from tests.ledger.conftest import HASH
 
 from spabench.ledger import BenchSessionActive, Ledger, LedgerStorageError
 from spabench.ledger.integrity import LedgerUnavailable
-from tests.ledger.conftest import HASH
 
 
 @pytest.fixture

@@ -8,9 +8,9 @@ import threading
 import time
 
 import pytest
+from tests.ledger.conftest import make_ledger
 
 from spabench.ledger import Ledger, LedgerError
-from tests.ledger.conftest import make_ledger
 
 
 def _until(condition, what: str, timeout: float = 60.0):

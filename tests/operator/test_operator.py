@@ -12,7 +12,6 @@ import time
 
 import numpy as np
 import pytest
-from omegaconf import OmegaConf
 
 from spabench.config import SpabenchConfig
 from spabench.errors import ConfigError
@@ -22,11 +21,11 @@ from spabench.operator.base import Score, failure_modes_for, motion_prefill
 from spabench.operator.checklist import SCENE_STAGED, SCENE_UNSTAGED, checklist, reference_image
 from spabench.operator.commands import score as score_command
 from spabench.operator.config import OperatorConfig
+from spabench.operator.failure_modes import FAILURE_MODE_DEFINITIONS
 from spabench.operator.terminal import TerminalOperator
 from spabench.record.recorder import Recorder
 from spabench.rollout.types import EpisodeMeta, EpisodeResult, StepRecord
 from spabench.suite.model import BenchGeometry, Cell, Goal, Instructions, ObjectState, PlacedObject, SceneSpec
-from spabench.operator.failure_modes import FAILURE_MODE_DEFINITIONS
 from spabench.suite.vocabulary import FAILURE_MODE_LABELS, FAILURE_MODES
 
 GEOM = BenchGeometry((80, 60), (12, 30), (-10, 18), (20.0, -19.0), 6.5, 7.5, 5.0, {})

@@ -17,10 +17,10 @@ import yaml
 
 from spabench.config import SpabenchConfig
 from spabench.ledger import Ledger
+from spabench.plan.aliases import seeded_rng
 from spabench.plan.commands import plan
 from spabench.plan.config import campaign_from_mapping
 from spabench.plan.orders import williams_rows
-from spabench.plan.aliases import seeded_rng
 
 REPO = Path(__file__).resolve().parents[2]
 

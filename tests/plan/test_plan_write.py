@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from omegaconf import OmegaConf
 from rich.console import Console
 
 import spabench.suite

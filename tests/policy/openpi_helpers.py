@@ -11,7 +11,6 @@ from spabench.bench.bench import Observation
 from spabench.policy.card import PolicyCard
 from spabench.serve.openpi_server import OpenPiServer
 
-
 Obs = Observation  # the real record the bench hands the policy side
 
 

@@ -111,8 +111,9 @@ def test_two_cards_on_one_port_are_refused():
 
 
 def test_the_listener_tells_its_protocol():
-    import grpc
     from concurrent import futures
+
+    import grpc
 
     from tests.support.servers.groot_server import GrootTestServer
     from tests.support.servers.molmoact2_server import MolmoAct2TestServer

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -73,9 +72,8 @@ def test_report_into_an_empty_current_folder(tmp_path, example_csv, monkeypatch)
 def test_a_marker_of_another_command_is_not_enough(tmp_path):
     out = claim_new_folder(tmp_path / "campaign", "plan")
     (out / "ledger.sqlite").write_text("x")
-    with pytest.raises(ConfigError, match="'plan' output"):
-        with replace_output(out, "report"):
-            pass
+    with pytest.raises(ConfigError, match="'plan' output"), replace_output(out, "report"):
+        pass
     assert (out / "ledger.sqlite").read_text() == "x"
 
 
@@ -83,10 +81,9 @@ def test_failure_inside_the_block_leaves_the_previous_output(tmp_path):
     out = tmp_path / "o"
     with replace_output(out, "report") as staging:
         (staging / "a.txt").write_text("one")
-    with pytest.raises(RuntimeError):
-        with replace_output(out, "report") as staging:
-            (staging / "a.txt").write_text("two")
-            raise RuntimeError("disk on fire")
+    with pytest.raises(RuntimeError), replace_output(out, "report") as staging:
+        (staging / "a.txt").write_text("two")
+        raise RuntimeError("disk on fire")
     assert (out / "a.txt").read_text() == "one"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["o"]
 
@@ -94,15 +91,13 @@ def test_failure_inside_the_block_leaves_the_previous_output(tmp_path):
 def test_file_and_unwritable_targets(tmp_path):
     target = tmp_path / "file.txt"
     target.write_text("keep")
-    with pytest.raises(ConfigError, match="is a file"):
-        with replace_output(target, "report"):
-            pass
+    with pytest.raises(ConfigError, match="is a file"), replace_output(target, "report"):
+        pass
     with pytest.raises(ConfigError, match="not a folder"):
         check_new_folder(target, "plan")
     assert target.read_text() == "keep"
     # /proc refuses new folders even to root: the OSError becomes one clear ConfigError
     with pytest.raises(ConfigError, match="cannot"):
         claim_new_folder("/proc/spabench-never/x", "plan")
-    with pytest.raises(ConfigError, match="cannot"):
-        with replace_output("/proc/spabench-never", "report"):
-            pass
+    with pytest.raises(ConfigError, match="cannot"), replace_output("/proc/spabench-never", "report"):
+        pass

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from spabench.errors import ConfigError
+from spabench.network import check_bind, warn_plain_key
 from spabench.policy.codec_openpi import Packer
 from spabench.policy.http_transport import base_url
 from spabench.serve.openpi_server import DEFAULT_MAX_FRAME_BYTES, OpenPiServer
-from spabench.network import check_bind, warn_plain_key
 
 
 def _boom(obs):

@@ -18,7 +18,6 @@ from spabench.bench.errors import BenchFault
 from spabench.bench.safety import Clamp
 from spabench.policy.client import ActionChunk, PolicyClient, PolicyFault
 
-
 Obs = Observation  # the real record the bench hands the rollout loop
 
 

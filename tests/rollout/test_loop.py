@@ -11,13 +11,12 @@ import numpy as np
 import pytest
 
 from spabench.bench.errors import BenchFault
+from spabench.operator.status import LoopStats
 from spabench.policy.broker import ActionBroker
 from spabench.rollout.controls import StopControl
 from spabench.rollout.loop import Rollout
-from spabench.operator.status import LoopStats
 from spabench.rollout.observers import MotionDetector
 from spabench.rollout.types import EpisodeMeta, ObserverBase
-
 from tests.rollout.stubs import ScriptedClient, StubBench
 
 

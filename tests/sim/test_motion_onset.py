@@ -60,9 +60,9 @@ def test_baseline_is_the_median_of_the_first_five_frames():
 def test_rule_numbers_come_from_the_suite_config():
     from omegaconf import OmegaConf
 
+    from spabench.errors import ConfigError
     from spabench.suite.config import SuiteConfig
     from spabench.suite.motion import MotionOnsetRule
-    from spabench.errors import ConfigError
 
     states = still()
     states[10:13, 0] += 3.0                             # a run of three moving frames

@@ -4,6 +4,7 @@ in test_scripted.py)."""
 from __future__ import annotations
 
 import pytest
+
 from spabench.config import SpabenchConfig
 from spabench.errors import ConfigError
 from spabench.policy.card import load_card

@@ -119,9 +119,8 @@ def test_the_twin_scores_by_the_rule_of_the_suite_it_is_handed(bench, suite):
     import dataclasses
     import math
 
-    from spabench.suite.success import RelationRule
-
     from spabench.suite import resolvers as R
+    from spabench.suite.success import RelationRule
 
     scene = suite.scene("relational_placement-ood-040")
     target, reference, _ = R.requested_relation(scene, suite)

@@ -17,8 +17,8 @@ from spabench.config import SpabenchConfig
 from spabench.errors import ConfigError, DataError
 from spabench.suite import load_suite, validate_suite
 from spabench.suite import resolvers as R
-from spabench.suite.geometry import DIRECTION_VECTORS
 from spabench.suite.generator import DEFAULT_SEED, build_suite, generate_suite
+from spabench.suite.geometry import DIRECTION_VECTORS
 from spabench.suite.success import DEFAULT_RELATION_RULE, RelationRule
 
 from .conftest import HARDWARE, TASKS

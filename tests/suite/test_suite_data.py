@@ -16,7 +16,8 @@ from spabench.suite.config import SuiteConfig
 from spabench.suite.resolvers import ordinal_row, resolve_targets, size_metric
 from spabench.suite.vocabulary import CONDITION_COUNTS, TASKS
 
-from .conftest import HARDWARE, REPO, TASKS as TASKS_DIR
+from .conftest import HARDWARE, REPO
+from .conftest import TASKS as TASKS_DIR
 
 PROTOCOL_FAMILIES = {
     "block": {"red_block", "blue_block", "green_block", "yellow_block"},

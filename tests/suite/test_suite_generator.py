@@ -6,7 +6,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-from omegaconf import OmegaConf
 
 from spabench.config import SpabenchConfig
 from spabench.errors import ConfigError

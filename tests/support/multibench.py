@@ -9,8 +9,8 @@ import os
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICIES = ("scripted_compositional", "scripted_memorising")

@@ -24,10 +24,19 @@ import math
 import numpy as np
 import pandas as pd
 
-from spabench.analysis.bootstrap import (BootstrapInterval, contrast_rng, equal_weight_interval,
-                                         paired_bootstrap_interval)
-from spabench.analysis.exact import (fisher_exact, mcnemar_exact_counts, mcnemar_score_counts, newcombe_difference,
-                                     tango_interval)
+from spabench.analysis.bootstrap import (
+    BootstrapInterval,
+    contrast_rng,
+    equal_weight_interval,
+    paired_bootstrap_interval,
+)
+from spabench.analysis.exact import (
+    fisher_exact,
+    mcnemar_exact_counts,
+    mcnemar_score_counts,
+    newcombe_difference,
+    tango_interval,
+)
 from spabench.analysis.matching import matched_pairs, valid_rollouts
 from spabench.analysis.outcomes import policies_in_order
 from spabench.analysis.rates import ALL_TASKS, order_rows

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from spabench.suite.rules import failure_mode_applies, failure_modes_for
 from spabench.errors import DataError
+from spabench.suite.rules import failure_mode_applies, failure_modes_for
 from spabench.suite.vocabulary import (
     INSTRUCTION_VARIANTS,
     allowed_labels,

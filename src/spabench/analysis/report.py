@@ -7,29 +7,37 @@ written, so a failure never leaves a half-written report behind.
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass, field
 from pathlib import Path
-
 from typing import Any
 
 import pandas as pd
 
 from spabench.analysis import figures
-from spabench.analysis.html import markdown_to_html
-from spabench.analysis.labels import display_names
 from spabench.analysis.agreement import AGREEMENT_COLUMNS, rater_agreement
 from spabench.analysis.attempts import invalid_attempt_table
-from spabench.analysis.comparisons import (OVERALL, between_policy_table, completeness_table, contrasts_with_holm,
-                                           protocol_plan)
+from spabench.analysis.comparisons import (
+    between_policy_table,
+    completeness_table,
+    contrasts_with_holm,
+    protocol_plan,
+)
 from spabench.analysis.contrasts import DEFAULT_RESAMPLES, PAIRED_CONTRASTS, PUBLISHED_SEED, contrast_table
-from spabench.analysis.ranking import bradley_terry_ranking
 from spabench.analysis.failures import FAILURE_MODE_ORDER, failure_mode_label, failure_mode_table
+from spabench.analysis.html import markdown_to_html
+from spabench.analysis.labels import display_names
 from spabench.analysis.outcomes import invalid_rollouts, policies_in_order
-from spabench.analysis.servers import servers_section
 from spabench.analysis.protocol import differences, protocol_settings
-from spabench.analysis.rates import (ALL_TASKS, NON_RELATIONAL, NON_RELATIONAL_TASKS, TASK_ORDER, success_table,
-                                     summary_cells)
+from spabench.analysis.ranking import bradley_terry_ranking
+from spabench.analysis.rates import (
+    ALL_TASKS,
+    NON_RELATIONAL,
+    NON_RELATIONAL_TASKS,
+    TASK_ORDER,
+    success_table,
+    summary_cells,
+)
+from spabench.analysis.servers import servers_section
 from spabench.escaping import csv_safe_frame, markdown_text, printable
 from spabench.outputs import replace_output
 

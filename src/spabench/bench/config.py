@@ -16,7 +16,6 @@ from spabench.configtools import plain_container, typed_fields
 from spabench.errors import ConfigError
 from spabench.suite.vocabulary import CAMERAS, GRIPPER, JOINTS
 
-
 # Physical range a joint value can take at all (one encoder turn; the gripper is a percentage).
 BODY_RANGE_DEG: tuple[float, float] = (-180.0, 180.0)
 BODY_RANGE_M100: tuple[float, float] = (-100.0, 100.0)  # use_degrees=False

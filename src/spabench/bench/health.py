@@ -19,8 +19,9 @@ the session waits for hot motors to cool (`hot_motors`, `cool_enough`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 

@@ -202,11 +202,7 @@ def check_accepted(command: Command, bare: str) -> None:
     if root == "campaign" and command.campaign is not None:
         if not dotted or command.campaign == CAMPAIGN_PRESET:
             return
-    elif root in GROUPS and root in command.groups:
-        return
-    elif root == "campaign_dir" and command.campaign == CAMPAIGN_FOLDER and not dotted:
-        return
-    elif root in keys_for(command.name) and root not in GROUPS and (
+    elif root in GROUPS and root in command.groups or root == "campaign_dir" and command.campaign == CAMPAIGN_FOLDER and not dotted or root in keys_for(command.name) and root not in GROUPS and (
             not dotted or isinstance(keys_for(command.name)[root][0], dict)):
         return
     from spabench.config import top_level_keys

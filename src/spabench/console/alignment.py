@@ -4,8 +4,8 @@ object being somewhere else). 1 = identical layout, <= 0 = unrelated; reported c
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from spabench.operator.console_config import ConsoleConfig
 from spabench.errors import ConfigError
+from spabench.operator.console_config import ConsoleConfig
 
 if TYPE_CHECKING:  # annotations only: spabench.config builds the groups and sits above every package
     from spabench.config import SpabenchConfig

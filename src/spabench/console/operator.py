@@ -14,9 +14,10 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from spabench.console import live
 from spabench.console.channel import BenchChannel

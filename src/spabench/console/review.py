@@ -18,6 +18,7 @@ from spabench.errors import SpabenchError
 from spabench.operator.checklist import checklist, reference_frame
 from spabench.suite.vocabulary import CAMERAS, JOINTS
 
+
 def _other_raters_score(event: dict, rater: str) -> bool:
     """A ledger event that tells something about another rater's score (the motion pre-fill does not)."""
     kind = event["kind"]

@@ -10,9 +10,8 @@ import sys
 import threading
 import time
 
-from spabench.operator.console_config import ConsoleConfig
 from spabench.errors import SpabenchError
-
+from spabench.operator.console_config import ConsoleConfig
 
 SWITCH_INTERVAL_S = 0.001
 
@@ -53,7 +52,7 @@ class ConsoleServer:
         url = f"http://{host}:{self.port}/"
         return url + (f"?token={self.token}" if self.token else "")
 
-    def start(self, timeout: float = 10.0) -> "ConsoleServer":
+    def start(self, timeout: float = 10.0) -> ConsoleServer:
         # Normal priority on purpose: this thread carries the e-stop requests to the control loop.
         # It shares the loop's GIL: a busy server thread (a flood) holds the GIL up to the switch
         # interval each time the loop wakes from I/O; 1 ms instead of Python's 5 ms bounds that wait.

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from spabench.operator.failure_modes import failure_mode_choices
 

@@ -6,12 +6,12 @@ from spabench.ledger.ledger import BenchSessionActive, ClaimLost, Ledger, Ledger
 from spabench.ledger.lock import CampaignLock, LedgerLocked
 from spabench.ledger.schema import (
     OUTCOME_COLUMNS,
-    STOP_REASONS,
     TRIAL_COLUMNS,
     AttemptRow,
     ScoreRow,
     TrialRow,
 )
+from spabench.suite.rules import STOP_REASONS
 
 __all__ = [
     "Ledger", "LedgerError", "BenchSessionActive", "ClaimLost", "LedgerLocked", "LedgerDamaged", "LedgerStorageError",

@@ -13,9 +13,9 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping
 
 from spabench.errors import ConfigError
 from spabench.ledger.copy import CAMPAIGN_FILES, copy_ledger

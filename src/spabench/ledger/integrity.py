@@ -9,9 +9,10 @@ ledger): a damaged file is refused before anything connects. `storage_errors` tu
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from spabench.errors import SpabenchError
 

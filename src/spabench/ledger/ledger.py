@@ -15,29 +15,29 @@ import os
 import sqlite3
 import threading
 import time
-from datetime import datetime, timezone
-from pathlib import Path
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
 
 from spabench.errors import ConfigError, DataError, SpabenchError
+from spabench.ledger.integrity import ConnectionLost, LedgerUnavailable, check_sqlite, storage_errors
+from spabench.ledger.lock import CampaignLock
 from spabench.ledger.schema import (
     DDL,
-    LATER_INDEXES,
     FINISH_STATUSES,
+    LATER_INDEXES,
     OPERATOR_INVALIDATED,
     OUTCOME_COLUMNS,
     SCHEMA_VERSION,
-    STOP_REASONS,
     TRIAL_COLUMNS,
     AttemptRow,
     ScoreRow,
     TrialRow,
 )
-from spabench.ledger.integrity import ConnectionLost, LedgerUnavailable, check_sqlite, storage_errors
-from spabench.ledger.lock import CampaignLock, LedgerLocked
 from spabench.ledger.storage import Row, SQLiteStorage, Storage, Tx
-from spabench.suite.rules import failure_mode_applies
+from spabench.suite.rules import STOP_REASONS, failure_mode_applies
 from spabench.suite.vocabulary import (
     CONDITIONS,
     FAILURE_MODES,
@@ -45,8 +45,6 @@ from spabench.suite.vocabulary import (
     SCENE_CONDITIONS,
     TASKS,
 )
-
-
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +100,7 @@ class BenchSessionActive(LedgerError):
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+    return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
 def _json_default(value: Any) -> Any:
@@ -458,9 +456,8 @@ class Ledger:
         (disk full, I/O error) is a LedgerStorageError, a damaged file LedgerDamaged (integrity.py)."""
         if self._readonly:
             raise LedgerError(f"{self.path}: opened read-only")
-        with storage_errors(self.path, self.storage):
-            with self.storage.write() as tx:
-                yield tx
+        with storage_errors(self.path, self.storage), self.storage.write() as tx:
+            yield tx
 
     def _query(self, sql: str, params: tuple = ()) -> list[Row]:
         with storage_errors(self.path, self.storage):

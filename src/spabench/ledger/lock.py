@@ -13,7 +13,7 @@ import fcntl
 import json
 import os
 import socket
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from spabench.errors import SpabenchError
@@ -35,7 +35,7 @@ class LedgerLocked(SpabenchError):
 
 def holder_record(**extra) -> dict:
     return {"host": socket.gethostname(), "pid": os.getpid(),
-            "since": datetime.now(timezone.utc).isoformat(timespec="seconds"), **extra}
+            "since": datetime.now(UTC).isoformat(timespec="seconds"), **extra}
 
 
 class CampaignLock:

@@ -14,7 +14,7 @@ import os
 import re
 import secrets
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +53,7 @@ def check_url(url: str, where: str = "ledger") -> str:
 
 def _schema_name(campaign: str) -> str:
     slug = re.sub(r"[^a-z0-9_]+", "_", (campaign or "campaign").lower()).strip("_") or "campaign"
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d%H%M%S")
+    stamp = datetime.now(UTC).strftime("%Y%m%d%H%M%S")
     suffix = f"_{stamp}_{secrets.token_hex(2)}"
     return f"spabench_{slug}"[: 63 - len(suffix)] + suffix
 
@@ -158,11 +158,10 @@ class PostgresStorage(Storage):
         return row is not None
 
     def create_schema(self, ddl: str) -> None:
-        with self._lock:
-            with self.conn.transaction():
-                self.conn.execute(f'CREATE SCHEMA "{self.schema}"')
-                self.conn.execute(f'SET LOCAL search_path TO "{self.schema}"')
-                self.conn.execute(self.ddl(ddl))
+        with self._lock, self.conn.transaction():
+            self.conn.execute(f'CREATE SCHEMA "{self.schema}"')
+            self.conn.execute(f'SET LOCAL search_path TO "{self.schema}"')
+            self.conn.execute(self.ddl(ddl))
 
     def grant_bench(self, role: str) -> None:
         """Give `role` (the group role of the lab's benches) what a bench needs on this campaign and no

@@ -13,8 +13,9 @@ The DDL is written once for both back ends; `{serial}` and `{real}` are the only
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Mapping
+from typing import Any
 
 SCHEMA_VERSION = 2
 
@@ -22,7 +23,6 @@ ATTEMPT_STATUSES: tuple[str, ...] = ("planned", "running", "complete", "invalid"
 FINISH_STATUSES: tuple[str, ...] = ("complete", "invalid")
 # Why an attempt stopped: the rollout's EpisodeResult.stop_reason, plus 'interrupted' for attempts
 # found still running when a campaign resumes after a crash or Ctrl-C.
-from spabench.suite.rules import STOP_REASONS  # noqa: E402  (the protocol's vocabulary, defined once)
 
 DDL = """
 CREATE TABLE meta (

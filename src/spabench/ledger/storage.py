@@ -13,9 +13,10 @@ import os
 import sqlite3
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from spabench.errors import DataError
 

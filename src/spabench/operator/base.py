@@ -12,9 +12,10 @@ Between trials `show_health(text)` tells it about a motor cool-down the session 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any
 
 from spabench.suite.rules import NO_MOTION_CONDITIONS, failure_modes_for
 

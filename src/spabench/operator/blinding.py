@@ -14,7 +14,6 @@ import re
 from collections.abc import Iterable
 from typing import Any, TextIO
 
-
 NEUTRAL = "policy"
 
 

@@ -101,7 +101,7 @@ class OperatorConfig:
         return ConsoleConfig.from_mapping(self.console)
 
     @classmethod
-    def from_mapping(cls, data: Any) -> "OperatorConfig":
+    def from_mapping(cls, data: Any) -> OperatorConfig:
         if isinstance(data, OperatorConfig):
             return data
         return from_known_fields(cls, data, "operator config")

@@ -95,7 +95,7 @@ class ConsoleConfig:
         return not is_loopback(self.host)
 
     @classmethod
-    def from_mapping(cls, data: Any) -> "ConsoleConfig":
+    def from_mapping(cls, data: Any) -> ConsoleConfig:
         if isinstance(data, ConsoleConfig):
             return data
         return from_known_fields(cls, data, "operator.console")

@@ -15,8 +15,9 @@ import os
 import select
 import sys
 import threading
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator, TextIO
+from typing import Any, TextIO
 
 from spabench.operator.base import Operator, Score
 from spabench.operator.failure_modes import FAILURE_MODE_LABELS, FAILURE_MODE_NUMBERS, failure_mode_choices

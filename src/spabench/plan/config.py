@@ -7,8 +7,9 @@ dataclasses are also the Hydra structured-config schema (OmegaConf.structured).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, Mapping
+from typing import Any
 
 from spabench.configtools import plain_container
 from spabench.errors import ConfigError, shown

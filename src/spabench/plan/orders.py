@@ -17,7 +17,8 @@ within each set.
 from __future__ import annotations
 
 import random
-from typing import Callable, Sequence, TypeVar
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 from spabench.plan.aliases import seeded_rng
 from spabench.suite.vocabulary import CONDITIONS

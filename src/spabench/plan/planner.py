@@ -16,9 +16,10 @@ import hashlib
 import io
 import json
 import os
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from spabench.errors import ConfigError, DataError
 from spabench.ledger import TRIAL_COLUMNS, Ledger, TrialRow
@@ -385,7 +386,6 @@ def write_campaign(out_dir: str | os.PathLike, plan: Plan, digest: str,
     import yaml
 
     from spabench import __version__
-
     from spabench.outputs import add_entries, claim_new_folder
 
     out = Path(out_dir)

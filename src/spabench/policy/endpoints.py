@@ -91,7 +91,7 @@ def sniff(host: str, port: int, timeout_s: float = 2.0, greeting_wait_s: float =
         data = b""
         try:
             data = sock.recv(64)
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             pass
         except OSError:
             return "unknown"
@@ -105,7 +105,7 @@ def sniff(host: str, port: int, timeout_s: float = 2.0, greeting_wait_s: float =
             sock.settimeout(max(0.01, deadline - time.monotonic()))
             try:
                 block = sock.recv(64)
-            except (TimeoutError, socket.timeout):
+            except TimeoutError:
                 break
             except OSError:
                 break

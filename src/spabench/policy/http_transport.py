@@ -17,8 +17,9 @@ from __future__ import annotations
 import abc
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 

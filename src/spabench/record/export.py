@@ -155,8 +155,9 @@ def _copyable(ep: EpisodeReader, camera: str) -> bool:
 
 def _reencode(ep: EpisodeReader, camera: str, dest: Path, codec: str, crf: int) -> None:
     """One frame per row at the row's real time; a row without a frame holds the previous one."""
-    import av  # noqa: PLC0415
     from fractions import Fraction
+
+    import av  # noqa: PLC0415
 
     from spabench.record.video import MUXER_OPTIONS, TIME_BASE
 
@@ -197,7 +198,11 @@ def _reencode(ep: EpisodeReader, camera: str, dest: Path, codec: str, crf: int) 
 def _video_stats(path: Path) -> dict:
     """LeRobot's per-channel image stats (normalised to [0, 1]) from the video's key frames."""
     import av  # noqa: PLC0415
-    from lerobot.datasets.compute_stats import DEFAULT_QUANTILES, auto_downsample_height_width, get_feature_stats
+    from lerobot.datasets.compute_stats import (
+        DEFAULT_QUANTILES,
+        auto_downsample_height_width,
+        get_feature_stats,
+    )
 
     images = []
     with av.open(str(path)) as c:

@@ -8,13 +8,21 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import h5py
 import numpy as np
 
-from spabench.record.recorder import H5_NAME, PARTIAL_SUFFIX, VIDEOS_JSON, RecordError, resolve_episode_dir, video_name
+from spabench.record.recorder import (
+    H5_NAME,
+    PARTIAL_SUFFIX,
+    VIDEOS_JSON,
+    RecordError,
+    resolve_episode_dir,
+    video_name,
+)
 
 _JSON_ATTRS = ("server_metadata", "software_versions", "camera_shapes", "camera_fps", "dropped_frames", "joints",
                "cameras", "camera_frames", "timing", "health")
@@ -196,7 +204,7 @@ class EpisodeReader:
     def close(self) -> None:
         self._file.close()
 
-    def __enter__(self) -> "EpisodeReader":
+    def __enter__(self) -> EpisodeReader:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -324,7 +324,7 @@ class Recorder:
             self._pool.shutdown(timeout)
             self._pool = None
 
-    def __enter__(self) -> "Recorder":
+    def __enter__(self) -> Recorder:
         return self
 
     def __exit__(self, *exc) -> None:

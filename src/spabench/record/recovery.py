@@ -20,7 +20,7 @@ import json
 import logging
 import os
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import h5py
@@ -117,7 +117,7 @@ def _ended_at(events: list[dict], last_t: float) -> str | None:
     start = next((e for e in events if e.get("kind") == "timer_started" and "wall_time" in e), None)
     if start is None:
         return None
-    return datetime.fromtimestamp(float(start["wall_time"]) + last_t, timezone.utc).isoformat(timespec="microseconds")
+    return datetime.fromtimestamp(float(start["wall_time"]) + last_t, UTC).isoformat(timespec="microseconds")
 
 
 def finalize_partial(folder: str | os.PathLike) -> Recovered:

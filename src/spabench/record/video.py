@@ -26,10 +26,10 @@ import queue
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from multiprocessing import shared_memory
-from typing import Callable
 
 import numpy as np
 
@@ -252,7 +252,7 @@ class _PendingEpisode:
     token: str
     cameras: set[str]
     results: dict[str, StreamDone] = field(default_factory=dict)
-    workers: dict[str, "_CameraWorker"] = field(default_factory=dict)
+    workers: dict[str, _CameraWorker] = field(default_factory=dict)
     on_done: Callable[[dict[str, StreamDone]], None] | None = None
 
 
@@ -298,7 +298,7 @@ class EncoderPool:
             worker = self._replace_worker(camera, tuple(shape))
         self._open(worker)
 
-    def _open(self, worker: "_CameraWorker") -> None:
+    def _open(self, worker: _CameraWorker) -> None:
         if worker.open_token != self._token:
             worker.commands.put(("open", self._token, self._paths[worker.camera], self._fps, self.settings))
             worker.open_token, worker.index, worker.last_pts = self._token, 0, -1
@@ -447,7 +447,7 @@ class EncoderPool:
         self._done.close()
         self._done.cancel_join_thread()
 
-    def __enter__(self) -> "EncoderPool":
+    def __enter__(self) -> EncoderPool:
         return self
 
     def __exit__(self, *exc) -> None:

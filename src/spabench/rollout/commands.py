@@ -34,8 +34,13 @@ from spabench.errors import ConfigError, SpabenchError
 from spabench.ledger import ClaimLost, LedgerStorageError
 from spabench.operator.base import motion_prefill, stage_twin_scene
 from spabench.operator.blinding import Blinder, BlindStream, blind_logging
-from spabench.operator.checklist import (SCENE_STAGED, SCENE_UNSTAGED, checklist, reference_attempt,
-                                         reference_image)
+from spabench.operator.checklist import (
+    SCENE_STAGED,
+    SCENE_UNSTAGED,
+    checklist,
+    reference_attempt,
+    reference_image,
+)
 from spabench.operator.config import OperatorConfig
 from spabench.paths import campaign_folder
 from spabench.rollout.controls import StopControl
@@ -249,8 +254,8 @@ class Session:
     def open(self) -> bool:
         from spabench.bench.bench import make_bench
         from spabench.policy.broker import ActionBroker
-        from spabench.policy.factory import make_client
         from spabench.policy.endpoints import check_protocol
+        from spabench.policy.factory import make_client
         from spabench.policy.preflight import check_card_against_server
         from spabench.record.recorder import Recorder
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 STOP_REQUESTS: tuple[str, ...] = ("operator_stop", "abort", "estop")
 _RANK = {kind: i for i, kind in enumerate(STOP_REQUESTS)}

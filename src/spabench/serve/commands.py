@@ -6,7 +6,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from spabench.errors import ConfigError
-from spabench.network import check_bind, check_port, is_loopback
+from spabench.network import check_bind, is_loopback
 
 if TYPE_CHECKING:  # annotations only: spabench.config builds the groups and sits above every package
     from spabench.config import SpabenchConfig

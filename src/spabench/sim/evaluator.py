@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from spabench.suite.rules import FAILURE_MODE_TASKS
 from spabench.errors import DataError
-from spabench.suite.motion import MotionOnsetRule, motion_onset
 from spabench.suite.geometry import DIRECTION_VECTORS as _SUITE_DIRECTIONS
 from spabench.suite.geometry import edge_gap_cm
 from spabench.suite.geometry import relation_holds as _suite_relation_holds
 from spabench.suite.model import BenchGeometry, Goal, ObjectSpec, SceneSpec
+from spabench.suite.motion import MotionOnsetRule, motion_onset
+from spabench.suite.rules import FAILURE_MODE_TASKS
 from spabench.suite.success import RelationRule
 from spabench.suite.vocabulary import (
     DIRECTIONS,

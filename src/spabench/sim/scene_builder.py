@@ -21,10 +21,10 @@ import numpy as np
 
 from spabench.bench.kinematics import default_arm_model
 from spabench.errors import DataError
-from spabench.suite.model import BenchGeometry, ObjectSpec, SceneSpec
-from spabench.suite.vocabulary import CAMERAS, JOINTS
 from spabench.sim import shapes
 from spabench.sim.shapes import ShapeModel
+from spabench.suite.model import BenchGeometry, ObjectSpec, SceneSpec
+from spabench.suite.vocabulary import CAMERAS, JOINTS
 
 BODY_PREFIX = "obj:"
 TABLE_THICKNESS_M = 0.05

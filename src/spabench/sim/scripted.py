@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from spabench.suite.vocabulary import JOINTS
 from spabench.sim.grounding import MODES, Decision, Grounder
 from spabench.sim.planner import Job, Planner
+from spabench.suite.vocabulary import JOINTS
 
 log = logging.getLogger(__name__)
 

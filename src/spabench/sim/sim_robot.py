@@ -20,14 +20,14 @@ from lerobot.robots.robot import Robot
 from lerobot.utils.errors import DeviceAlreadyConnectedError, DeviceNotConnectedError
 
 from spabench.errors import ConfigError
-from spabench.suite.model import BenchGeometry, ObjectSpec, SceneSpec
-from spabench.suite.vocabulary import JOINTS
 from spabench.sim.config_sim_robot import DEFAULT_SIM_HOME, SimRobotConfig
 from spabench.sim.evaluator import EpisodeTrace, Evaluation, evaluate
 from spabench.sim.privileged import Snapshot, privileged_state, snapshot
 from spabench.sim.render import CameraRig
 from spabench.sim.scene_builder import SceneOptions
 from spabench.sim.world import SimError, SimWorld
+from spabench.suite.model import BenchGeometry, ObjectSpec, SceneSpec
+from spabench.suite.vocabulary import JOINTS
 
 logger = logging.getLogger(__name__)
 

@@ -14,9 +14,9 @@ import numpy as np
 
 from spabench.bench.kinematics import to_radians, to_units
 from spabench.errors import SpabenchError
+from spabench.sim.scene_builder import BODY_PREFIX, BuiltScene, SceneOptions, compile_scene
 from spabench.suite.model import BenchGeometry, ObjectSpec, SceneSpec
 from spabench.suite.vocabulary import JOINTS
-from spabench.sim.scene_builder import BODY_PREFIX, BuiltScene, SceneOptions, compile_scene
 
 
 class SimError(SpabenchError):

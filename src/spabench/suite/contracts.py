@@ -22,10 +22,10 @@ from spabench.suite.geometry import (
     DIRECTION_VECTORS,
     distance,
     edge_gap_cm,
-    placed_footprint,
-    point_footprint_distance,
     footprint_gap,
     footprints_apart,
+    placed_footprint,
+    point_footprint_distance,
     relation_offset,
     y_interval,
 )

@@ -15,8 +15,8 @@ import math
 import os
 import random
 import shutil
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 from spabench.errors import DataError
 from spabench.suite import resolvers as R
@@ -28,9 +28,9 @@ from spabench.suite.geometry import (
     distance,
     edge_gap_cm,
     footprint,
+    footprints_apart,
     half_width_cm,
     point_footprint_distance,
-    footprints_apart,
     relation_offset,
     y_interval,
 )
@@ -87,7 +87,7 @@ class Layout:
         self.placed: list[PlacedObject] = []
         self.prints: dict[str, Footprint] = {}
 
-    def copy(self) -> "Layout":
+    def copy(self) -> Layout:
         other = Layout(self.rng, self.objects, self.geometry)
         other.placed, other.prints = list(self.placed), dict(self.prints)
         return other

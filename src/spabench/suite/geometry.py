@@ -8,11 +8,10 @@ towards +y), or a disc for round objects (footprint_radius_cm set in the invento
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING
 
 from spabench.suite.model import ObjectSpec, PlacedObject
 
@@ -208,7 +207,7 @@ def edge_gap_cm(target_xy: Point, reference_xy: Point, target_spec, reference_sp
 
 
 def relation_holds(target_xy: Point, reference_xy: Point, direction: str,
-                   rule: "RelationRule | None" = None, edge_gap_cm: float | None = None) -> bool:
+                   rule: RelationRule | None = None, edge_gap_cm: float | None = None) -> bool:
     """The protocol's Relational Placement criterion (spabench.suite.success: the suite's `relation` rule)."""
     from spabench.suite.success import DEFAULT_RELATION_RULE
 

@@ -44,7 +44,7 @@ class MotionOnsetRule:
                 raise ConfigError(f"conf/suite: motion_onset.{name} must be a whole number >= 1, got {value!r}")
 
     @classmethod
-    def from_mapping(cls, data) -> "MotionOnsetRule":
+    def from_mapping(cls, data) -> MotionOnsetRule:
         return from_known_fields(cls, data, "conf/suite: motion_onset")
 
     def as_dict(self) -> dict:

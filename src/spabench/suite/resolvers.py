@@ -13,7 +13,7 @@ towards the goal (objects in the bowl for removal, on the table for addition).
 from __future__ import annotations
 
 import re
-from typing import Callable
+from collections.abc import Callable
 
 from spabench.suite.geometry import (
     between_excess,

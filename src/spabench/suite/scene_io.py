@@ -20,8 +20,9 @@ One scene per mapping, keys in a fixed order, one placed object per line:
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from spabench.errors import DataError, shown
 from spabench.suite import checks

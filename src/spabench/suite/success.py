@@ -45,7 +45,7 @@ class RelationRule:
                               "0 <= min_edge_gap_cm < max_edge_gap_cm")
 
     @classmethod
-    def from_mapping(cls, data) -> "RelationRule":
+    def from_mapping(cls, data) -> RelationRule:
         return from_known_fields(cls, data, "conf/suite: relation")
 
     def holds(self, distance_cm: float, angle_deg: float, edge_gap_cm: float | None = None) -> bool:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import string
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from spabench.suite.model import Cell, ObjectSpec, SceneSpec
 

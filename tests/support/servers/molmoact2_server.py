@@ -19,7 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from tests.support.servers.common import Faults, JsonHandler, LoopbackHTTPServer, apply_faults, reference_actions
+from tests.support.servers.common import (
+    Faults,
+    JsonHandler,
+    LoopbackHTTPServer,
+    apply_faults,
+    reference_actions,
+)
 
 
 def _decode_numpy(obj: dict) -> Any:

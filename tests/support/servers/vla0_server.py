@@ -15,7 +15,13 @@ import time
 
 import numpy as np
 
-from tests.support.servers.common import Faults, JsonHandler, LoopbackHTTPServer, apply_faults, reference_actions
+from tests.support.servers.common import (
+    Faults,
+    JsonHandler,
+    LoopbackHTTPServer,
+    apply_faults,
+    reference_actions,
+)
 
 
 class _Handler(JsonHandler):

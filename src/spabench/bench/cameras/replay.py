@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import deque
 import time
+from collections import deque
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-
 from lerobot.cameras.camera import Camera
 from lerobot.utils.errors import DeviceAlreadyConnectedError, DeviceNotConnectedError
 
