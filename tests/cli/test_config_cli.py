@@ -175,7 +175,7 @@ def test_a_dry_run_on_the_twin_is_marked_dry_run(tmp_path, capsys):
 
 # ---------------------------------------------------------------------------- per-card overrides
 def test_card_overrides_as_documented(tmp_path, capsys):
-    from spabench.rollout.commands import load_cards
+    from spabench.rollout.policies import load_cards
 
     campaign = _plan(tmp_path)
     cfg = compose(COMMANDS["run"], [f"campaign={campaign}", "cards.scripted_compositional.host=10.0.0.5",
@@ -213,7 +213,7 @@ def test_config_dir_holds_the_labs_bench_policy_and_campaign(tmp_path, capsys):
     assert f"config_dir={lab}" in capsys.readouterr().out
     cfg = compose(COMMANDS["run"], [f"campaign={out}", f"config_dir={lab}"])
     assert cfg.bench.port == "/dev/ttyLAB0" and cfg.config_dir == lab
-    from spabench.rollout.commands import load_cards
+    from spabench.rollout.policies import load_cards
 
     assert load_cards(["lab_policy"], cfg)["lab_policy"].host == "10.9.9.9"
     assert main(["plan", "campaign=lab_campaign", f"out={tmp_path / 'y'}"]) == 2  # not without config_dir

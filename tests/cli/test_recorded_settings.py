@@ -36,7 +36,7 @@ def _lab(tmp_path: Path) -> Path:
 
 
 def test_config_dir_is_recorded_and_reused(tmp_path):
-    from spabench.rollout.commands import load_cards
+    from spabench.rollout.policies import load_cards
 
     lab = _lab(tmp_path)
     out = tmp_path / "planned"
@@ -71,7 +71,7 @@ def test_score_names_its_rater(tmp_path):
 def test_a_lab_card_with_defaults_and_env_is_read_by_plan_and_run(tmp_path, monkeypatch):
     """Measured before: a lab card using Hydra `defaults:` or `${oc.env:VAR}` worked for `serve
     scripted`, was refused by `plan` and crashed `run` with a traceback. One loader now reads it."""
-    from spabench.rollout.commands import load_cards
+    from spabench.rollout.policies import load_cards
 
     lab = _lab(tmp_path)
     (lab / "policy" / "lab_pi.yaml").write_text("defaults:\n  - pi05\n  - _self_\nname: lab_pi\n"

@@ -73,7 +73,7 @@ def test_policy_port_on_a_multi_card_campaign_names_the_replacement(tmp_path, ca
 
 
 def test_policy_fields_on_a_single_card_campaign_go_to_its_card(tmp_path):
-    from spabench.rollout.commands import load_cards
+    from spabench.rollout.policies import load_cards
 
     campaign = _plan(tmp_path)
     cfg = compose(COMMANDS["run"], [f"campaign={campaign}", "policy.port=27422", "policy.host=10.0.0.7"])

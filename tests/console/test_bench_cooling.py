@@ -11,7 +11,8 @@ import threading
 
 from spabench.bench.config import DEFAULT_HOME_POSE
 from spabench.ledger import Ledger
-from spabench.rollout.commands import EXIT_OK, run
+from spabench.rollout.commands import run
+from spabench.rollout.exits import EXIT_OK
 from tests.console.conftest import free_port
 from tests.integration.harness import RUN_GROUPS, WaveServer, cfg_data, make_campaign, when
 from tests.integration.test_estop import Console

@@ -191,7 +191,7 @@ def check_line(line: DocLine, stage: Stage) -> str | None:
             cfg = compose(command, overrides)
             if command.name == "run":
                 from spabench.ledger import Ledger
-                from spabench.rollout.commands import load_cards
+                from spabench.rollout.policies import load_cards
 
                 with Ledger.open(stage.campaign, readonly=True) as ledger:
                     trials = ledger.trials()

@@ -14,7 +14,8 @@ import time
 
 from spabench.ledger import Ledger
 from spabench.operator.blinding import Blinder
-from spabench.rollout.commands import EXIT_SERVER_DOWN, run
+from spabench.rollout.commands import run
+from spabench.rollout.exits import EXIT_SERVER_DOWN
 from tests.integration.harness import ROBOT_ID, WaveServer, make_cfg, trial_rows, when
 from tests.support.feetech_bus import DEFAULT_CALIBRATION_FILE, EmulatedBus
 

@@ -26,7 +26,8 @@ import time
 from spabench.bench.config import DEFAULT_HOME_POSE
 from spabench.ledger import Ledger
 from spabench.record.reader import EpisodeReader
-from spabench.rollout.commands import EXIT_BENCH, run
+from spabench.rollout.commands import run
+from spabench.rollout.exits import EXIT_BENCH
 from tests.console.conftest import free_port
 from tests.integration.harness import WaveServer, make_campaign
 from tests.integration.test_estop import Console, _cfg

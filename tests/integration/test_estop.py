@@ -16,7 +16,9 @@ from spabench.bench.config import DEFAULT_HOME_POSE
 from spabench.config import SpabenchConfig
 from spabench.ledger import Ledger
 from spabench.record.reader import EpisodeReader
-from spabench.rollout.commands import EXIT_BENCH, Session, run
+from spabench.rollout.commands import run
+from spabench.rollout.exits import EXIT_BENCH
+from spabench.rollout.session import Session
 from spabench.rollout.types import ObserverBase
 from spabench.suite.vocabulary import JOINTS
 from tests.console.conftest import free_port

@@ -16,7 +16,9 @@ import yaml
 
 from spabench.ledger import Ledger
 from spabench.record.reader import EpisodeReader
-from spabench.rollout.commands import EXIT_BENCH, EXIT_OK, EXIT_SERVER_DOWN, EXIT_SIGINT, Session, run
+from spabench.rollout.commands import run
+from spabench.rollout.exits import EXIT_BENCH, EXIT_OK, EXIT_SERVER_DOWN, EXIT_SIGINT
+from spabench.rollout.session import Session
 from spabench.serve.openpi_server import OpenPiServer
 from spabench.suite.vocabulary import JOINTS
 from tests.integration.harness import WaveServer, after, cfg_data, make_campaign, make_cfg, when

@@ -22,7 +22,8 @@ from spabench.ledger import Ledger
 from spabench.policy.identity import checkpoint_digest
 from spabench.policy.servers import ACCEPTED, PINNED, RESTARTED, STARTED, Supervisor
 from spabench.record.reader import EpisodeReader
-from spabench.rollout.commands import EXIT_CONFIG, EXIT_OK, run
+from spabench.rollout.commands import run
+from spabench.rollout.exits import EXIT_CONFIG, EXIT_OK
 from spabench.rollout.server_commands import servers_down, servers_status, servers_up
 from tests.integration.harness import RUN_GROUPS, cfg_data, make_campaign
 from tests.support.feetech_bus import EmulatedBus

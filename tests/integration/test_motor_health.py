@@ -15,7 +15,8 @@ import numpy as np
 
 from spabench.ledger import Ledger
 from spabench.record.reader import EpisodeReader
-from spabench.rollout.commands import EXIT_BENCH, EXIT_OK, run
+from spabench.rollout.commands import run
+from spabench.rollout.exits import EXIT_BENCH, EXIT_OK
 from spabench.suite.vocabulary import JOINTS
 from tests.integration.harness import HORIZON, WaveServer, make_campaign, make_cfg, when
 from tests.support.feetech_bus import EmulatedBus

@@ -9,7 +9,8 @@ import yaml
 
 from spabench.config import SpabenchConfig
 from spabench.ledger import Ledger
-from spabench.rollout.commands import EXIT_CONFIG, EXIT_OK, run
+from spabench.rollout.commands import run
+from spabench.rollout.exits import EXIT_CONFIG, EXIT_OK
 from tests.integration.harness import WaveServer, make_cfg
 from tests.support.feetech_bus import DEFAULT_CALIBRATION_FILE, EmulatedBus
 
@@ -46,9 +47,9 @@ def test_two_policies_terminal_operator(tmp_path, monkeypatch):
         # trial 1: Enter at the gate, success "y", note; trial 2: Enter, "n", mode 1, note
         stdin = io.StringIO("\ny\nfine\n\nn\n1\nmissed it\n")
         out = io.StringIO()
-        import spabench.rollout.commands as commands
+        import spabench.rollout.session as session
 
-        real_load = commands.load_cards
+        real_load = session.load_cards
 
         def load_cards(names, c, **kw):  # point the second card at the second local server
             cards = real_load(names, c, **kw)
@@ -58,7 +59,7 @@ def test_two_policies_terminal_operator(tmp_path, monkeypatch):
             card.extra_keys = {}
             return cards
 
-        monkeypatch.setattr(commands, "load_cards", load_cards)
+        monkeypatch.setattr(session, "load_cards", load_cards)
         code = run(cfg, out=out, stdin=stdin)
         text = out.getvalue()
         assert code == EXIT_OK, text

@@ -11,7 +11,8 @@ import pytest
 from spabench.config import SpabenchConfig
 from spabench.ledger import Ledger
 from spabench.record.reader import EpisodeReader
-from spabench.rollout.commands import EXIT_OK, run
+from spabench.rollout.commands import run
+from spabench.rollout.exits import EXIT_OK
 from spabench.suite.vocabulary import CAMERAS, JOINTS
 from tests.integration.harness import WaveServer, make_campaign, make_cfg
 from tests.support.feetech_bus import EmulatedBus

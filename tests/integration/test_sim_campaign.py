@@ -13,7 +13,8 @@ import yaml
 from spabench.config import SpabenchConfig
 from spabench.ledger import Ledger
 from spabench.record.reader import EpisodeReader
-from spabench.rollout.commands import EXIT_OK, run
+from spabench.rollout.commands import run
+from spabench.rollout.exits import EXIT_OK
 
 pytestmark = pytest.mark.sim
 os.environ.setdefault("MUJOCO_GL", "egl")  # headless rendering (set before mujoco is imported)

@@ -15,7 +15,8 @@ import pytest
 from spabench.bench.kinematics import GRIPPER_BODIES, arm_model
 from spabench.ledger import Ledger
 from spabench.record.reader import EpisodeReader
-from spabench.rollout.commands import EXIT_OK, run
+from spabench.rollout.commands import run
+from spabench.rollout.exits import EXIT_OK
 from spabench.serve.openpi_server import OpenPiServer
 from spabench.suite.vocabulary import JOINTS
 from tests.integration.harness import HORIZON, WaveServer, make_campaign, make_cfg

@@ -13,7 +13,8 @@ from spabench.errors import ConfigError
 from spabench.ledger import Ledger
 from spabench.policy.groot_client import GrootClient
 from spabench.policy.preflight import advertised, check_card_against_server, mismatches
-from spabench.rollout.commands import EXIT_CONFIG, run
+from spabench.rollout.commands import run
+from spabench.rollout.exits import EXIT_CONFIG
 from tests.integration.harness import make_campaign, make_cfg
 from tests.policy.wire_helpers import make_card
 from tests.support.feetech_bus import EmulatedBus

@@ -17,7 +17,8 @@ import pytest
 from spabench.bench.cameras import pattern
 from spabench.ledger import Ledger
 from spabench.record.reader import EpisodeReader
-from spabench.rollout.commands import EXIT_OK, run
+from spabench.rollout.commands import run
+from spabench.rollout.exits import EXIT_OK
 from tests.integration.harness import WaveServer, make_campaign, make_cfg
 from tests.support.feetech_bus import EmulatedBus
 

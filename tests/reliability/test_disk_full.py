@@ -15,7 +15,7 @@ from omegaconf import OmegaConf
 
 from spabench.config import SpabenchConfig
 from spabench.ledger import Ledger
-from spabench.rollout.commands import EXIT_STORAGE
+from spabench.rollout.exits import EXIT_STORAGE
 from tests.reliability.conftest import REPO, cli
 
 pytestmark = [pytest.mark.sim,

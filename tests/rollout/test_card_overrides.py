@@ -6,7 +6,7 @@ import pytest
 
 from spabench.config import SpabenchConfig
 from spabench.errors import ConfigError
-from spabench.rollout.commands import load_cards
+from spabench.rollout.policies import load_cards
 
 
 def test_a_field_of_one_card_is_overridden_and_the_others_are_untouched():

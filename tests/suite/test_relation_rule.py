@@ -94,7 +94,7 @@ def test_plan_refuses_scenes_placed_for_another_rule(tmp_path):
 
 def test_run_is_bound_to_the_planned_rule(tmp_path):
     from spabench.plan.planner import planned_relation_rule
-    from spabench.rollout.commands import check_relation_binding
+    from spabench.rollout.binding import check_relation_binding
 
     settings = yaml.safe_load(open("conf/suite/spabench.yaml"))
     assert _plan(tmp_path / "paper", settings) == 0
@@ -119,7 +119,7 @@ def test_the_printed_next_command_runs_with_the_planned_suite(tmp_path, capsys):
     and would have loaded the default tasks/."""
     from spabench.cli.commands import COMMANDS
     from spabench.cli.main import compose
-    from spabench.rollout.commands import check_relation_binding
+    from spabench.rollout.binding import check_relation_binding
 
     settings = yaml.safe_load(open("conf/suite/spabench.yaml"))
     assert _plan(tmp_path / "paper", settings) == 0

@@ -1,5 +1,5 @@
-"""The rollout: control loop, stop controls, observers and the `spabench run` command.
+"""The rollout: control loop, stop controls, observers and the `spabench run` session and command.
 
-Import from the submodules (`spabench.rollout.loop`, `.types`, `.observers`, `.commands`); this file
+Import from the submodules (`spabench.rollout.loop`, `.types`, `.observers`, `.session`, `.commands`); this file
 stays light so that loading it never pulls in LeRobot or a network stack.
 """

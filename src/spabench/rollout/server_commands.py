@@ -39,7 +39,7 @@ def _campaign_servers(cfg: SpabenchConfig, command: str, pending_only: bool = Tr
     """The cards of the campaign's (pending) trials; the ledger stays open for the server events."""
     from spabench.ledger import Ledger
     from spabench.policy.servers import Supervisor
-    from spabench.rollout.commands import load_cards
+    from spabench.rollout.policies import load_cards
 
     folder = campaign_folder(cfg.campaign_dir, command)
     with Ledger.open(folder) as ledger:
@@ -60,7 +60,7 @@ def _campaign_servers(cfg: SpabenchConfig, command: str, pending_only: bool = Tr
 
 def servers_up(cfg: SpabenchConfig) -> int:
     from spabench.policy.endpoints import check_collisions
-    from spabench.rollout.commands import probe_server
+    from spabench.rollout.policies import probe_server
 
     with _campaign_servers(cfg, "servers up") as s:
         check_collisions(s.cards, s.who)

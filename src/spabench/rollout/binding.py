@@ -1,0 +1,72 @@
+"""What a campaign was planned with binds every session that runs it: the bench kind, the Relational
+Placement rule and the config hash (its ledger refuses a changed suite or campaign config).
+
+Checked before anything is written or moves; a mismatch is one ConfigError saying how to run it."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from spabench.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+BENCH_WORDS = {"so101": "the SO-101 robot", "sim": "the MuJoCo twin"}
+
+
+def check_bench_binding(campaign_dir: Path, bench_kind: str, dry_run: bool) -> str | None:
+    """The planned bench kind; refuses (ConfigError) a bench of another kind unless dry_run."""
+    from spabench.plan.planner import planned_bench_kind
+
+    planned = planned_bench_kind(campaign_dir)
+    if planned is None or planned == bench_kind:
+        return planned
+    if not dry_run:
+        raise ConfigError(
+            f"{campaign_dir}: this campaign was planned for bench kind '{planned}' ({BENCH_WORDS.get(planned, planned)}), "
+            f"but bench kind '{bench_kind}' ({BENCH_WORDS.get(bench_kind, bench_kind)}) was asked for; "
+            f"{BENCH_WORDS.get(bench_kind, bench_kind)} rollouts never enter a {planned} campaign. Run it on its own "
+            f"bench (`spabench run campaign={campaign_dir}` picks bench={planned}), or add dry_run=true for a "
+            "dry run whose attempts are marked dry_run and kept out of the results")
+    log.warning("dry run: bench kind %s on a campaign planned for %s; attempts are marked dry_run",
+                bench_kind, planned)
+    return planned
+
+
+def check_relation_binding(campaign_dir: Path, rule: Any) -> None:
+    """Refuses (ConfigError) a Relational Placement rule other than the one the campaign was planned
+    with: its scenes were checked for that rule, and its scores must all mean the same thing."""
+    from spabench.plan.planner import planned_relation_rule
+
+    planned = planned_relation_rule(campaign_dir)
+    if planned is None or planned == rule:
+        return
+    raise ConfigError(
+        f"{campaign_dir}: this campaign was planned with the Relational Placement rule {planned.as_dict()} "
+        f"({planned.bound} bound) but conf/suite `relation` now says {rule.as_dict()}; scores under two rules "
+        f"never mix. Run with the planned rule (e.g. suite.relation.bound={planned.bound}) or plan a new campaign")
+
+
+def check_operator_binding(operator_kind: str, bench_kind: str) -> None:
+    """operator=auto scores from the twin's object poses, so it is refused on any other bench."""
+    if operator_kind == "auto" and bench_kind != "sim":
+        raise ConfigError(f"operator=auto scores from the twin's object poses and runs only on the twin; "
+                          f"at the robot (bench kind {bench_kind}) use operator=terminal (the "
+                          "default), operator=web or operator=unattended")
+
+
+def open_ledger(campaign_dir: Path, url: str | None = None) -> Any:
+    """The campaign's ledger, refused when the suite or campaign config changed since planning.
+
+    A ledger without the planner's config.yaml beside it (built by another tool) opens unchecked.
+    `url` (a shared PostgreSQL ledger) replaces the pointer's URL, e.g. to connect as this bench's role."""
+    from spabench.ledger import Ledger
+    from spabench.plan.planner import CONFIG_YAML, hash_for_campaign_dir
+
+    if not (campaign_dir / CONFIG_YAML).is_file() and Ledger.exists(campaign_dir):
+        log.warning("%s has no %s: the config hash cannot be checked", campaign_dir, CONFIG_YAML)
+        return Ledger.open(campaign_dir, url=url, lock=True)
+    return Ledger.open(campaign_dir, expect_hash=hash_for_campaign_dir(campaign_dir), url=url,
+                       lock=True)  # one session per campaign, before anything is touched

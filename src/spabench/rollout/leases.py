@@ -1,0 +1,104 @@
+"""Which trial a bench runs next, and its claim on a scene set when several benches share a ledger.
+
+One bench (SQLite) simply takes the lowest-order pending trial. Several benches (PostgreSQL) each claim
+whole scene sets (evaluation ids) with a lease that a thread beside the control loop renews, so a set
+comes free only when its bench dies or hangs."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+class LeaseKeeper:
+    """Renews this bench's claim on its scene set while it works (a thread beside the control loop),
+    so the lease lapses only when the bench process dies or hangs."""
+
+    def __init__(self, claims: SceneSetClaims, every_s: float):
+        self.claims, self.every_s = claims, every_s
+        self.lost: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="lease-keeper", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        c = self.claims
+        while not self._stop.wait(self.every_s):
+            claim = c.claim
+            if claim is None:
+                continue
+            try:
+                if not c.ledger.renew_claim(c.bench_id, claim, c.lease_s) and c.claim == claim:
+                    self.lost = claim
+                    log.warning("bench %s lost its claim on scene set %s (its lease lapsed and another bench "
+                                "took it over)", c.bench_id, claim)
+            except Exception as exc:  # a ledger hiccup: the next renewal tries again, the lease is longer
+                log.warning("lease renewal for scene set %s failed: %s", claim, exc)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+class SceneSetClaims:
+    """The scene set (evaluation id) this bench holds on a shared ledger, and the next trial to run."""
+
+    def __init__(self, ledger: Any, bench_id: str, lease_s: float, say: Callable[[str], None]):
+        self.ledger, self.bench_id, self.lease_s, self.say = ledger, bench_id, lease_s, say
+        self.multi_bench = bool(ledger.storage.multi_bench)
+        self.claim: str | None = None
+        self.keeper: LeaseKeeper | None = None
+
+    def start(self) -> None:
+        """On a shared ledger: say so and renew leases from now on (every third of the lease)."""
+        if not self.multi_bench:
+            return
+        self.say(f"bench {self.bench_id}: shared ledger {self.ledger.location}; claims whole scene sets, "
+                 f"lease {self.lease_s:g} s")
+        self.keeper = LeaseKeeper(self, self.lease_s / 3.0)
+
+    def stop(self) -> None:
+        """Stops renewing; the claim is kept: this bench resumes it first, else it lapses."""
+        if self.keeper is not None:
+            self.keeper.stop()
+
+    def lost(self) -> None:
+        """Another bench took the set over (this bench's lease lapsed while it stalled)."""
+        self.claim = None
+
+    def next_trial(self) -> Any:
+        """The next trial this bench runs. One bench (SQLite): the lowest-order pending trial. Several
+        benches (PostgreSQL): the next trial of this bench's scene set; when the set is done, claim the
+        next free one; when every pending set is held by another bench, wait (a dead bench's lease
+        lapses and its set comes free)."""
+        if not self.multi_bench:
+            return self.ledger.next_trial()
+        waiting = False
+        while True:
+            if self.claim is not None and self.keeper is not None and self.keeper.lost == self.claim:
+                self.say(f"bench {self.bench_id}: scene set {self.claim} was taken over by another bench")
+                self.claim = None
+            if self.claim is not None:
+                trial = self.ledger.next_trial(self.claim)
+                if trial is not None:
+                    return trial
+                done, self.claim = self.claim, None      # first, so the lease keeper stops renewing it
+                self.ledger.release_claim(self.bench_id, done)
+            eid = self.ledger.claim_scene_set(self.bench_id, self.lease_s)
+            if eid is not None:
+                self.claim = eid
+                self.say(f"bench {self.bench_id}: claimed scene set {eid}")
+                continue
+            if not self.ledger.pending_trials():
+                return None
+            if not waiting:
+                held = sorted({c["bench_id"] for c in self.ledger.claims() if c["bench_id"]})
+                self.say(f"bench {self.bench_id}: every pending scene set is held by another bench "
+                         f"({', '.join(held) or '?'}); waiting for them (a lapsed lease frees a set)")
+                waiting = True
+            time.sleep(min(self.lease_s / 3.0, 2.0))

@@ -1,0 +1,79 @@
+"""The checks before each trial that keep an attempt from starting on a bench that cannot finish it:
+room on disk for its whole recording, and motors cool enough and a supply high enough to drive them.
+
+The policy servers' own pre-flight (reachable, the card fits, the pinned identity) is in
+`spabench.rollout.policies`."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from spabench.suite.vocabulary import JOINTS
+
+
+def check_space(bench: Any, recorder: Any, campaign_dir: Path, timer_s: float, trial: Any, card: Any) -> None:
+    """Refuse to start an attempt whose recording would not fit on the campaign's disk."""
+    from spabench.rollout.space import check_free_space, expected_episode_bytes
+
+    cams = getattr(getattr(bench, "cfg", None), "cameras", {}) or {}
+    shapes = {name: (int(getattr(c, "height", 480)), int(getattr(c, "width", 640)), 3)
+              for name, c in cams.items()}
+    expected = expected_episode_bytes(timer_s, float(card.control_hz), shapes,
+                                      campaign_dir / "episodes", video=recorder.config.video)
+    what = f"the next attempt ({trial.trial_id}, {timer_s:g} s)"
+    check_free_space(campaign_dir / "episodes", expected, what)
+    if os.stat(campaign_dir).st_dev != os.stat(campaign_dir / "episodes").st_dev:
+        check_free_space(campaign_dir, 0, f"the ledger of {what}")
+
+
+def motors_ready(health: Any, bench: Any, ledger: Any, controls: Any, operator: Any,
+                 say: Callable[[str], None]) -> bool:
+    """Before a trial: a motor at or above the warning temperature pauses the session until every
+    motor is below the resume temperature (shown in the terminal and on the bench page); a supply
+    below the servos' range stops it. False: the session ends (e-stop, undervoltage)."""
+    if health is None:
+        return True
+    from spabench.bench.health import hot_motors, temperatures_text
+
+    cfg = health.cfg
+    sample = bench.read_health()
+    if float(sample.voltage_v.min()) < cfg.min_voltage_v:
+        ledger.log_event(None, "undervoltage", {"voltage_v": sample.voltage_v.tolist(),
+                                                "min_voltage_v": cfg.min_voltage_v})
+        say(f"session stopped: the servo supply reads {sample.voltage_v.min():.1f} V, below "
+            f"{cfg.min_voltage_v:g} V (bench.health.min_voltage_v). Check the power supply, then resume "
+            "with the same command")
+        return False
+    hot = hot_motors(sample, cfg.warn_temperature_c)
+    if not hot:
+        return True
+    controls.stage = "cooling down"
+    started, first = time.monotonic(), sample
+    say(f"motors hot ({', '.join(f'{j} {t:.0f} C' for j, t in hot.items())}; warning at "
+        f"{cfg.warn_temperature_c:g} C): pausing before the next trial until every motor is below "
+        f"{cfg.resume_temperature_c:g} C")
+    while float(sample.temperature_c.max()) >= cfg.resume_temperature_c:
+        waited = time.monotonic() - started
+        text = (f"cooling down, {waited:.0f} s so far, resume below {cfg.resume_temperature_c:g} C: "
+                f"{temperatures_text(sample)}")
+        say(text)
+        operator.show_health(text)
+        deadline = time.monotonic() + cfg.cool_poll_s
+        while time.monotonic() < deadline:
+            if controls.estopped():
+                return False
+            time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+        sample = bench.read_health()
+    waited = time.monotonic() - started
+    ledger.log_event(None, "cool_down", {
+        "waited_s": round(waited, 1), "hot": hot, "resume_temperature_c": cfg.resume_temperature_c,
+        "before_c": dict(zip(JOINTS, first.temperature_c.tolist(), strict=False)),
+        "after_c": dict(zip(JOINTS, sample.temperature_c.tolist(), strict=False))})
+    text = f"motors cooled below {cfg.resume_temperature_c:g} C after {waited:.0f} s ({temperatures_text(sample)}); continuing"
+    say(text)
+    operator.show_health(text)
+    return True

@@ -1,0 +1,548 @@
+"""The `run` session: the resources of one run and the sequence of its trials.
+
+Order of things, chosen so that nothing moves before everything it depends on is known good:
+bench binding -> ledger (hash check; attempts left running by a crash become invalid 'interrupted', their partial
+folders kept) -> policy clients (health/metadata) -> bench config -> bench connect -> per trial:
+checklist + ready gate -> home -> policy reset + EMA reset -> rollout -> recorder close -> score ->
+ledger commit. Ctrl-C during a rollout aborts that attempt (invalid 'operator_abort', the arm holds)
+and ends the session; everything is disconnected in `close()`.
+
+An e-stop (console button or key, terminal key, a second Ctrl-C) is honoured at any moment of the
+session: the session's one StopControl latches it, every blocking motion polls it each step and
+holds, and the session ends at its next check with the arm held and an 'estop' ledger event saying
+during what (scene reset, homing before the trial, rollout, homing after the rollout, scoring).
+
+The parts live beside it: `binding` (what the plan binds), `policies` (servers and their pre-flight),
+`leases` (which trial next, scene-set claims), `preflight` (disk and motors before a trial).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import socket
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+from spabench.bench.errors import MotionStopped
+from spabench.ledger import ClaimLost, LedgerStorageError
+from spabench.operator.base import motion_prefill, stage_twin_scene
+from spabench.operator.blinding import Blinder, BlindStream, blind_logging
+from spabench.operator.checklist import (
+    SCENE_STAGED,
+    SCENE_UNSTAGED,
+    checklist,
+    reference_attempt,
+    reference_image,
+)
+from spabench.operator.config import OperatorConfig
+from spabench.paths import campaign_folder
+from spabench.rollout.binding import (
+    check_bench_binding,
+    check_operator_binding,
+    check_relation_binding,
+    open_ledger,
+)
+from spabench.rollout.controls import StopControl
+from spabench.rollout.exits import (
+    EXIT_BENCH,
+    EXIT_INVALID_STREAK,
+    EXIT_OK,
+    EXIT_SERVER_DOWN,
+    EXIT_SIGINT,
+    EXIT_STORAGE,
+)
+from spabench.rollout.leases import SceneSetClaims
+from spabench.rollout.policies import PolicyServers, card_yaml, check_identity_override, load_cards
+from spabench.rollout.preflight import check_space, motors_ready
+from spabench.rollout.types import EpisodeMeta
+
+if TYPE_CHECKING:  # annotations only: spabench.config builds the groups and sits above every package
+    from spabench.config import SpabenchConfig
+
+
+log = logging.getLogger(__name__)
+
+INVALID_EPISODE_WAIT_S = 10.0   # how long an invalid attempt's videos may take before the ledger names its folder
+# Faults after which the session stops: the bench can no longer be trusted, or a person said stop,
+# or nothing more can be recorded.
+STOP_SESSION_REASONS = frozenset({"estop", "bus_error", "camera_lost", "safety_error", "harness_error",
+                                  "storage_error", "undervoltage"})
+# Faults after which the policy server's health is checked before the next attempt.
+SERVER_FAULT_REASONS = frozenset({"server_lost"})
+MAX_CONSECUTIVE_INVALID = 3
+
+
+def _scene(suite: Any, scene_id: str) -> Any:
+    if suite is None:
+        return None
+    try:
+        return suite.scene(scene_id)
+    except Exception:
+        return None
+
+
+def _load_suite(cfg: SpabenchConfig) -> Any:
+    from spabench.suite.config import load_suite_of
+
+    return load_suite_of(cfg.need("suite"))
+
+
+class Session:
+    """The resources of one `run`: ledger, policy servers, bench, recorder, operator."""
+
+    def __init__(self, cfg: SpabenchConfig, out: Any = None, stdin: Any = None):
+        self.cfg = cfg
+        self.out = out or sys.stdout
+        self.said: list[str] = []   # what the terminal was told, for a console page to show the same
+        self.stdin = stdin
+        self.campaign_dir = campaign_folder(cfg.campaign_dir, "run")
+        self.op_cfg: OperatorConfig = cfg.need("operator")
+        self.bench_cfg = cfg.need("bench")
+        self.max_trials = cfg.max_trials
+        self.dry_run = False
+        self.bench_id = cfg.bench_id or socket.gethostname()
+        self.ledger: Any = None
+        self.claims: SceneSetClaims | None = None   # which trial next; scene-set claims on a shared ledger
+        self.policies: PolicyServers | None = None
+        self.bench: Any = None
+        self.health: Any = None        # the bench's HealthMonitor (motor telemetry and guards), or None
+        self.recorder: Any = None
+        self.operator: Any = None
+        self.controls = StopControl()
+        self.estop_logged = False
+        self.running_attempt: str | None = None
+        self.blinder: Blinder | None = None
+        self._blind_logging = blind_logging(None)
+        self.running_reason = "operator_abort"   # how close() ends an attempt left running
+
+    def say(self, text: str) -> None:
+        print(text, file=self.out, flush=True)
+        self.said.append(text)
+
+    # ---- start-up, in the order that keeps the arm still until everything is known good --------
+    def open(self) -> bool:
+        """False when there is nothing to run or the operator ended the session before the first trial."""
+        check_identity_override(self.cfg)
+        planned = check_bench_binding(self.campaign_dir, self.bench_cfg.type, self.cfg.dry_run)
+        check_relation_binding(self.campaign_dir, self.cfg.need("suite").relation)
+        # dry_run=true means a dry run on any bench: its attempts are marked and kept out of the results
+        self.dry_run = self.cfg.dry_run or (planned is not None and planned != self.bench_cfg.type)
+        check_operator_binding(self.op_cfg.type, self.bench_cfg.type)
+        self.ledger = open_ledger(self.campaign_dir, self.cfg.ledger_url)
+        self.ledger.reconnect_s = self.cfg.reconnect_s
+        self._blind(Blinder.for_trials(self.ledger.trials()))
+        # every card of the plan, with its overrides: a bad cards.<name>.<field> fails before any write
+        trials = self.ledger.trials()
+        cards = load_cards(list(dict.fromkeys(t.card for t in trials)), self.cfg,
+                           aliases={t.alias: t.card for t in trials})
+        self.claims = SceneSetClaims(self.ledger, self.bench_id, self.cfg.lease_s, self.say)
+        self._recover()
+        pending = self.ledger.pending_trials()
+        if not pending:
+            self.say(f"campaign {self.campaign_dir}: every trial has a complete attempt")
+            return False
+        self._blind(Blinder.for_trials(self.ledger.trials(), cards))
+        names = set(t.card for t in pending)
+        self.policies = PolicyServers(self.cfg, {n: c for n, c in cards.items() if n in names},
+                                      self.campaign_dir, self.ledger, self.say, self.blinder,
+                                      self.op_cfg.server_wait_s)
+        self.policies.connect()
+        self._connect_bench()
+        self.controls.stage = "session start"
+        self.claims.start()
+        if not self.operator.begin_session(self):  # e.g. the browser's camera check was not confirmed
+            self.say("session ended by the operator before the first trial")
+            return False
+        return True
+
+    def _recover(self) -> None:
+        """Attempts a crash left running become invalid ('interrupted'), their partial folders final.
+
+        On a shared ledger only this bench's own leftovers, after locking its bench id (one live
+        process per bench)."""
+        from spabench.record.recovery import recover_campaign
+
+        multi_bench = self.claims is not None and self.claims.multi_bench
+        if multi_bench:
+            self.ledger.lock_bench(self.bench_id)
+            interrupted = self.ledger.mark_interrupted(bench_id=self.bench_id)
+        else:
+            interrupted = self.ledger.mark_interrupted()
+        for attempt_id in interrupted:
+            self.say(f"attempt {attempt_id} was interrupted (kill or crash): marked invalid, "
+                     "its partial recording is kept; the trial will be re-run")
+        recover_campaign(self.ledger, self.campaign_dir, say=self.say,  # .partial folders -> final
+                         bench_id=self.bench_id if multi_bench else None)
+
+    def _connect_bench(self) -> None:
+        """The suite, the bench (checked against the suite's envelope before connecting), its health
+        monitor, the recorder and the operator."""
+        from spabench.bench.bench import make_bench
+        from spabench.operator.auto import make_operator
+        from spabench.record.recorder import Recorder
+
+        self.suite = _load_suite(self.cfg)
+        # the arm's Cartesian envelope is the suite's hardware/bench.yaml: checked before connecting
+        self.bench = make_bench(self.bench_cfg, workspace=self.suite.geometry.arm_envelope)
+        self.bench.connect()
+        self.health = self.bench.health_monitor()
+        self.recorder = Recorder(self.campaign_dir, self.op_cfg.recorder_config())
+        self.operator = make_operator(self.op_cfg, bench=self.bench, stdin=self.stdin, stdout=self.out)
+        self.bench.adopt_suite(self.suite)   # the twin scores by the configured success rules
+
+    def _blind(self, blinder: Blinder | None) -> None:
+        """With aliases on, everything the operator reads (this stream, the logs) is redacted."""
+        if blinder is None:
+            return
+        if isinstance(self.out, BlindStream):
+            self.out.blinder = blinder
+        else:
+            self.out = BlindStream(self.out, blinder)
+        self._blind_logging.__exit__()
+        self._blind_logging = blind_logging(blinder).__enter__()
+        self.blinder = blinder
+
+    def _arm_at_home(self) -> bool:
+        """At home, the arm may be let go as conf/bench says; a bus that cannot be read counts as
+        home (nothing could hold the arm anyway)."""
+        try:
+            return self.bench.at_home()
+        except Exception as exc:
+            log.warning("could not read the arm's pose at shutdown: %s", exc)
+            return True
+
+    # ---- shutdown: the arm holds first, then the ledger, videos, servers, bus ----------------------
+    def close(self) -> None:
+        self.controls.stage = "shutdown"
+        if self.claims is not None:
+            self.claims.stop()
+        if self.bench is not None and self.bench.is_connected:
+            try:
+                self.bench.hold()
+            except Exception as exc:
+                log.warning("hold at shutdown failed: %s", exc)
+        self._close_running_attempt()
+        if self.recorder is not None:
+            if not self.recorder.wait_idle(self.op_cfg.wait_videos_s):
+                self.say("warning: some videos were still being written at exit; their folders stay .partial "
+                         "until the next `spabench run` of this campaign finishes them")
+            self.recorder.close()
+        if self.policies is not None:
+            self.policies.close()
+        self._disconnect_bench()
+        if self.operator is not None:
+            self.operator.close()
+        if self.ledger is not None:
+            if self.controls.estopped() and not self.estop_logged:   # e.g. a second Ctrl-C
+                try:
+                    self._log_estop()
+                except Exception as exc:
+                    log.warning("the e-stop could not be logged in the ledger: %s", exc)
+            self.ledger.close()
+        self._blind_logging.__exit__()
+
+    def _close_running_attempt(self) -> None:
+        """An attempt still running at shutdown ends invalid with `running_reason`."""
+        if self.running_attempt is None or self.ledger is None:
+            return
+        stop = "fault" if self.running_reason == "storage_error" else "abort"
+        try:
+            try:
+                self.ledger.finish_attempt(self.running_attempt, "invalid", stop,
+                                           invalid_reason=self.running_reason)
+            except LedgerStorageError:   # a full disk: the ledger's reserve makes room for this one
+                if not self.ledger.release_reserve():
+                    raise
+                self.ledger.finish_attempt(self.running_attempt, "invalid", stop,
+                                           invalid_reason=self.running_reason)
+        except Exception as exc:
+            self.say(f"attempt {self.running_attempt} could not be closed in the ledger ({exc}); "
+                     "the next run marks it invalid (interrupted)")
+        self.running_attempt = None
+
+    def _disconnect_bench(self) -> None:
+        """Torque stays on when the arm could drop: after an e-stop or away from its home pose."""
+        if self.bench is None:
+            return
+        held = self.bench.is_connected and (self.controls.estopped() or not self._arm_at_home())
+        try:
+            self.bench.disconnect(keep_torque=held)
+        except Exception as exc:
+            log.warning("bench disconnect failed: %s", exc)
+        if held:
+            why = "e-stop" if self.controls.estopped() else "the arm is not at its home pose"
+            self.say(f"{why}: the arm is held where it stopped, torque on (it would drop with torque off). "
+                     "Support it, then switch its power off or run the next session to home it.")
+
+    # ---- one trial ----------------------------------------------------------------------------
+    def _stage_scene(self, scene: Any) -> str | None:
+        """The twin builds the trial's scene itself, whoever the operator is; "twin" when it did."""
+        return "twin" if stage_twin_scene(self.bench, scene) else None
+
+    def _trial_card(self, trial: Any) -> Any:
+        """The trial's card at the plan's control rate (a campaign may override the card's)."""
+        card = self.policies.cards[trial.card]
+        planned_hz = getattr(trial, "control_hz", None)
+        if planned_hz and float(planned_hz) != float(card.control_hz):  # the plan's rate (campaign override)
+            card = dataclasses.replace(card, control_hz=float(planned_hz))
+        return card
+
+    def _checklist_text(self, trial: Any, scene: Any) -> str:
+        """What the operator reads at the scene gate, with the scene set's reference image."""
+        ref = reference_image(self.ledger, self.campaign_dir, trial.evaluation_id,
+                              self.op_cfg.reference_camera, self.op_cfg.reference_fallback)
+        first = reference_attempt(self.ledger, trial.evaluation_id)
+        if ref is None and first is not None and first.bench_id in (None, self.bench_id):
+            # the reference attempt's videos may still be encoding (e.g. it was the previous trial)
+            self.recorder.wait_idle(30.0)
+            ref = reference_image(self.ledger, self.campaign_dir, trial.evaluation_id,
+                                  self.op_cfg.reference_camera, self.op_cfg.reference_fallback)
+        if scene is not None:
+            return checklist(scene, self.suite, ref, instruction=trial.instruction,
+                             relation_rule=self.cfg.need("suite").relation)
+        return f"Scene {trial.scene_id} (no scene specification loaded)\nReference image: {ref or 'none yet'}"
+
+    def _scene_ready_at_home(self, trial: Any, scene: Any) -> tuple[bool, str | None]:
+        """The scene gate, then homing. (False, _): the operator ended the session or an e-stop came;
+        else (True, who staged the scene: "twin", "operator" or None)."""
+        text = self._checklist_text(trial, scene)
+        staged_by = self._stage_scene(scene)
+        self.controls.stage = "scene reset"
+        if not self.operator.wait_scene_ready(trial, scene, text) or self.controls.estopped():
+            return False, None
+        if staged_by is None and self.operator.confirms_scene:
+            staged_by = "operator"
+        self.controls.stage = "homing before the trial"
+        try:
+            with self.operator.during_homing(self.controls):
+                self.bench.go_home(should_stop=self.controls.estopped)
+        except MotionStopped as exc:  # e-stopped on the way: the bench holds; loop() ends the session
+            log.info("%s", exc)
+            return False, None
+        if self.controls.estopped():
+            return False, None
+        return True, staged_by
+
+    def _begin_attempt(self, trial: Any, staged_by: str | None) -> str:
+        """The ledger's attempt (now running) with its scene-staging and operator events."""
+        n_before = len(self.ledger.attempts_for(trial.trial_id))
+        expected = f"{trial.trial_id}-a{n_before + 1}"  # the ledger's id scheme, so the path is known up front
+        attempt_id = self.ledger.begin_attempt(trial.trial_id, episode_path=f"episodes/{expected}",
+                                               bench_id=self.bench_id, bench_kind=self.bench.cfg.type,
+                                               operator=self.op_cfg.rater if self.op_cfg.type == "terminal"
+                                               else self.op_cfg.type, dry_run=self.dry_run)
+        self.running_attempt = attempt_id
+        self.ledger.log_event(attempt_id, SCENE_STAGED if staged_by else SCENE_UNSTAGED,
+                              {"by": staged_by, "scene_id": trial.scene_id})
+        for kind, payload in self.operator.attempt_events():  # e.g. the scene alignment at "scene ready"
+            self.ledger.log_event(attempt_id, kind, payload)
+        return attempt_id
+
+    def _episode_meta(self, trial: Any, card: Any, attempt_id: str, timer_s: float) -> EpisodeMeta:
+        """What the recorder writes into the episode about the attempt, its plan and its bench."""
+        return EpisodeMeta(
+            attempt_id=attempt_id, trial_id=trial.trial_id, campaign=self.ledger.campaign,
+            evaluation_id=trial.evaluation_id, policy=trial.policy, alias=trial.alias, task=trial.task,
+            condition=trial.condition, scene_id=trial.scene_id, instruction=trial.instruction,
+            timer_s=timer_s, control_hz=float(card.control_hz), policy_card_yaml=card_yaml(card),
+            server_metadata=self.policies.metadata.get(trial.card, {}), config_hash=self.ledger.config_hash,
+            calibration_id=str(self.bench.calibration_id), bench_type=self.bench.cfg.type,
+            extra={"operator": self.op_cfg.type, "planned_timer_s": trial.timer_s,
+                   "timer_override": self.op_cfg.timer_s is not None, "cell": trial.cell,
+                   "instruction_variant": trial.instruction_variant, "order": trial.order,
+                   "matched_group": trial.matched_group or "", "bench_id": self.bench_id,
+                   "bench_kind": self.bench.cfg.type, "dry_run": self.dry_run,
+                   "calibration_file": self.bench.calibration_file or "",
+                   "server_identity": self.policies.identity_text(trial.card)},
+        )
+
+    def _roll_out(self, trial: Any, card: Any, meta: EpisodeMeta, observers: list[Any]) -> Any:
+        """The rollout itself, on the twin's own clock in lockstep when the bench is the twin."""
+        from spabench.policy.ema import EmaFilter
+        from spabench.rollout.loop import Rollout
+
+        self.controls.clear()
+        sim_time = getattr(self.bench, "sim_time", None)  # the twin runs in lockstep on its own clock
+        timing = {"clock": sim_time, "lockstep": True} if callable(sim_time) else {}
+        rollout = Rollout(self.bench, self.policies.brokers[trial.card], card, EmaFilter(card.ema_alpha),
+                          meta.timer_s, observers, self.controls, go_home_after=self.op_cfg.go_home_after,
+                          health=self.health, **timing)
+        with self.operator.during_rollout(self.controls):
+            return rollout.run(meta, trial.instruction)
+
+    def _finish_attempt(self, attempt_id: str, result: Any, rel_path: str) -> bool:
+        """The attempt's end in the ledger. False: this bench lost the scene set's claim meanwhile."""
+        if result.valid:
+            self.confirm_recorded(attempt_id, result)
+        if result.invalid_reason == "storage_error":
+            self.running_reason = "storage_error"
+        try:
+            if result.valid:
+                self.ledger.finish_attempt(attempt_id, "complete", result.stop_reason, episode_path=rel_path)
+            else:
+                self.ledger.finish_attempt(attempt_id, "invalid", result.stop_reason,
+                                           episode_path=self._recorded_path(attempt_id, rel_path),
+                                           invalid_reason=result.invalid_reason)
+        except ClaimLost as exc:
+            # this bench's lease lapsed (it stalled) and another bench took the set over: that bench
+            # already made the attempt invalid ('interrupted'); the finish wrote nothing
+            self.running_attempt = None
+            self.say(f"attempt {attempt_id}: {exc}; its recording is kept at {rel_path}")
+            self.claims.lost()
+            return False
+        self.running_attempt = None
+        return True
+
+    def _score(self, trial: Any, attempt_id: str, result: Any, moved: Any) -> None:
+        """The operator's score (prefilled from the motion when configured), unless e-stopped."""
+        if not result.valid or self.controls.estopped():  # after an e-stop nothing more is asked
+            return
+        self.controls.stage = "scoring"
+        prefill = None
+        if self.op_cfg.prefill_from_motion:
+            prefill = motion_prefill(trial.condition, moved, self.operator.rater)
+        if prefill is not None:
+            self.ledger.log_event(attempt_id, "score_prefill", dataclasses.asdict(prefill))
+        score = self.operator.score(trial, result, prefill)
+        if score is not None:
+            self.ledger.record_score(attempt_id, score.rater, score.success, score.failure_mode, score.note)
+
+    def run_trial(self, trial: Any) -> tuple[Any, str | None]:
+        """Returns (result or None when the operator ended the session, attempt_id)."""
+        from spabench.rollout.observers import ClampCounter, MotionDetector
+
+        card = self._trial_card(trial)
+        scene = _scene(self.suite, trial.scene_id)
+        ready, staged_by = self._scene_ready_at_home(trial, scene)
+        if not ready:
+            return None, None
+        timer_s = self.op_cfg.timer_s or trial.timer_s
+        check_space(self.bench, self.recorder, self.campaign_dir, timer_s, trial, card)
+        attempt_id = self._begin_attempt(trial, staged_by)
+        rel_path = self.recorder.relative_path(attempt_id)
+        meta = self._episode_meta(trial, card, attempt_id, timer_s)
+        motion = MotionDetector(self.cfg.need("suite").motion_onset)
+        clamps = ClampCounter()
+        # the detector ends first, so the recorder writes the onset frame into the episode's attributes
+        observers = [motion, clamps, self.recorder, *self.operator.observers()]
+        result = self._roll_out(trial, card, meta, observers)
+        if not self._finish_attempt(attempt_id, result, rel_path):
+            return dataclasses.replace(result, valid=False, invalid_reason="interrupted"), attempt_id
+        self.ledger.log_event(attempt_id, "rollout_summary", {
+            "steps": result.n_steps, "duration_s": round(result.duration_s, 3), "detail": result.detail,
+            "motion_onset": motion.onset, "timer_s": timer_s, "timing": result.timing,
+            "camera_frames": result.camera_frames, "clamps": clamps.counts,
+            "calibration_file": self.bench.calibration_file, "calibration_id": str(self.bench.calibration_id)})
+        if result.health:
+            self.ledger.log_event(attempt_id, "health_summary", result.health)
+        self._score(trial, attempt_id, result, motion.moved)
+        return result, attempt_id
+
+    def confirm_recorded(self, attempt_id: str, result: Any) -> None:
+        """A valid rollout counts only once its whole episode (HDF5 and videos) is on disk."""
+        if not self.recorder.wait_finished(attempt_id, self.op_cfg.wait_videos_s):
+            problem = f"its videos were not finished within {self.op_cfg.wait_videos_s:g} s"
+        else:
+            problem = self.recorder.episode_error(attempt_id)
+        if problem:
+            result.valid, result.invalid_reason, result.stop_reason = False, "storage_error", "fault"
+            result.detail = f"recording failed: {problem}"
+
+    def _recorded_path(self, attempt_id: str, rel_path: str) -> str:
+        """The folder an invalid attempt's recording is in once its videos are done: the final name, or
+        `.partial` when something could not be written (a full disk), so the ledger never names a folder
+        that does not exist."""
+        from spabench.record.recorder import RecordError, resolve_episode_dir
+
+        self.recorder.wait_finished(attempt_id, timeout=INVALID_EPISODE_WAIT_S)
+        try:
+            return resolve_episode_dir(self.campaign_dir / rel_path).relative_to(self.campaign_dir).as_posix()
+        except (RecordError, ValueError):
+            return rel_path
+
+    # ---- e-stop ---------------------------------------------------------------------------------
+    def _log_estop(self, trial: Any = None, attempt_id: str | None = None) -> None:
+        """The ledger's 'estop' event (source, during, wall time, trial), once per session."""
+        info = self.controls.estop() or {"source": "?", "during": self.controls.stage, "wall_time": time.time()}
+        self.ledger.log_event(attempt_id, "estop", {**info, "trial_id": getattr(trial, "trial_id", None)})
+        self.estop_logged = True
+
+    def end_by_estop(self, trial: Any = None, attempt_id: str | None = None, result: Any = None) -> int:
+        """The session ends after an e-stop, whenever it came: logged in the ledger and said."""
+        self._log_estop(trial, attempt_id)
+        self.say(self.controls.estop_message())
+        if result is not None and result.valid:
+            self.say(f"{attempt_id} is complete but unscored: score it with `spabench score` or the console's "
+                     "review page")
+        return EXIT_BENCH
+
+    # ---- the sequence of trials ---------------------------------------------------------------
+    def loop(self) -> int:
+        """Trials until the campaign is done, max_trials ran, or something ends the session; the exit code."""
+        done = 0
+        invalid_streak = 0
+        suspect = None  # the trial whose policy server faulted last
+        while self.max_trials is None or done < int(self.max_trials):
+            if self.controls.estopped():
+                return self.end_by_estop()
+            trial = self.claims.next_trial()
+            if trial is None:
+                self.say("campaign complete: every trial has a complete attempt")
+                break
+            if suspect is not None:
+                if not self.policies.server_back(suspect):
+                    return EXIT_SERVER_DOWN
+                suspect = None
+            self.policies.check_launched(trial)
+            if not motors_ready(self.health, self.bench, self.ledger, self.controls, self.operator, self.say):
+                if self.controls.estopped():
+                    return self.end_by_estop(trial)
+                return EXIT_BENCH
+            result, attempt_id = self.run_trial(trial)
+            if result is None:
+                if self.controls.estopped():
+                    return self.end_by_estop(trial)
+                self.say("session ended by the operator before the trial started")
+                break
+            done += 1
+            self._say_progress(attempt_id, result)
+            code = self._stop_after(trial, attempt_id, result)
+            if code is not None:
+                return code
+            if not result.valid and result.invalid_reason in SERVER_FAULT_REASONS:
+                suspect = trial  # its server is checked before the next attempt starts
+            invalid_streak = 0 if result.valid else invalid_streak + 1
+            if invalid_streak >= MAX_CONSECUTIVE_INVALID:
+                self.say(f"{invalid_streak} invalid attempts in a row (last: {result.invalid_reason}); "
+                         "stopping so that the cause can be fixed")
+                return EXIT_INVALID_STREAK
+        return EXIT_OK
+
+    def _say_progress(self, attempt_id: str | None, result: Any) -> None:
+        p = self.ledger.progress()
+        status = "complete" if result.valid else f"INVALID ({result.invalid_reason}: {result.detail})"
+        self.say(f"[{p['complete']}/{p['trials']}] {attempt_id}: {result.stop_reason} -> {status}; "
+                 f"{p['invalid_attempts']} invalid so far, {p['unscored']} unscored")
+
+    def _stop_after(self, trial: Any, attempt_id: str | None, result: Any) -> int | None:
+        """The exit code when the attempt's end stops the session (Ctrl-C, e-stop, a storage or
+        bench fault), else None."""
+        if self.controls.sigint_count:
+            self.say("Ctrl-C: attempt aborted, the arm holds; resume with the same command")
+            return EXIT_SIGINT
+        if self.controls.estopped():
+            return self.end_by_estop(trial, attempt_id, result)
+        if not result.valid and result.invalid_reason == "storage_error":
+            from spabench.rollout.space import storage_advice
+
+            self.say(f"session stopped: {attempt_id} could not be recorded ({result.detail}); it is "
+                     "invalid (storage_error) and will be re-run. The arm holds. "
+                     + storage_advice(self.campaign_dir / "episodes", str(result.detail)))
+            return EXIT_STORAGE
+        if not result.valid and result.invalid_reason in STOP_SESSION_REASONS:
+            self.say(f"session stopped after {result.invalid_reason}: check the bench, then resume "
+                     "with the same command")
+            return EXIT_BENCH
+        return None
