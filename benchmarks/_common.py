@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import platform
@@ -97,7 +98,7 @@ def write_result(name: str, data: dict) -> Path:
 def table(rows: list[tuple], header: tuple) -> str:
     cells = [tuple(str(c) for c in header)] + [tuple(_fmt(c) for c in r) for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in cells]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in cells]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 
@@ -110,8 +111,6 @@ def _fmt(value) -> str:
 
 def rollout_args(description: str) -> argparse.ArgumentParser:
     """The options every five-camera rollout benchmark takes (--quick, --runs, --seconds, size)."""
-    import argparse
-
     ap = argparse.ArgumentParser(description=description)
     ap.add_argument("--quick", action="store_true", help="10 s rollouts, 2 runs")
     ap.add_argument("--runs", type=int, default=None)

@@ -72,7 +72,7 @@ def main() -> None:
     base = np.array([obs[f"{j}.pos"] for j in JOINTS])
     # a gentle sinusoidal sweep so the arm really moves while we time
     wave = lambda i: base + np.array([15, 10, -10, 10, 20, 20]) * np.sin(i / 15.0)  # noqa: E731
-    action = lambda i: {f"{j}.pos": float(v) for j, v in zip(JOINTS, wave(i))}  # noqa: E731
+    action = lambda i: {f"{j}.pos": float(v) for j, v in zip(JOINTS, wave(i), strict=True)}  # noqa: E731
 
     results: dict[str, list[float]] = {k: [] for k in
                                        ["physics", *[f"render:{c}" for c in CAMERAS], "privileged",

@@ -42,7 +42,7 @@ def test_between_policy_hand_computed():
     records = paired("counting", "id", counting) + paired("relative_size", "id", size, start=100)
     records.append(["c", "counting", "id", "E999", "1", "true"])  # no shared evaluation with a or b
     got = between_policy_table(table(records))
-    assert set(zip(got["policy_a"], got["policy_b"])) == {("a", "b")}
+    assert set(zip(got["policy_a"], got["policy_b"], strict=True)) == {("a", "b")}
     by = got.set_index("condition")
     row = by.loc["id"]
     assert row["n_pairs"] == 16 and row["a_only"] == 6 and row["b_only"] == 3
@@ -162,7 +162,7 @@ def test_pair_counts_are_the_weighted_sums_over_scenes():
     wins, ties, compared = _counts(patterns, weights)
     for b in range(len(weights)):
         w = np.zeros((4, 4)), np.zeros((4, 4)), np.zeros((4, 4))
-        for pattern, weight in zip(patterns, weights[b]):
+        for pattern, weight in zip(patterns, weights[b], strict=True):
             for i in range(4):
                 for j in range(4):
                     x, y = pattern[i], pattern[j]

@@ -281,7 +281,7 @@ def test_outputs_are_byte_reproducible(tables, tmp_path):
     second = figures.write_figures(summary, failures, policies, tmp_path / "b", jobs=2)  # two forked workers
     assert list(first) == list(figures.FIGURES)
     for name in first:
-        for p, q in zip(first[name], second[name]):
+        for p, q in zip(first[name], second[name], strict=True):
             assert p.read_bytes() == q.read_bytes(), p.name
 
 

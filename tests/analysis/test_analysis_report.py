@@ -134,7 +134,7 @@ def test_failure_modes_count_failed_valid_rollouts(published_size, synthetic):
 def test_invalid_rollouts_listed_and_excluded(published_size, synthetic):
     invalid = pd.read_csv(published_size / "invalid.csv", keep_default_na=False, dtype=str)
     assert len(invalid) == len(synthetic.invalid) == 72
-    assert sorted(zip(invalid["policy"], invalid["evaluation_id"])) == \
+    assert sorted(zip(invalid["policy"], invalid["evaluation_id"], strict=True)) == \
         sorted((r["policy"], r["evaluation_id"]) for r in synthetic.invalid)
     text = (published_size / "report.md").read_text()
     assert "72 invalid attempts" in text
@@ -160,12 +160,12 @@ def test_report_markdown_and_figures(published_size):
 def test_worked_check_in_report(tmp_path):
     """88/120 ID and 0/50 OOD render exactly as in the protocol."""
     rows, e = [], 0
-    for task, k in zip(TASKS, (15, 15, 15, 15, 14, 14)):
+    for task, k in zip(TASKS, (15, 15, 15, 15, 14, 14), strict=True):
         for j in range(20):
             e += 1
             rows.append({"policy": "p", "task": task, "condition": "id", "evaluation_id": f"E{e}",
                          "success": "true" if j < k else "FALSE"})
-    for j in range(50):
+    for _ in range(50):
         e += 1
         rows.append({"policy": "p", "task": "counting", "condition": "ood", "evaluation_id": f"E{e}",
                      "success": "0"})
@@ -347,7 +347,7 @@ def test_report_tables_show_the_summary_cell_of_every_label(published_size):
         if header is None:
             header = cells
             continue
-        for label, cell in zip(header[1:], cells[1:]):
+        for label, cell in zip(header[1:], cells[1:], strict=True):
             if headline:
                 condition = conditions[label.removesuffix(" (non-relational)")]
                 policy, task = names[cells[0]], "non_relational" if condition == "no_intervention" else "all"

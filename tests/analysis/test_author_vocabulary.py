@@ -163,7 +163,7 @@ def test_an_authors_csv_reproduces_published_rates_gaps_and_failure_counts(tmp_p
     assert not para["degenerate"] and para["ci_low"] < 0 < para["ci_high"]
     failures = pd.read_csv(tmp_path / "out" / "failure_modes.csv")
     ood = failures[(failures["task"] == "object_state") & (failures["condition"] == "ood")]
-    assert dict(zip(ood["label"], ood["count"])) == {"Wrong target (wrong instance)": 48,
+    assert dict(zip(ood["label"], ood["count"], strict=True)) == {"Wrong target (wrong instance)": 48,
                                                      "Release/retention failure": 2}
     md = (tmp_path / "out" / "report.md").read_text()
     assert "degenerate bootstrap" not in md and "MC error" not in md and "Tango" in md

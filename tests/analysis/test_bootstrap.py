@@ -77,7 +77,7 @@ def _enumerated_means(values) -> dict[Fraction, float]:
     n = len(v)
     grid = np.array(np.meshgrid(*[np.arange(n)] * n, indexing="ij")).reshape(n, -1)
     sums, counts = np.unique(v[grid].sum(axis=0), return_counts=True)
-    return {Fraction(int(k), n): c / counts.sum() for k, c in zip(sums, counts)}
+    return {Fraction(int(k), n): c / counts.sum() for k, c in zip(sums, counts, strict=True)}
 
 
 def _law_dict(law) -> dict[Fraction, float]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from itertools import pairwise
 
 import av
 import numpy as np
@@ -68,7 +69,7 @@ def test_pacing_async_read_delivers_each_new_frame_once():
         t0 = time.perf_counter()
         indices = [decode_index(cam.async_read(timeout_ms=1000)) for _ in range(12)]
         elapsed = time.perf_counter() - t0
-        assert all(b > a for a, b in zip(indices, indices[1:])), indices  # never the same frame twice
+        assert all(b > a for a, b in pairwise(indices)), indices  # never the same frame twice
         # the counter is the camera clock: it never runs ahead of elapsed time at 60 fps
         assert indices[-1] - indices[0] <= elapsed * 60 + 2
         latest = cam.read_latest()
@@ -133,7 +134,7 @@ def test_mp4_replay_is_resized_and_loops(tmp_path):
     with av.open(str(path), "w") as out:
         stream = out.add_stream("mpeg4", rate=30)
         stream.width, stream.height, stream.pix_fmt = 128, 96, "yuv420p"
-        for i in range(3):
+        for _i in range(3):
             img = np.zeros((96, 128, 3), dtype=np.uint8)
             img[..., 0] = 200  # red
             for packet in stream.encode(av.VideoFrame.from_ndarray(img, format="rgb24")):

@@ -22,7 +22,7 @@ def reference():
 
 def _mujoco_at(reference, q):
     model, data = reference
-    for name, value in zip(JOINTS, q):
+    for name, value in zip(JOINTS, q, strict=True):
         data.joint(name).qpos[0] = value
     mujoco.mj_kinematics(model, data)
     return model, data

@@ -117,20 +117,22 @@ def test_non_finite_target_never_reaches_the_bus(bus, make_cfg, bad):
 
 
 def test_hold_stops_a_moving_arm(make_cfg):
-    with EmulatedBus(rate_ticks_per_s=40.0) as bus:  # 9 deg (~100 ticks) takes ~2.5 s
-        with make_bench(make_cfg(bus)) as bench:
-            start = [bus.present_ticks(j) for j in JOINTS]
-            target = bench.observe().state + 9.0
-            bench.act(target)
-            target_ticks = [bus.goal_ticks(j) for j in JOINTS]
-            held = bench.hold()
-            goals = [bus.goal_ticks(j) for j in JOINTS]
-            present = [bus.present_ticks(j) for j in JOINTS]
-            for s0, tt, g, p in zip(start, target_ticks, goals, present):
-                assert abs(tt - s0) > 60                    # the arm had far to go
-                assert abs(g - s0) < abs(tt - s0) - 20      # the goal is now short of the target
-                assert abs(p - g) <= 10                     # and the arm stays where it was stopped
-            assert held.clamps == [] and held.sent.shape == (6,)
+    with (
+        EmulatedBus(rate_ticks_per_s=40.0) as bus,  # 9 deg (~100 ticks) takes ~2.5 s
+        make_bench(make_cfg(bus)) as bench,
+    ):
+        start = [bus.present_ticks(j) for j in JOINTS]
+        target = bench.observe().state + 9.0
+        bench.act(target)
+        target_ticks = [bus.goal_ticks(j) for j in JOINTS]
+        held = bench.hold()
+        goals = [bus.goal_ticks(j) for j in JOINTS]
+        present = [bus.present_ticks(j) for j in JOINTS]
+        for s0, tt, g, p in zip(start, target_ticks, goals, present, strict=True):
+            assert abs(tt - s0) > 60                    # the arm had far to go
+            assert abs(g - s0) < abs(tt - s0) - 20      # the goal is now short of the target
+            assert abs(p - g) <= 10                     # and the arm stays where it was stopped
+        assert held.clamps == [] and held.sent.shape == (6,)
 
 
 def test_calibration_mismatch_refuses_and_disconnects(bus, make_cfg, calib_dir):
@@ -280,10 +282,12 @@ def test_go_home_bounded_speed(make_cfg):
 
 
 def test_go_home_times_out_when_the_arm_cannot_move(make_cfg):
-    with EmulatedBus(rate_ticks_per_s=0.0) as bus:  # motors powered but stuck
-        with make_bench(make_cfg(bus, home_speed_deg_s=600.0)) as bench:
-            with pytest.raises(BenchFault, match="did not reach the home pose"):
-                bench.go_home(timeout_s=0.3)
+    with (
+        EmulatedBus(rate_ticks_per_s=0.0) as bus,  # motors powered but stuck
+        make_bench(make_cfg(bus, home_speed_deg_s=600.0)) as bench,
+        pytest.raises(BenchFault, match="did not reach the home pose"),
+    ):
+        bench.go_home(timeout_s=0.3)
 
 
 def test_go_home_stops_within_a_step_of_an_estop_and_holds(make_cfg):

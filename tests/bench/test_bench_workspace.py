@@ -130,7 +130,7 @@ def test_a_home_pose_outside_the_envelope_is_refused_before_connecting():
         name: {"type": "spabench_replay", "index_or_path": "pattern"} for name in
         ("wrist", "middle", "left", "right", "overhead")}})
     pts = arm_model().gripper_points_units(HOME) * 100.0
-    around_home = Box(*[(float(lo) - 1, float(hi) + 1) for lo, hi in zip(pts.min(0), pts.max(0))])
+    around_home = Box(*[(float(lo) - 1, float(hi) + 1) for lo, hi in zip(pts.min(0), pts.max(0), strict=True)])
     with pytest.raises(ConfigError, match="home_pose.*keep_out:parked_camera"):
         SO101Bench(cfg, workspace=ArmEnvelope(keep_out={"parked_camera": around_home}))
     bench = SO101Bench(cfg, workspace=ArmEnvelope())

@@ -32,9 +32,11 @@ def transact(port: serial.Serial, packet: bytes, expect: int, timeout: float = 0
 
 @pytest.fixture(params=["process", "thread"])
 def link(request):
-    with EmulatedBus(initial_deg={"elbow_flex": 10.0}, mode=request.param) as bus:
-        with serial.Serial(bus.port, 1_000_000, timeout=0.05) as port:
-            yield bus, port
+    with (
+        EmulatedBus(initial_deg={"elbow_flex": 10.0}, mode=request.param) as bus,
+        serial.Serial(bus.port, 1_000_000, timeout=0.05) as port,
+    ):
+        yield bus, port
 
 
 def test_checksum_matches_protocol():
@@ -87,18 +89,20 @@ def test_sync_read_skips_missing_ids_and_sync_write_is_silent(link):
 
 
 def test_goal_is_clipped_to_position_limits_and_motion_is_rate_limited():
-    with EmulatedBus(rate_ticks_per_s=4000.0) as bus:
-        with serial.Serial(bus.port, 1_000_000, timeout=0.05) as port:
-            transact(port, instruction_packet(1, INST_WRITE, bytes([REG["Torque_Enable"][0], 1])), 6)
-            start = bus.present_ticks(1)
-            beyond = 4000  # above Max_Position_Limit 3322
-            transact(port, instruction_packet(1, INST_WRITE, bytes([REG["Goal_Position"][0]])
-                                              + beyond.to_bytes(2, "little")), 6)
-            t0 = time.monotonic()
-            mid = bus.present_ticks(1)
-            assert start <= mid < 3322  # moving, not teleported
-            time.sleep(max(0.0, (3322 - start) / 4000.0 + 0.2 - (time.monotonic() - t0)))
-            assert bus.present_ticks(1) == 3322  # stopped at the limit, not at the requested 4000
+    with (
+        EmulatedBus(rate_ticks_per_s=4000.0) as bus,
+        serial.Serial(bus.port, 1_000_000, timeout=0.05) as port,
+    ):
+        transact(port, instruction_packet(1, INST_WRITE, bytes([REG["Torque_Enable"][0], 1])), 6)
+        start = bus.present_ticks(1)
+        beyond = 4000  # above Max_Position_Limit 3322
+        transact(port, instruction_packet(1, INST_WRITE, bytes([REG["Goal_Position"][0]])
+                                          + beyond.to_bytes(2, "little")), 6)
+        t0 = time.monotonic()
+        mid = bus.present_ticks(1)
+        assert start <= mid < 3322  # moving, not teleported
+        time.sleep(max(0.0, (3322 - start) / 4000.0 + 0.2 - (time.monotonic() - t0)))
+        assert bus.present_ticks(1) == 3322  # stopped at the limit, not at the requested 4000
 
 
 def test_silent_bus_swallows_everything(link):

@@ -167,11 +167,12 @@ def _start_runner(tmp_path, cfg, new_group: bool = False):
     path = tmp_path / "cfg.yaml"
     path.write_text(yaml.safe_dump(cfg))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path))
-    log = open(tmp_path / "runner.log", "wb")  # a file, not a pipe: a full pipe would block the harness
+    # a file, not a pipe: a full pipe would block the harness (the runner keeps its own descriptor).
     # new_group: the runner leads its own process group, so a test can send Ctrl-C the way a
     # terminal does, to every process of the group (encoder workers included)
-    proc = subprocess.Popen([sys.executable, "-c", _RUNNER, str(path)], stdout=log, stderr=subprocess.STDOUT,
-                            env=env, cwd=os.getcwd(), start_new_session=new_group)
+    with open(tmp_path / "runner.log", "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-c", _RUNNER, str(path)], stdout=log, stderr=subprocess.STDOUT,
+                                env=env, cwd=os.getcwd(), start_new_session=new_group)
     proc.log_path = tmp_path / "runner.log"
     return proc
 

@@ -4,6 +4,7 @@ operator whose prompts are fed on stdin: checklist + ready gate, score prompt, r
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import yaml
 
@@ -18,10 +19,10 @@ from tests.support.feetech_bus import DEFAULT_CALIBRATION_FILE, EmulatedBus
 def _plan(tmp_path, policies):
     from spabench.plan.commands import plan
 
-    campaign_cfg = yaml.safe_load(open("conf/campaign/smoke.yaml"))
+    campaign_cfg = yaml.safe_load(Path("conf/campaign/smoke.yaml").read_text())
     campaign_cfg.update(policies=policies, bench="so101")  # run below on the emulated SO-101
     out = tmp_path / "campaign"
-    plan(SpabenchConfig.from_mapping({"campaign": campaign_cfg, "suite": yaml.safe_load(open("conf/suite/spabench.yaml")),
+    plan(SpabenchConfig.from_mapping({"campaign": campaign_cfg, "suite": yaml.safe_load(Path("conf/suite/spabench.yaml").read_text()),
                                       "out": str(out)}, groups=("campaign", "suite")))
     (tmp_path / "calibration").mkdir()
     (tmp_path / "calibration" / "spabench_follower.json").write_bytes(DEFAULT_CALIBRATION_FILE.read_bytes())

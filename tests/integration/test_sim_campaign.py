@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import os
 import socket
+from pathlib import Path
 
 import pytest
 import yaml
@@ -31,14 +32,14 @@ def _smoke_on_the_twin(tmp_path, operator: dict):
     from spabench.plan.commands import plan
     from spabench.sim.serve import build_server
 
-    suite = yaml.safe_load(open("conf/suite/spabench.yaml"))
-    plan(SpabenchConfig.from_mapping({"campaign": yaml.safe_load(open("conf/campaign/smoke.yaml")), "suite": suite,
+    suite = yaml.safe_load(Path("conf/suite/spabench.yaml").read_text())
+    plan(SpabenchConfig.from_mapping({"campaign": yaml.safe_load(Path("conf/campaign/smoke.yaml").read_text()), "suite": suite,
                                       "out": str(tmp_path / "c")}, groups=("campaign", "suite")))
-    card = yaml.safe_load(open("conf/policy/scripted_compositional.yaml"))
+    card = yaml.safe_load(Path("conf/policy/scripted_compositional.yaml").read_text())
     card["port"] = _free_port()
     _, server = build_server(SpabenchConfig.from_mapping({"policy": card, "mode": "compositional", "seed": 0,
                                                           "suite": suite}, groups=("policy", "suite")))
-    bench = yaml.safe_load(open("conf/bench/sim.yaml"))
+    bench = yaml.safe_load(Path("conf/bench/sim.yaml").read_text())
     for cam in bench["cameras"].values():
         cam["width"], cam["height"] = 64, 48
     cfg = SpabenchConfig.from_mapping({"campaign_dir": str(tmp_path / "c"), "bench": bench, "policy": card,

@@ -162,10 +162,9 @@ def test_one_live_session_per_bench_id(pg_ledger):
 
 
 def test_storage_errors_name_the_ledger(pg_ledger, pg_cluster):
-    with pytest.raises(psycopg.errors.UniqueViolation):
-        with pg_ledger._write() as tx:
-            tx.execute("INSERT INTO attempts (attempt_id, trial_id, n, status) VALUES ('x', 'E0001-P2', 1, 'running')")
-            tx.execute("INSERT INTO attempts (attempt_id, trial_id, n, status) VALUES ('y', 'E0001-P2', 1, 'running')")
+    with pytest.raises(psycopg.errors.UniqueViolation), pg_ledger._write() as tx:
+        tx.execute("INSERT INTO attempts (attempt_id, trial_id, n, status) VALUES ('x', 'E0001-P2', 1, 'running')")
+        tx.execute("INSERT INTO attempts (attempt_id, trial_id, n, status) VALUES ('y', 'E0001-P2', 1, 'running')")
     assert pg_ledger.attempts_for("E0001-P2") == []    # rolled back as a whole
 
 
@@ -223,9 +222,11 @@ def test_the_readme_lab_set_up_gives_each_role_what_it_needs_and_no_more(tmp_pat
                 tx.execute(forbidden)
     with Ledger.open(folder, url=url("spabench_reader"), readonly=True) as reader:
         assert len(reader.outcomes()) == 2 and reader.score_history(a)[0].success is False
-    with Ledger.open(folder, url=url("spabench_reader")) as reader:
-        with pytest.raises(psycopg.errors.InsufficientPrivilege):
-            reader.begin_attempt("E0004-P1", bench_id="reader")
+    with (
+        Ledger.open(folder, url=url("spabench_reader")) as reader,
+        pytest.raises(psycopg.errors.InsufficientPrivilege),
+    ):
+        reader.begin_attempt("E0004-P1", bench_id="reader")
 
 
 def test_a_shared_ledger_interrupts_one_bench_at_a_time(pg_ledger):

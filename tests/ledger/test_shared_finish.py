@@ -149,7 +149,7 @@ def test_status_and_report_flag_split_sets_and_trials_with_two_complete_attempts
     outcomes = load_campaign(campaign, say=said.append)[0]
     assert said == ["report: warning: scene set E0001 is split between benches a, b (E0001-P2 on a, E0001-P1 "
                     "on b): its policies were not all run on one staged scene"]
-    valid = dict(zip(outcomes["attempt_id"], outcomes["valid"]))
+    valid = dict(zip(outcomes["attempt_id"], outcomes["valid"], strict=True))
     assert valid == {"E0001-P2-a1": True, "E0001-P1-a1": True, d1: False}     # d2 counts once scored
     buf = io.StringIO()
     run_status(campaign, out=buf)

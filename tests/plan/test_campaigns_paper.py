@@ -9,7 +9,7 @@ times while the reverse never happened.
 from __future__ import annotations
 
 from collections import Counter
-from itertools import permutations
+from itertools import pairwise, permutations
 from pathlib import Path
 
 import pytest
@@ -40,7 +40,7 @@ def neighbour_pairs(trials):
     by_eval: dict[str, list] = {}
     for t in sorted(trials, key=lambda t: t.order):
         by_eval.setdefault(t.evaluation_id, []).append(t.policy)
-    return Counter((a, b) for row in by_eval.values() for a, b in zip(row, row[1:]))
+    return Counter((a, b) for row in by_eval.values() for a, b in pairwise(row))
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +91,7 @@ def test_paper_order_balances_carryover_within_each_policy_set(paper):
         by_set.setdefault(tuple(sorted(row)), []).append(row)
     assert len(by_set) == 3   # 5 policies (ID with VLA-0), 4 (ID without), 3 (everything else)
     for members, rows in by_set.items():
-        pairs = Counter((a, b) for row in rows for a, b in zip(row, row[1:]))
+        pairs = Counter((a, b) for row in rows for a, b in pairwise(row))
         assert set(pairs) == set(permutations(members, 2)), members
         spread = max(pairs.values()) - min(pairs.values())
         cycle = len(members) * (2 if len(members) % 2 else 1)
@@ -103,7 +103,7 @@ def test_williams_rows_balance_neighbours(n):
     names = [f"p{i}" for i in range(n)]
     rows = williams_rows(names, seeded_rng(1, "x"))
     assert len(rows) == (2 * n if n % 2 else n)
-    pairs = Counter((a, b) for row in rows for a, b in zip(row, row[1:]))
+    pairs = Counter((a, b) for row in rows for a, b in pairwise(row))
     assert set(pairs) == set(permutations(names, 2)) and len(set(pairs.values())) == 1
     for k in range(n):  # every policy in every position equally often
         assert len(set(Counter(row[k] for row in rows).values())) == 1

@@ -45,7 +45,7 @@ def test_every_policy_gets_the_protocol_counts(full_plan):
 
 
 def test_direct_and_paraphrase_trials_sit_on_matched_ood_scenes(full_plan, full_suite):
-    for policy, trials in _by_policy(full_plan.trials).items():
+    for trials in _by_policy(full_plan.trials).values():
         ood = {(t.task, t.scene_id): t for t in trials if t.condition == "ood"}
         by_cond = defaultdict(set)
         for t in trials:
@@ -206,7 +206,7 @@ def test_timers_and_cards_come_from_policy_entries(full_suite, campaign_yaml):
 def test_demo_counts_keep_the_matching_rules(full_suite, campaign_yaml):
     campaign = _campaign(campaign_yaml, "demo_twin")
     plan = build_plan(campaign, full_suite)
-    for policy, trials in _by_policy(plan.trials).items():
+    for trials in _by_policy(plan.trials).values():
         counts = Counter((t.task, t.condition) for t in trials)
         expected = {(task, c): n for task, per in campaign.trial_counts().items() for c, n in per.items()}
         assert dict(counts) == expected

@@ -104,7 +104,7 @@ def test_round_trip(value):
                 check(a[k], b[k])
         elif isinstance(a, list):
             assert len(a) == len(b)
-            for x, y in zip(a, b):
+            for x, y in zip(a, b, strict=True):
                 check(x, y)
         elif isinstance(a, str):  # np.str_ is a str: msgpack carries it as text, as openpi does
             assert b == a

@@ -113,17 +113,16 @@ def policy_server(tmp_path_factory):
     workdir = tmp_path_factory.mktemp("policy_server")
     port = _free_port()
     env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(REPO_ROOT))
-    log = open(workdir / "server.log", "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "lerobot.async_inference.policy_server", "--host=127.0.0.1", f"--port={port}",
-         "--fps=30", "--inference_latency=0", "--obs_queue_timeout=1"],
-        cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
+    with open(workdir / "server.log", "w") as log:  # the server writes to its own copy of the descriptor
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "lerobot.async_inference.policy_server", "--host=127.0.0.1", f"--port={port}",
+             "--fps=30", "--inference_latency=0", "--obs_queue_timeout=1"],
+            cwd=workdir, env=env, stdout=log, stderr=subprocess.STDOUT,
+        )
     yield proc, port
     if proc.poll() is None:
         proc.terminate()
         proc.wait(10)
-    log.close()
 
 
 def test_round_trip_against_lerobot_policy_server(policy_server, tiny_act_checkpoint):  # noqa: F811

@@ -86,9 +86,11 @@ def test_round_trip_json_numpy_native_frames_and_joint_order(server, client):
 def test_jpeg_form_is_refused_by_an_upstream_like_server(server):
     """Issue 9: no upstream MolmoAct2 server decodes `images_jpeg`; it answers 400 for the missing camera."""
     card = molmo_card(server.port, extra={"image_encoding": "jpeg"})
-    with MolmoAct2Client(card) as client:
-        with pytest.raises(PolicyFault, match=r"missing required field: 'external_cam'"):
-            client.infer(make_obs(height=120, width=160), "x")
+    with (
+        MolmoAct2Client(card) as client,
+        pytest.raises(PolicyFault, match=r"missing required field: 'external_cam'"),
+    ):
+        client.infer(make_obs(height=120, width=160), "x")
 
 
 def test_round_trip_compact_jpeg_form_with_the_documented_server_change():

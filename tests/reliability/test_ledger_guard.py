@@ -32,9 +32,11 @@ def test_lock_is_exclusive_and_names_the_holder(tmp_path):
             Ledger.open(folder, lock=True)
         with Ledger.open(folder, readonly=True) as reader:    # readers never lock
             assert len(reader.trials()) == 3
-        with Ledger.open(folder) as scorer:                    # nor does a plain writer (scoring)
-            with pytest.raises(LedgerError, match="only under the campaign lock"):
-                scorer.mark_interrupted()
+        with (
+            Ledger.open(folder) as scorer,  # nor does a plain writer (scoring)
+            pytest.raises(LedgerError, match="only under the campaign lock"),
+        ):
+            scorer.mark_interrupted()
         attempt = first.begin_attempt("E0000-P1")
     finally:
         first.close()

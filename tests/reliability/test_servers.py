@@ -52,9 +52,11 @@ def test_frames_above_the_limit_close_the_connection():
               "observation/wrist_image": np.zeros((480, 640, 3), np.uint8), "observation/state": np.zeros(6)}
     with OpenPiServer(lambda obs: {"actions": np.zeros((10, 6))}, {}, port=0) as server:
         assert isinstance(_first_error(server, payload=Packer().pack(frames)), bytes)   # two native frames fit
-    with OpenPiServer(lambda obs: {"actions": np.zeros((10, 6))}, {}, port=0, max_frame_bytes=100_000) as server:
-        with pytest.raises(ConnectionClosed) as closed:
-            _first_error(server, payload=Packer().pack(frames))
+    with (
+        OpenPiServer(lambda obs: {"actions": np.zeros((10, 6))}, {}, port=0, max_frame_bytes=100_000) as server,
+        pytest.raises(ConnectionClosed) as closed,
+    ):
+        _first_error(server, payload=Packer().pack(frames))
     assert closed.value.rcvd is None or closed.value.rcvd.code == 1009
 
 

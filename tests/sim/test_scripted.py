@@ -112,7 +112,7 @@ def _run(robot, policy, text, max_calls=45, until_idle=True) -> int:
                             "observation/privileged": robot.privileged_state()})
         assert out["actions"].shape == (30, 6)
         for action in out["actions"]:
-            robot.send_action({f"{j}.pos": float(v) for j, v in zip(JOINTS, action)})
+            robot.send_action({f"{j}.pos": float(v) for j, v in zip(JOINTS, action, strict=True)})
             steps += 1
         if until_idle and policy.planner.idle:
             break

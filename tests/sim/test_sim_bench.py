@@ -63,7 +63,7 @@ def test_scene_hooks_and_privileged_payload(bench, suite):
     assert "goal" not in payload["scene"] and "targets" not in payload["scene"]   # the policy must ground
     ids = [o["object_id"] for o in payload["objects"]]
     assert ids == [p.object_id for p in scene.objects]
-    for o, p in zip(payload["objects"], scene.objects):
+    for o, p in zip(payload["objects"], scene.objects, strict=True):
         assert o["in_bowl"] == (p.location == "bowl")
         assert abs(o["pos_cm"][0] - p.x_cm) < 1.0 and abs(o["pos_cm"][1] - p.y_cm) < 1.0
         assert set(o["grasp"]) == {"offset_cm", "alt_offsets_cm", "axis", "width_cm", "symmetric"}

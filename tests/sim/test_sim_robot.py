@@ -19,7 +19,7 @@ def _state(obs) -> np.ndarray:
 
 
 def _action(values) -> dict:
-    return {f"{j}.pos": float(v) for j, v in zip(JOINTS, values)}
+    return {f"{j}.pos": float(v) for j, v in zip(JOINTS, values, strict=True)}
 
 
 def test_registered_as_lerobot_robot_type(tmp_path):

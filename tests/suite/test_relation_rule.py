@@ -9,6 +9,7 @@ start already meets the sheet bound, and 9 other Relational scenes sat inside it
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 import yaml
@@ -78,13 +79,13 @@ def test_a_suite_generated_for_the_sheet_rule_tests_it():
 def _plan(out, suite_settings):
     from spabench.plan.commands import plan
 
-    campaign = yaml.safe_load(open("conf/campaign/smoke.yaml"))
+    campaign = yaml.safe_load(Path("conf/campaign/smoke.yaml").read_text())
     return plan(SpabenchConfig.from_mapping({"campaign": campaign, "suite": suite_settings, "out": str(out)},
                                             groups=("campaign", "suite")))
 
 
 def test_plan_refuses_scenes_placed_for_another_rule(tmp_path):
-    settings = yaml.safe_load(open("conf/suite/spabench.yaml"))
+    settings = yaml.safe_load(Path("conf/suite/spabench.yaml").read_text())
     settings["relation"]["bound"] = "sheet"
     with pytest.raises(DataError, match="goal_not_met") as caught:
         _plan(tmp_path / "c", settings)
@@ -96,7 +97,7 @@ def test_run_is_bound_to_the_planned_rule(tmp_path):
     from spabench.plan.planner import planned_relation_rule
     from spabench.rollout.binding import check_relation_binding
 
-    settings = yaml.safe_load(open("conf/suite/spabench.yaml"))
+    settings = yaml.safe_load(Path("conf/suite/spabench.yaml").read_text())
     assert _plan(tmp_path / "paper", settings) == 0
     assert planned_relation_rule(tmp_path / "paper") == DEFAULT_RELATION_RULE
     assert "relation" not in yaml.safe_load((tmp_path / "paper" / "config.yaml").read_text())["suite"]
@@ -121,7 +122,7 @@ def test_the_printed_next_command_runs_with_the_planned_suite(tmp_path, capsys):
     from spabench.cli.main import compose
     from spabench.rollout.binding import check_relation_binding
 
-    settings = yaml.safe_load(open("conf/suite/spabench.yaml"))
+    settings = yaml.safe_load(Path("conf/suite/spabench.yaml").read_text())
     assert _plan(tmp_path / "paper", settings) == 0
     line = next(l for l in capsys.readouterr().out.splitlines() if l.startswith("next: "))
     assert "suite." not in line

@@ -36,6 +36,7 @@ object), unstall(), set_temperature(), set_thermal(), set_supply_voltage(), set_
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -587,10 +588,8 @@ def serve(core: ServoBusCore, master: int, ctrl, stop: threading.Event | None = 
                 while (packet := _take_packet(buf)) is not None:
                     replies += core.handle(*packet)
                 if replies:
-                    try:
+                    with contextlib.suppress(OSError):
                         os.write(master, replies)
-                    except OSError:
-                        pass
                 continue
             if quiet_s <= 0 or not select.select([master], [], [], quiet_s)[0]:
                 return
@@ -700,10 +699,8 @@ class EmulatedBus:
 
     def close(self) -> None:
         if self._ctrl is not None:
-            try:
+            with contextlib.suppress(Exception):  # noqa: BLE001 - already gone
                 self._call("stop", timeout_s=2.0)
-            except Exception:  # noqa: BLE001 - already gone
-                pass
             self._ctrl.close()
             self._ctrl = None
         if self._child is not None:
@@ -718,10 +715,8 @@ class EmulatedBus:
             self._thread = None
         for fd in (self._master_fd, self._slave_fd):
             if fd is not None:
-                try:
+                with contextlib.suppress(OSError):
                     os.close(fd)
-                except OSError:
-                    pass
         self._master_fd = self._slave_fd = None
         if self._saved_switch_interval is not None:
             sys.setswitchinterval(self._saved_switch_interval)
@@ -885,10 +880,8 @@ class EmulatedBus:
 def raise_priority() -> None:
     """Servos answer within microseconds; the SDK waits only ~50 ms. On a busy machine a raised
     scheduling priority keeps the emulated servos inside that window (ignored if not permitted)."""
-    try:
+    with contextlib.suppress(OSError, AttributeError):
         os.setpriority(os.PRIO_PROCESS, 0, -10)
-    except (OSError, AttributeError):
-        pass
 
 
 # The child process: a bare interpreter (-S: no site imports) that loads this file and serves.

@@ -78,6 +78,6 @@ def start_bench(folder: Path, bench_id: str, ports: list[str], *, timer_s: float
     args = [sys.executable, "-m", "spabench.cli.main", "run", f"campaign={folder}", "bench=sim_demo",
             "operator=auto", f"operator.timer_s={timer_s}", "operator.wait_videos_s=60", f"bench_id={bench_id}",
             f"lease_s={lease_s}", *ports]
-    out = open(log or folder / "run.log", "w")
     env = dict(env or os.environ, MUJOCO_GL="egl", PYOPENGL_PLATFORM="egl")
-    return subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+    with open(log or folder / "run.log", "w") as out:  # the run keeps its own copy of the descriptor
+        return subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT)

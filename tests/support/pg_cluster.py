@@ -7,6 +7,7 @@ Missing binaries are a failure, not a skip: `make test` installs Debian's `postg
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import pwd
@@ -108,10 +109,8 @@ class PgCluster:
                  "-w", "-t", "60", *args)
 
     def stop(self) -> None:
-        try:
+        with contextlib.suppress(subprocess.CalledProcessError):
             self.run(str(self.bindir / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop")
-        except subprocess.CalledProcessError:
-            pass
         shutil.rmtree(self.root, ignore_errors=True)
 
 

@@ -187,7 +187,7 @@ def resampled_means(values, n_resamples: int, rng: np.random.Generator) -> np.nd
     remaining = np.full(n_resamples, n, dtype=np.int64)
     total = np.zeros(n_resamples)
     left = 1.0
-    for value, count in zip(distinct[:-1], counts[:-1]):
+    for value, count in zip(distinct[:-1], counts[:-1], strict=True):
         share = count / n
         draw = rng.binomial(remaining, min(1.0, share / left))
         total += draw * value

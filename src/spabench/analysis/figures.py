@@ -307,7 +307,7 @@ def bar_chart(groups: Sequence[str], series: Sequence[Bar], title: str, settings
                 bars.append((patch, label, cell))
                 counts.append((ax, label))
         if whiskers:
-            x, rate, below, above = zip(*whiskers)
+            x, rate, below, above = zip(*whiskers, strict=True)
             ax.errorbar(x, rate, yerr=[below, above], fmt="none", ecolor=WHISKER, elinewidth=0.6,
                         capsize=0.22 * slot * plot_pt / per_row, capthick=0.6, zorder=3)
         ax.set_xlim(-0.5, per_row - 0.5)
@@ -448,9 +448,9 @@ def fig11_failure_modes(failures: pd.DataFrame, policies: Sequence[str], names: 
                                 height_ratios=[len(bars) + 0.4 for _, bars in blocks])[:, 0])
     size = _rc("font.size")
     shares, totals, inside = [], [], []
-    for ax, (task, bars) in zip(axes, blocks):
+    for ax, (task, bars) in zip(axes, blocks, strict=True):
         y = list(range(len(bars)))
-        for yi, (policy, mine, total) in zip(y, bars):
+        for yi, (policy, mine, total) in zip(y, bars, strict=True):
             left = 0.0
             for mode in modes:
                 if not mine[mode]:

@@ -10,6 +10,8 @@ in CIELAB (D65). tests/analysis/test_analysis_palette.py holds the minimum.
 
 from __future__ import annotations
 
+from itertools import pairwise
+
 import numpy as np
 
 OKABE_ITO: dict[str, str] = {
@@ -147,7 +149,7 @@ def difference(color1: str, color2: str, deficiency: str = "normal") -> float:
 
 def min_adjacent_difference(colors, deficiency: str) -> tuple[float, tuple[str, str]]:
     """The smallest CIEDE2000 between neighbouring colours of a series list, and that pair."""
-    pairs = list(zip(colors, colors[1:]))
+    pairs = list(pairwise(colors))
     scores = [difference(a, b, deficiency) for a, b in pairs]
     i = int(np.argmin(scores))
     return scores[i], pairs[i]

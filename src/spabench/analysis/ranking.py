@@ -56,7 +56,7 @@ def _counts(patterns: np.ndarray, weights: np.ndarray):
         present = (~np.isnan(block)).astype(float)
 
         def pair(first, second):
-            return (first[:, :, None] * second[:, None, :]).reshape(len(block), k * k)
+            return (first[:, :, None] * second[:, None, :]).reshape(len(first), k * k)
 
         tables = np.hstack([pair(success, failure), pair(success, success) + pair(failure, failure),
                             pair(present, present)])

@@ -112,6 +112,7 @@ def order_rows(table: pd.DataFrame, policies: list[str]) -> pd.DataFrame:
 def summary_cells(summary: pd.DataFrame) -> dict[tuple[str, str, str], tuple]:
     """The summary indexed once by (policy, task, condition) -> (successes, trials, rate, wilson_low,
     wilson_high); a cell with no trials is absent. Built in one pass: the report looks up hundreds."""
-    keys = zip(*(summary[c].to_numpy() for c in ("policy", "task", "condition")))
-    values = zip(*(summary[c].to_numpy() for c in ("successes", "trials", "rate", "wilson_low", "wilson_high")))
-    return dict(zip(keys, values))
+    keys = zip(*(summary[c].to_numpy() for c in ("policy", "task", "condition")), strict=True)
+    values = zip(*(summary[c].to_numpy() for c in ("successes", "trials", "rate", "wilson_low", "wilson_high")),
+                 strict=True)
+    return dict(zip(keys, values, strict=True))

@@ -179,7 +179,7 @@ def _by_policy(table: pd.DataFrame, columns: list[str] | None = None) -> dict[st
         for r in table.itertuples():
             rows.setdefault(r.policy, []).append(r)
     else:
-        for r in zip(*(table[c].to_numpy() for c in ["policy"] + columns)):
+        for r in zip(*(table[c].to_numpy() for c in ["policy"] + columns), strict=True):
             rows.setdefault(r[0], []).append(r[1:])
     return rows
 

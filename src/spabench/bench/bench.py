@@ -415,11 +415,11 @@ class Bench:
     def _robot_clips(self, safe: np.ndarray, sent: np.ndarray) -> list[Clamp]:
         """Where the driver sent something other than the envelope's output (LeRobot's own clip)."""
         return [Clamp(j, float(want), float(got), REASON_ROBOT_CLIP)
-                for j, want, got in zip(self.joints, safe, sent)
+                for j, want, got in zip(self.joints, safe, sent, strict=True)
                 if abs(float(got) - float(want)) > ROBOT_CLIP_TOLERANCE]
 
     def _send(self, safe: np.ndarray) -> np.ndarray:
-        action = {f"{j}.pos": float(v) for j, v in zip(self.joints, safe)}
+        action = {f"{j}.pos": float(v) for j, v in zip(self.joints, safe, strict=True)}
         try:
             out = self.robot.send_action(action)
         except DRIVER_ERRORS as exc:
@@ -467,7 +467,7 @@ class Bench:
             if should_stop is not None and should_stop():
                 self._observed_state = None
                 held = self.hold()
-                pose = {j: round(float(v), 1) for j, v in zip(self.joints, held.requested)}
+                pose = {j: round(float(v), 1) for j, v in zip(self.joints, held.requested, strict=True)}
                 raise MotionStopped(f"going home stopped on request after {len(steps)} step(s); the arm holds "
                                     f"at {pose}", steps=steps)
             t = time.monotonic()
@@ -475,7 +475,7 @@ class Bench:
             # The joint-limit box, widened to the measured pose so a joint outside it can come back.
             boxed = np.clip(wanted, np.minimum(self.envelope.lo, measured), np.maximum(self.envelope.hi, measured))
             clamps = [Clamp(j, float(w), float(b), REASON_JOINT_LIMIT)
-                      for j, w, b in zip(self.joints, wanted, boxed) if w != b]
+                      for j, w, b in zip(self.joints, wanted, boxed, strict=True) if w != b]
             safe, step_clamps = self._home_step(boxed, measured)
             clamps += step_clamps
             command = safe.copy()  # never run ahead of what the arm was actually asked to do
@@ -486,7 +486,7 @@ class Bench:
             if np.array_equal(command, self.home_pose) and np.all(np.abs(measured - self.home_pose) <= tolerance):
                 break
             if time.monotonic() > deadline:
-                off = {j: round(float(m), 2) for j, m, h in zip(self.joints, measured, self.home_pose)
+                off = {j: round(float(m), 2) for j, m, h in zip(self.joints, measured, self.home_pose, strict=True)
                        if abs(m - h) > tolerance}
                 raise BenchFault(f"the arm did not reach the home pose within {timeout_s:.1f} s; joints still "
                                  f"off by more than {tolerance} deg: {off} (home: {self.cfg.home_pose}). "
@@ -505,7 +505,7 @@ class Bench:
         step = self.envelope.max_relative_target
         safe = np.clip(command, measured - step, measured + step)
         clamps = [Clamp(j, float(c), float(s), REASON_MAX_RELATIVE_TARGET)
-                  for j, c, s in zip(self.joints, command, safe) if c != s]
+                  for j, c, s in zip(self.joints, command, safe, strict=True) if c != s]
         return safe, clamps
 
     # ------------------------------------------------------------------ faults

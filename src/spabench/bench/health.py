@@ -55,10 +55,10 @@ class HealthSample:
 
     def as_dict(self) -> dict[str, Any]:
         return {"t": round(float(self.t), 4),
-                "temperature_c": dict(zip(JOINTS, self.temperature_c.astype(float).tolist())),
-                "current_ma": dict(zip(JOINTS, np.round(self.current_ma, 1).tolist())),
-                "voltage_v": dict(zip(JOINTS, np.round(self.voltage_v, 2).tolist())),
-                "status": dict(zip(JOINTS, self.status.astype(int).tolist()))}
+                "temperature_c": dict(zip(JOINTS, self.temperature_c.astype(float).tolist(), strict=True)),
+                "current_ma": dict(zip(JOINTS, np.round(self.current_ma, 1).tolist(), strict=True)),
+                "voltage_v": dict(zip(JOINTS, np.round(self.voltage_v, 2).tolist(), strict=True)),
+                "status": dict(zip(JOINTS, self.status.astype(int).tolist(), strict=True))}
 
 
 @dataclass
@@ -93,11 +93,11 @@ class AttemptHealth:
 
 def hot_motors(sample: HealthSample, threshold_c: float) -> dict[str, float]:
     """Motors at or above threshold_c, with their temperature."""
-    return {j: float(t) for j, t in zip(JOINTS, sample.temperature_c) if t >= threshold_c}
+    return {j: float(t) for j, t in zip(JOINTS, sample.temperature_c, strict=True) if t >= threshold_c}
 
 
 def temperatures_text(sample: HealthSample) -> str:
-    return ", ".join(f"{j} {float(t):.0f} C" for j, t in zip(JOINTS, sample.temperature_c))
+    return ", ".join(f"{j} {float(t):.0f} C" for j, t in zip(JOINTS, sample.temperature_c, strict=True))
 
 
 class HealthMonitor:
@@ -178,20 +178,20 @@ class HealthMonitor:
 
     def _check_sample(self) -> HealthTrip | None:
         sample, cfg = self.latest, self.cfg
-        low = [(j, float(v)) for j, v in zip(JOINTS, sample.voltage_v) if v < cfg.min_voltage_v]
+        low = [(j, float(v)) for j, v in zip(JOINTS, sample.voltage_v, strict=True) if v < cfg.min_voltage_v]
         if low:
             joint, volts = min(low, key=lambda p: p[1])
             detail = {"motor": joint, "voltage_v": round(volts, 2), "min_voltage_v": cfg.min_voltage_v}
             return HealthTrip("undervoltage", EVENT_UNDERVOLTAGE, detail, joint,
                               f"supply voltage {volts:.1f} V at {joint} is below {cfg.min_voltage_v:g} V: "
                               "check the power supply")
-        hot = [(j, float(v)) for j, v in zip(JOINTS, sample.temperature_c) if v >= cfg.max_temperature_c]
+        hot = [(j, float(v)) for j, v in zip(JOINTS, sample.temperature_c, strict=True) if v >= cfg.max_temperature_c]
         if hot:
             joint, temp = max(hot, key=lambda p: p[1])
             detail = {"motor": joint, "temperature_c": temp, "max_temperature_c": cfg.max_temperature_c}
             return HealthTrip("overheat", EVENT_OVERHEAT, detail, joint,
                               f"{joint} at {temp:.0f} C reached the limit {cfg.max_temperature_c:g} C")
-        errors = [(j, int(b)) for j, b in zip(JOINTS, sample.status) if b]
+        errors = [(j, int(b)) for j, b in zip(JOINTS, sample.status, strict=True) if b]
         if errors:
             joint, bits = errors[0]
             detail = {"motor": joint, "status": bits, "errors": status_names(bits),

@@ -89,7 +89,7 @@ class WorkspaceEnvelope:
         stacked = np.stack(depths)                                      # (rules, n)
         worst = stacked.argmax(axis=0)
         depth = stacked[worst, np.arange(len(targets))]
-        return np.where(depth > 0, depth, 0.0), [names[w] if d > 0 else "" for w, d in zip(worst, depth)]
+        return np.where(depth > 0, depth, 0.0), [names[w] if d > 0 else "" for w, d in zip(worst, depth, strict=True)]
 
     def limit(self, target: np.ndarray, start: np.ndarray,
               joints: Sequence[str] = JOINTS) -> tuple[np.ndarray, WorkspaceClamp | None]:
@@ -159,7 +159,7 @@ class SafetyEnvelope:
 
     def non_finite_joints(self, target) -> list[str]:
         arr = self._vector("target", target)
-        return [j for j, v in zip(self.joints, arr) if not math.isfinite(v)]
+        return [j for j, v in zip(self.joints, arr, strict=True) if not math.isfinite(v)]
 
     def check_target(self, target, current, last=None) -> tuple[np.ndarray, list[Clamp]]:
         """Return (safe_target, clamps). Raises SafetyError for a non-finite target or measurement.
@@ -168,10 +168,10 @@ class SafetyEnvelope:
         held within the step bound around `current`, so the cut stays inside it."""
         req = self._vector("target", target)
         cur = self._vector("measured position", current)
-        bad = [j for j, v in zip(self.joints, req) if not math.isfinite(v)]
+        bad = [j for j, v in zip(self.joints, req, strict=True) if not math.isfinite(v)]
         if bad:
             raise SafetyError(f"non-finite target for joint(s) {bad}: {req.tolist()}; nothing was sent")
-        bad = [j for j, v in zip(self.joints, cur) if not math.isfinite(v)]
+        bad = [j for j, v in zip(self.joints, cur, strict=True) if not math.isfinite(v)]
         if bad:
             raise SafetyError(f"non-finite measured position for joint(s) {bad}: {cur.tolist()}")
         clamps: list[Clamp] = []

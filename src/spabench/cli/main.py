@@ -314,12 +314,9 @@ def prepare(command: Command, argv: list[str]) -> tuple[list[str], dict[str, Any
                 _literal(str(Path(value).expanduser().resolve())) if value else value)
         elif literal_value(command, bare):
             value = _literal(value)
-        if not prefix:
-            # Hydra adds the key if the composed config lacks it; the typed config then says whether
-            # it exists (top level: SpabenchConfig; group fields: the group's dataclass).
-            item = f"++{bare}={value}"
-        else:
-            item = f"{prefix}{bare}={value}"
+        # Without a prefix, Hydra adds the key if the composed config lacks it; the typed config then
+        # says whether it exists (top level: SpabenchConfig; group fields: the group's dataclass).
+        item = f"{prefix}{bare}={value}" if prefix else f"++{bare}={value}"
         overrides.append(item)
     if command.bench_from_campaign:
         kind = _planned_bench(next((_split(i)[2] for i in rest if _split(i)[1] in ("campaign", "campaign_dir")), None))

@@ -9,6 +9,7 @@ token, JSON body of bounded size) and only under the console's own host names.
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import json
 from dataclasses import dataclass, field
@@ -61,10 +62,8 @@ class TokenGate:
         if auth.lower().startswith("bearer "):
             return auth[7:].strip(), False
         cookie = SimpleCookie()
-        try:
+        with contextlib.suppress(Exception):
             cookie.load(headers.get("cookie", ""))
-        except Exception:
-            pass
         return (cookie[COOKIE].value if COOKIE in cookie else None), False
 
     async def __call__(self, scope, receive, send):

@@ -8,6 +8,7 @@ browser has asked for a frame in the last two seconds, encodes the latest images
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -26,10 +27,8 @@ BACKGROUND_NICE = 10  # the console's threads yield the CPU to the control loop 
 
 def lower_thread_priority(nice: int = BACKGROUND_NICE) -> None:
     """Linux schedules threads individually: make the calling thread nicer than the control loop."""
-    try:
+    with contextlib.suppress(AttributeError, OSError):  # not Linux, or not permitted: run at normal priority
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), min(19, os.getpriority(os.PRIO_PROCESS, 0) + nice))
-    except (AttributeError, OSError):  # not Linux, or not permitted: run at normal priority
-        pass
 
 
 def encode_jpeg(rgb: np.ndarray, quality: int = 70, max_width: int | None = None) -> bytes:
@@ -132,10 +131,8 @@ class FramePublisher:
                 continue
             seq, images = self._seq, self._latest
             if images is not None and seq != self._done_seq:
-                try:
+                with contextlib.suppress(Exception):  # a torn or odd frame must not kill the stream
                     self._encode(images)
-                except Exception:  # a torn or odd frame must not kill the stream
-                    pass
                 self._done_seq = seq
             self._stop.wait(max(0.0, period - (time.monotonic() - started)))
 

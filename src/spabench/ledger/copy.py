@@ -56,7 +56,7 @@ def differences(a: Ledger, b: Ledger) -> list[str]:
         if ca != cb:
             out.append(f"{table}: columns {ca} vs {cb}")
         elif ra != rb:
-            n = sum(1 for x, y in zip(ra, rb) if x != y) + abs(len(ra) - len(rb))
+            n = sum(1 for x, y in zip(ra, rb, strict=False) if x != y) + abs(len(ra) - len(rb))
             out.append(f"{table}: {n} row(s) differ ({len(ra)} vs {len(rb)} rows)")
     return out
 

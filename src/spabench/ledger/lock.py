@@ -9,6 +9,7 @@ held by the session's connection); `Ledger.lock_session` picks the right one.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
@@ -84,10 +85,8 @@ class CampaignLock:
         fd, self._fd = self._fd, None
         if fd is None:
             return
-        try:
+        with contextlib.suppress(OSError):
             os.ftruncate(fd, 0)
-        except OSError:
-            pass
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
 

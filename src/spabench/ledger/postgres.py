@@ -9,6 +9,7 @@ folder keeps a pointer (`ledger.pg.json`: that URL and the schema name).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -110,10 +111,8 @@ class PostgresStorage(Storage):
         with self._lock:
             if not (self.conn.closed or self.conn.broken):
                 return                       # another thread already reconnected
-            try:
+            with contextlib.suppress(Exception):
                 self.conn.close()
-            except Exception:
-                pass
             pause = 0.1
             while True:
                 left = deadline - time.monotonic()
@@ -148,10 +147,8 @@ class PostgresStorage(Storage):
 
     def _rollback(self, cur) -> None:
         if not self.conn.closed:
-            try:
+            with contextlib.suppress(Exception):
                 cur.execute("ROLLBACK")
-            except Exception:
-                pass
 
     def schema_exists(self) -> bool:
         row = self.conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,)).fetchone()

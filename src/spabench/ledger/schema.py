@@ -139,7 +139,7 @@ class TrialRow:
     @classmethod
     def from_mapping(cls, row: Mapping[str, Any]) -> TrialRow:
         """Build from a dict-like row (plan CSV, sqlite3.Row); coerces the typed columns."""
-        values = {f.name: row[f.name] for f in fields(cls) if f.name != "control_hz" or f.name in row.keys()}
+        values = {f.name: row[f.name] for f in fields(cls) if f.name != "control_hz" or f.name in row}
         values["withheld"] = _as_bool(values["withheld"])
         values["timer_s"] = float(values["timer_s"])
         values["order"] = int(values["order"])

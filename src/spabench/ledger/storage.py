@@ -73,7 +73,7 @@ class Storage(ABC):
 
     @staticmethod
     def row(cursor: Any, values: Any) -> Row:
-        return {d[0]: v for d, v in zip(cursor.description, values)}
+        return {d[0]: v for d, v in zip(cursor.description, values, strict=True)}
 
     @abstractmethod
     def now_epoch(self) -> str:
@@ -118,8 +118,9 @@ class Storage(ABC):
     @abstractmethod
     def close(self) -> None: ...
 
-    def reset_sequences(self) -> None:
-        """After rows were copied in with their ids: the next generated id follows the largest."""
+    def reset_sequences(self) -> None:  # noqa: B027 - a no-op by default, not abstract: SQLite needs nothing
+        """After rows were copied in with their ids: the next generated id follows the largest (SQLite's
+        INTEGER PRIMARY KEY does so by itself; PostgreSQL resets its sequences)."""
 
     def try_bench_lock(self, bench_id: str) -> bool:
         """Hold 'one live process per bench id' for the life of this connection (PostgreSQL)."""

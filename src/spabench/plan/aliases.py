@@ -20,4 +20,4 @@ def assign_aliases(policies: list[str], seed: int, blind: bool = True) -> dict[s
         return {p: p for p in policies}
     numbers = list(range(1, len(policies) + 1))
     seeded_rng(seed, "aliases").shuffle(numbers)
-    return {p: f"P{n}" for p, n in zip(policies, numbers)}
+    return {p: f"P{n}" for p, n in zip(policies, numbers, strict=True)}

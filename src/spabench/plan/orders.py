@@ -18,12 +18,9 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from typing import TypeVar
 
 from spabench.plan.aliases import seeded_rng
 from spabench.suite.vocabulary import CONDITIONS
-
-E = TypeVar("E")
 
 
 def williams_rows(policies: Sequence[str], rng: random.Random) -> list[list[str]]:
@@ -62,7 +59,7 @@ def counterbalanced(policies: Sequence[str], n_blocks: int, rng: random.Random) 
     return [rows[i] for i in sequence[:n_blocks]]
 
 
-def order_blocks(evaluations: Sequence[E], order: str, seed: int, task_order: Sequence[str],
+def order_blocks[E](evaluations: Sequence[E], order: str, seed: int, task_order: Sequence[str],
                  key: Callable[[E], tuple[str, str, str]]) -> list[E]:
     """Evaluations in run order. `key(e)` gives (task, condition, scene_id)."""
     if order == "blocked":
@@ -85,7 +82,7 @@ def order_blocks(evaluations: Sequence[E], order: str, seed: int, task_order: Se
     raise ValueError(f"unknown order {order!r}")
 
 
-def run_order(evaluations: Sequence[E], policies: Sequence[str], order: str, seed: int,
+def run_order[E](evaluations: Sequence[E], policies: Sequence[str], order: str, seed: int,
               task_order: Sequence[str], key: Callable[[E], tuple[str, str, str]],
               policies_for: Callable[[E], Sequence[str]] | None = None) -> list[tuple[E, str]]:
     """(evaluation, policy) pairs in run order; each evaluation's policies adjacent, carryover-balanced.
@@ -103,7 +100,7 @@ def run_order(evaluations: Sequence[E], policies: Sequence[str], order: str, see
                                                seeded_rng(seed, f"counterbalance:{order}{label}"))
     used = {members: 0 for members in rows_by_set}
     out: list[tuple[E, str]] = []
-    for e, members in zip(blocks, sets):
+    for e, members in zip(blocks, sets, strict=True):
         row = rows_by_set[members][used[members]]
         used[members] += 1
         out.extend((e, p) for p in row)

@@ -205,7 +205,7 @@ def policy_evaluations(campaign: CampaignConfig, evaluations: Sequence[Evaluatio
             out[entry.name] = {e.evaluation_id for e in evaluations}
             continue
         chosen: set[str] = set()
-        for (task, condition), group in _by_task_condition(evaluations).items():
+        for (_task, condition), group in _by_task_condition(evaluations).items():
             n = entry.counts.get(condition, 0)
             if n:
                 picked = {s.scene_id for s in spread_pick([e.scene for e in group], n)}

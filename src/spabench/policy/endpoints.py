@@ -15,6 +15,7 @@ The protocol a listener speaks is told from its first bytes, without a request o
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import socket
 import time
@@ -114,10 +115,8 @@ def sniff(host: str, port: int, timeout_s: float = 2.0, greeting_wait_s: float =
             data += block
         return _classify(data) if data else "unknown"
     finally:
-        try:
+        with contextlib.suppress(OSError):
             sock.close()
-        except OSError:
-            pass
 
 
 def _classify(data: bytes) -> str:

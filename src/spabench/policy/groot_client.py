@@ -34,6 +34,7 @@ made for the next request: a late reply can never be read as the answer to a new
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -305,10 +306,8 @@ class GrootClient(PolicyClient):
     def __del__(self) -> None:
         # A dropped client must not leave an open socket behind: zmq's Context.__del__ would
         # then block forever in term().
-        try:
+        with contextlib.suppress(Exception):  # noqa: BLE001 - interpreter shutdown
             self.close()
-        except Exception:  # noqa: BLE001 - interpreter shutdown
-            pass
 
     # -- observation / action layout ---------------------------------------------------------
     def _observation(self, obs: Any, instruction: str) -> dict:

@@ -246,7 +246,7 @@ class LeRobotGrpcClient(PolicyClient):
         from lerobot.async_inference.helpers import TimedObservation
 
         state = state_vector(obs, np.float64)
-        raw: dict[str, Any] = {f"{joint}.pos": float(v) for joint, v in zip(JOINTS, state)}
+        raw: dict[str, Any] = {f"{joint}.pos": float(v) for joint, v in zip(JOINTS, state, strict=True)}
         raw.update(policy_images(obs, self.card))
         raw["task"] = str(instruction)
         with self._lock:

@@ -17,6 +17,7 @@ Card `extra.reset` forces `reconnect` or `endpoint` (default `auto`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -169,10 +170,8 @@ class OpenPiClient(PolicyClient):
             ws, self._ws = self._ws, None
         self._fresh = False
         if ws is not None:
-            try:
+            with contextlib.suppress(Exception):  # closing a broken socket: nothing left to do
                 ws.close()
-            except Exception:  # closing a broken socket: nothing left to do
-                pass
 
     def close(self) -> None:
         self._drop()

@@ -18,6 +18,7 @@ one. Any other difference is `ServerIdentityChanged`: the session stops before i
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -312,18 +313,14 @@ class Supervisor:
 
     @staticmethod
     def _signal(entry: Mapping[str, Any], sig: int) -> None:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(int(entry["pid"]), sig)   # its own session: the group is the server and its children
-        except ProcessLookupError:
-            pass
 
     def _reap(self, pid: int | None) -> None:
         proc = self._children.pop(int(pid), None) if pid is not None else None
         if proc is not None:
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=STOP_WAIT_S)
-            except subprocess.TimeoutExpired:
-                pass
 
 
 def _tail(path: str | None, lines: int = 15) -> str:

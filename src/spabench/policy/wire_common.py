@@ -15,7 +15,7 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
@@ -36,8 +36,6 @@ __all__ = [
     "require_protocol",
     "server_label",
 ]
-
-T = TypeVar("T")
 
 
 def server_label(card: Any) -> str:
@@ -167,7 +165,7 @@ class Backoff:
         self._next = 0.0
 
 
-def probe_with_retries(probe: Callable[[], T], attempts: int, failure: str) -> T:
+def probe_with_retries[T](probe: Callable[[], T], attempts: int, failure: str) -> T:
     """`probe()`'s answer, trying up to `attempts` times with `Backoff` pauses between tries.
 
     Each try that raises PolicyFault is retried; when all fail, one PolicyFault

@@ -9,6 +9,7 @@ dataset and the end-of-episode attributes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -158,7 +159,7 @@ class EpisodeArrays:
             events, self._events = self._events, []
         if rows:
             n0, n = self.n_steps, len(rows)
-            columns = list(zip(*rows))
+            columns = list(zip(*rows, strict=True))
             values = {
                 "timestamp": np.asarray(columns[0], dtype="f8"),
                 "observation/state": np.asarray(columns[1], dtype="f8").reshape(n, N_JOINTS),
@@ -183,7 +184,7 @@ class EpisodeArrays:
             self.n_steps = n0 + n
         if health:
             n0, n = self.n_health, len(health)
-            for name, column in zip(HEALTH_FIELDS, zip(*health)):
+            for name, column in zip(HEALTH_FIELDS, zip(*health, strict=True), strict=True):
                 ds = self._ds[f"health/{name}"]
                 ds.resize(n0 + n, axis=0)
                 ds[n0:n0 + n] = np.asarray(column, dtype=ds.dtype).reshape(n, *ds.shape[1:])
@@ -238,10 +239,8 @@ class EpisodeArrays:
         self._give_back_reserve()
 
     def _give_back_reserve(self) -> None:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(self._reserve)
-        except FileNotFoundError:
-            pass
 
     def _close_after_failure(self) -> None:
         """HDF5 crashes closing a file whose flush failed on a full disk: free the reserve first."""

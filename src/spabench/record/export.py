@@ -168,7 +168,7 @@ def _reencode(ep: EpisodeReader, camera: str, dest: Path, codec: str, crf: int) 
     with av.open(str(dest), "w", options=MUXER_OPTIONS) as out:
         stream = None
         last_pts = -1
-        for t, want in zip(times, index):
+        for t, want in zip(times, index, strict=True):
             if want >= 0:
                 while position < want:
                     current = next(frames, current)

@@ -212,10 +212,8 @@ class _CameraWorker:
         return self.slots - len(self._free_local)
 
     def stop(self, timeout: float) -> None:
-        try:
+        with contextlib.suppress(Exception):
             self.commands.put(("quit",))
-        except Exception:
-            pass
         self.process.join(timeout)
         if self.process.is_alive():
             self.process.terminate()

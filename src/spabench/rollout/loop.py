@@ -18,6 +18,7 @@ counted as policy failures.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -362,16 +363,12 @@ class Rollout:
                                                   "source": (self.controls.estop() or {}).get("source", "")})
             except KeyboardInterrupt:  # Ctrl-C while going home: stop there and hold
                 self.emit("go_home_interrupted", {"source": "ctrl-c"})
-                try:
+                with contextlib.suppress(Exception):
                     self.bench.hold()
-                except Exception:
-                    pass
             except Exception as exc:
                 self.emit("go_home_failed", {"error": describe(exc)})
-                try:
+                with contextlib.suppress(Exception):
                     self.bench.hold()
-                except Exception:
-                    pass
         self.controls.stage = "after the rollout"
         valid = stop in ("timer", "operator_stop")
         if valid:

@@ -11,6 +11,7 @@ hand edits of a generated scene do not immediately break a contract.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 import random
@@ -250,7 +251,8 @@ class TaskGenerator:
             family = f"{self.task.name}-cross_task-p{i + 1:02d}"
             first = self.build(rng, cell, "cross_task")
             transferred = self.transferred_in(first)
-            second = self.build(rng, cell, "cross_task", maker=lambda: self.counterfactual(rng, cell, transferred))
+            second = self.build(rng, cell, "cross_task",
+                                maker=functools.partial(self.counterfactual, rng, cell, transferred))
             first.family = second.family = family
             drafts += [first, second]
         return drafts[:n]
@@ -382,7 +384,7 @@ class ObjectStateGenerator(TaskGenerator):
         pool = [o for o in others if condition != "novel_object"
                 or self.objects[o].display_name not in placed_kinds]
         pool = [o for o in pool if o not in {p.object_id for p in lay.placed}]
-        for k, oid in enumerate(rng.sample(pool, min(n_distractors, len(pool), 5 - len(lay.placed)))):
+        for oid in rng.sample(pool, min(n_distractors, len(pool), 5 - len(lay.placed))):
             lay.place(oid, self._state(oid, concept, rng, match=None))
         rng.shuffle(lay.placed)
         goal = Goal(kind="no_motion") if condition == "no_intervention" else Goal(kind="in_bowl", objects=targets)
@@ -627,10 +629,12 @@ class RelationalPlacementGenerator(TaskGenerator):
             if not self._spot_ok(lay, spot, ignore=(reference,)):
                 break
             old = next(p for p in nm.objects if p.object_id == target)
+            ref_xy = (ref.x_cm, ref.y_cm)
             try:
+                # defaults bind this try's reference and spot (lay.place calls them before the next one)
                 lay.place(target, old.state, tries=600,
-                          where=lambda x, y: self._opposite_sector((x, y), (ref.x_cm, ref.y_cm), direction),
-                          accept=lambda x, y, poly: point_footprint_distance(spot, poly) >= GEN_SPOT_CLEAR_CM)
+                          where=lambda x, y, r=ref_xy: self._opposite_sector((x, y), r, direction),
+                          accept=lambda x, y, poly, s=spot: point_footprint_distance(s, poly) >= GEN_SPOT_CLEAR_CM)
             except _Retry:
                 continue
             order = {p.object_id: i for i, p in enumerate(nm.objects)}
@@ -809,7 +813,7 @@ class OrdinalPositionGenerator(TaskGenerator):
             lay = self.layout(rng)
             yaws = [0.0 if lay.is_round(o) else float(rng.choice((0, 180))) for o in row]
             widths = []
-            for oid, yaw in zip(row, yaws):
+            for oid, yaw in zip(row, yaws, strict=True):
                 lo, hi = y_interval(footprint(self.objects[oid], 0.0, 0.0, yaw))
                 widths.append(hi - lo)
             gaps = [rng.uniform(*GEN_ORDINAL_GAP_CM) for _ in row[1:]]
@@ -821,7 +825,7 @@ class OrdinalPositionGenerator(TaskGenerator):
             x_row = rng.uniform(x_lo + 3.0, x_hi - 1.0)
             try:
                 edge = top
-                for i, (oid, yaw) in enumerate(zip(row, yaws)):
+                for i, (oid, yaw) in enumerate(zip(row, yaws, strict=True)):
                     centre = edge - widths[i] / 2
                     x = x_row + rng.uniform(-1.0, 1.0)
                     lay.place_at(oid, x, centre, yaw, self.state_for(oid, rng))
@@ -897,7 +901,7 @@ class CountingGenerator(TaskGenerator):
         for oid in on_table:
             lay.place(oid, self.state_for(oid, rng))
         placed = [PlacedObject(object_id=oid, x_cm=x, y_cm=y, state=self.state_for(oid, rng), location="bowl")
-                  for oid, (x, y) in zip(in_bowl, bowl_slots(len(in_bowl), self.geometry))]
+                  for oid, (x, y) in zip(in_bowl, bowl_slots(len(in_bowl), self.geometry), strict=True)]
         objects = placed + lay.placed
         rng.shuffle(objects)
         goal_record = Goal(kind="no_motion", count=goal) if no_motion else Goal(kind="count_in_bowl", count=goal)

@@ -151,10 +151,9 @@ class SpabenchReplayCamera(Camera):
         self._thread = threading.Thread(target=self._run, name=f"{self}_read_loop", daemon=True)
         self._connected = True
         self._thread.start()
-        if warmup:
-            if not self._new_frame.wait(timeout=max(self.config.warmup_s, 5.0 / self.fps)):
-                self.disconnect()
-                raise ConnectionError(f"{self} failed to capture frames during warmup.")
+        if warmup and not self._new_frame.wait(timeout=max(self.config.warmup_s, 5.0 / self.fps)):
+            self.disconnect()
+            raise ConnectionError(f"{self} failed to capture frames during warmup.")
         logger.info("%s connected.", self)
 
     def disconnect(self) -> None:
