@@ -89,6 +89,40 @@ def test_an_estop_wakes_a_session_waiting_for_the_operator():
     assert not waiter.is_alive() and answers == [None] and ch.estopped()
 
 
+def test_the_closing_console_waits_for_a_slow_page_to_fetch_the_end():
+    """Measured before: the console waited at most 1 s, and only for a page that had polled in the last
+    2 s, so a page slowed down by a loaded machine never showed 'ended' (its next poll found the
+    console closed). Now it waits until a page fetched the final state (capped), and not at all when
+    no page has asked for anything for a while."""
+    ch = BenchChannel()
+    ch.set_phase("rollout", card={})
+    ch.snapshot(page="fast")                     # two pages are watching
+    ch.snapshot(page="slow")
+    ch.set_phase("ended", message="E-STOP")
+    fetched = []
+
+    def slow_page():
+        fetched.append(ch.snapshot(page="fast")["phase"])    # one page saw it: not enough
+        time.sleep(1.5)                          # the other polls later than the old 1 s cap
+        fetched.append((ch.snapshot(page="slow")["phase"], time.monotonic()))
+
+    page = threading.Thread(target=slow_page)
+    page.start()
+    assert ch.wait_seen(20.0, watching_s=10.0) is True
+    assert ch._seen["slow"][0] == ch.snapshot()["version"]   # returned once the slow page had fetched the end
+    page.join(10)
+    assert fetched[0] == "ended" and fetched[1][0] == "ended"
+    assert ch.wait_seen(20.0, watching_s=10.0) is True          # already fetched: at once
+    ch.set_phase("ended", message="again")
+    started = time.monotonic()
+    assert ch.wait_seen(0.3, watching_s=10.0) is False          # the cap
+    assert time.monotonic() - started < 5.0
+    lonely = BenchChannel()                                      # no page ever asked: no wait at all
+    lonely.set_phase("ended", message="bye")
+    started = time.monotonic()
+    assert lonely.wait_seen(20.0, watching_s=10.0) is False and time.monotonic() - started < 5.0
+
+
 def test_the_stop_api_without_a_session_says_so(tmp_path):
     import httpx
 

@@ -51,9 +51,11 @@ def test_review_console_sends_the_operator_to_the_live_estop(tmp_path, browser, 
         _steps_at_least(other, 10)
         assert other.is_visible("#estop")
         other.keyboard.press("Escape")                # ... and its e-stop reaches the arm:
-        proc.wait(60)                                 # the session ends (exit 3, the ledger below);
-        # (not the page's 'ended' phase: the console closes with the session, and a page whose
-        # last poll came before that never shows it; measured once on a loaded fresh-clone run)
+        # both pages show why the session ended (the console waits until each fetched the end)
+        for shown in (other, live):
+            _phase(shown, "ended", timeout=30_000)
+            assert "E-STOP (console key) during rollout" in shown.text_content("#message")
+        proc.wait(60)                                 # the session ends (exit 3, the ledger below)
     finally:
         if proc.poll() is None:
             proc.terminate()

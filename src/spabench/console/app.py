@@ -167,7 +167,8 @@ def build_app(ctx: ConsoleContext):
                            "running in another console: its bench page (link above) has the E-STOP"})
             return js({"phase": "offline", "message": "no session is running in this console; start one with "
                        "`spabench run campaign=DIR operator=web`"})
-        return js(ctx.channel.snapshot(page=True))
+        # the page's id (bench.js: VIEWER), so the closing console knows whether each page saw the end
+        return js(ctx.channel.snapshot(page=request.query_params.get("viewer", "")[:64]))
 
     async def bench_command(request: Request):
         if ctx.channel is None:

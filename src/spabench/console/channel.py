@@ -6,6 +6,9 @@ they go straight to the session's StopControl (attached for the session's whole 
 control loop polls every tick and a motion going home every step. An e-stop is taken at any moment
 and also wakes the session if it is waiting for the operator; stop and abort end a rollout, so
 they are refused when none is running.
+
+Each bench page polls with its own id, so the closing console can wait until every page that is
+watching fetched the end (wait_seen).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections import deque
 from typing import Any
 
 PHASES = ("starting", "camera_check", "reset", "homing", "rollout", "stopping", "score", "cooling", "ended")
+MAX_PAGES = 64   # pages whose last fetch is remembered (ids come from the pages)
 # Which commands each phase accepts (anything else is refused with a clear message).
 COMMANDS = {"camera_check": ("confirm_cameras", "end"), "reset": ("ready", "end"), "score": ("score", "leave")}
 
@@ -38,7 +42,7 @@ class BenchChannel:
         self.live: dict[str, Any] = {}  # cheap live numbers (alignment) merged into snapshots
         self.live_fn = None             # during a rollout: () -> dict of loop statistics
         self.stop_log: list[dict] = []
-        self._seen = (-1, float("-inf"))  # (version, monotonic time) of the last snapshot a page fetched
+        self._seen: dict[str, tuple[int, float]] = {}  # page id -> (version, monotonic time) of its last poll
 
     # ---- session side ------------------------------------------------------------------------
     def set_phase(self, phase: str, **data: Any) -> None:
@@ -65,26 +69,34 @@ class BenchChannel:
                 self._cond.wait(timeout)
             return self._commands.popleft() if self._commands else None
 
-    def wait_seen(self, timeout: float, watching_s: float = 2.0) -> bool:
-        """Before the console stops: give a page that is polling (within `watching_s`) up to
-        `timeout` to fetch the current state, so it shows why the session ended (an e-stop)."""
+    def wait_seen(self, timeout: float, watching_s: float) -> bool:
+        """Before the console stops: wait (up to `timeout`) until every page that fetched anything in
+        the last `watching_s` fetched the current state, so each shows why the session ended; at once
+        False when none did (nobody is watching). A page polls every 0.2 s, seconds apart on a loaded
+        machine."""
         deadline = time.monotonic() + timeout
-        while True:
-            with self._cond:
-                version, at = self._seen
-                if version >= self._version:
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                watching = [v for v, at in self._seen.values() if now - at <= watching_s]
+                if watching and min(watching) >= self._version:
                     return True
-                if time.monotonic() - at > watching_s or time.monotonic() >= deadline:
+                if not watching or now >= deadline:
                     return False
-            time.sleep(0.02)
+                self._cond.wait(min(0.1, deadline - now))
 
     # ---- web side ----------------------------------------------------------------------------
-    def snapshot(self, page: bool = False) -> dict[str, Any]:
-        """The state to show; `page`: a page fetched it (see wait_seen)."""
+    def snapshot(self, page: str | None = None) -> dict[str, Any]:
+        """The state to show; `page`: the id of the page that fetched it (see wait_seen), None when the
+        console itself reads it."""
         with self._cond:
             state = dict(self._state)
-            if page:
-                self._seen = (self._version, time.monotonic())
+            if page is not None:
+                now = time.monotonic()
+                if page not in self._seen and len(self._seen) >= MAX_PAGES:   # forget the longest silent
+                    del self._seen[min(self._seen, key=lambda v: self._seen[v][1])]
+                self._seen[page] = (self._version, now)
+                self._cond.notify_all()   # wakes wait_seen
         state.update(self.live)
         fn = self.live_fn
         if fn is not None:

@@ -30,6 +30,10 @@ from spabench.operator.status import LoopStats
 from spabench.suite.vocabulary import CAMERAS
 
 OVERLAY_CAMERAS = ("middle", "overhead")
+# At the end the console stays up until a page fetched the final state (why the session ended), at
+# most LINGER_S; not at all when no page asked for anything in the last WATCHING_S (nobody watches).
+LINGER_S = 5.0
+WATCHING_S = 10.0
 
 
 def _iso_seconds(start: str | None, end: str | None) -> float | None:
@@ -317,7 +321,8 @@ class WebOperator(Operator):
         if self.session is not None:
             live.clear(Path(self.session.campaign_dir))   # review consoles stop sending people here
         if self.server is not None:
-            self.channel.wait_seen(1.0)  # the page shows why the session ended, not "console unreachable"
+            # the page shows why the session ended, not "console unreachable"
+            self.channel.wait_seen(LINGER_S, WATCHING_S)
             self.server.stop()
             self.server = None
         self.publisher.close()

@@ -196,7 +196,7 @@ function render(s) {
 }
 
 async function poll() {
-  try { render(await api("/api/bench/state")); }
+  try { render(await api(`/api/bench/state?viewer=${VIEWER}`)); }
   catch (e) {
     // an ended session's console closes with it: its closing message stays on the page
     if (state.phase === "ended") { $("#error").textContent = ""; $("#closed").hidden = false; return; }
