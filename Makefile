@@ -19,11 +19,12 @@ PYTHON312 ?= $(shell for c in python3.12 \
 	  if command -v $$c >/dev/null 2>&1 && $$c -c 'import sys; assert sys.version_info[:2] == (3, 12)' 2>/dev/null; \
 	  then command -v $$c; break; fi; done)
 
-.PHONY: install demo test test-fast bench egl postgresql chromium clean help
+.PHONY: install demo test test-fast lint bench egl postgresql chromium clean help
 
 help:
 	@echo "make demo   - install, then plan, run and report a small campaign on the MuJoCo twin"
-	@echo "make test   - install, then run the whole test suite"
+	@echo "make test   - install, then lint (ruff, mypy) and run the whole test suite"
+	@echo "make lint   - install, then ruff check . and mypy (src/spabench)"
 	@echo "make bench  - install, then run the performance benchmarks (benchmarks/)"
 
 $(STAMP): pyproject.toml
@@ -69,7 +70,13 @@ chromium:
 demo: install egl
 	$(VENV)/bin/spabench demo
 
-test: install egl postgresql chromium
+# ruff (pyflakes, bugbear, pyupgrade, simplify, isort) and mypy; configured in pyproject.toml.
+lint: install
+	@$(PY) -m ruff check . || { echo "make lint: ruff found the findings above ('ruff check --fix' fixes the safe ones)" >&2; exit 1; }
+	@$(PY) -m mypy || { echo "make lint: mypy found the type errors above ([tool.mypy] in pyproject.toml)" >&2; exit 1; }
+
+# lint first: a finding stops the run before the system packages and the suite
+test: install lint egl postgresql chromium
 	$(PY) -m pytest -q
 
 test-fast: install
@@ -81,4 +88,4 @@ bench: install egl postgresql chromium
 	@for b in benchmarks/[a-z]*.py; do echo "== $$b"; $(PY) $$b $(BENCH_ARGS) || exit 1; done
 
 clean:
-	rm -rf $(VENV) demo-out .pytest_cache
+	rm -rf $(VENV) demo-out .pytest_cache .mypy_cache .ruff_cache

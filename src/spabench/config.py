@@ -338,7 +338,12 @@ def top_level_keys() -> dict[str, tuple[Any, Key]]:
     out = {}
     for f in fields(SpabenchConfig):
         if "spabench" in f.metadata:
-            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+            if f.default is not dataclasses.MISSING:
+                default = f.default
+            elif f.default_factory is not dataclasses.MISSING:
+                default = f.default_factory()
+            else:
+                raise TypeError(f"top-level key {f.name} has no default")
             out[f.name] = (default, f.metadata["spabench"])
     return out
 

@@ -76,8 +76,8 @@ def contrast_rng(seed: int, *labels: str) -> np.random.Generator:
 def _sum_pmf(one_draw: tuple[int, ...], n: int) -> np.ndarray:
     """pmf of the sum of n draws from the counts `one_draw` (over consecutive integers): the n-fold
     convolution, by repeated squaring. Cached: cells share counts (half the look-ups of a report)."""
-    base = np.asarray(one_draw, dtype=float) / n
-    result = np.ones(1)
+    base: np.ndarray = np.asarray(one_draw, dtype=float) / n
+    result: np.ndarray = np.ones(1)
     while n:
         if n & 1:
             result = np.convolve(result, base)
@@ -119,8 +119,8 @@ def sum_law(laws: Sequence[LatticeLaw]) -> LatticeLaw | None:
 
 def stratum_law(samples: Sequence[np.ndarray]) -> LatticeLaw | None:
     """Law of a stratum's statistic: the mean of its one sample, or the first mean minus the second."""
-    laws = [mean_law(s) for s in samples]
-    if any(law is None for law in laws):
+    laws = [law for s in samples if (law := mean_law(s)) is not None]
+    if len(laws) < len(samples):
         return None
     if len(laws) == 1:
         return laws[0]
@@ -130,8 +130,8 @@ def stratum_law(samples: Sequence[np.ndarray]) -> LatticeLaw | None:
 
 def equal_weight_law(strata: Sequence[Sequence[np.ndarray]]) -> LatticeLaw | None:
     """Law of the equal-weight mean over strata of each stratum's statistic (strata independent)."""
-    laws = [stratum_law(samples) for samples in strata]
-    if any(law is None for law in laws):
+    laws = [law for samples in strata if (law := stratum_law(samples)) is not None]
+    if len(laws) < len(strata):
         return None
     total = laws[0] if len(laws) == 1 else sum_law(laws)
     if total is None:

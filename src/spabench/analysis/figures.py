@@ -21,6 +21,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Literal
 
 import pandas as pd
 
@@ -168,7 +169,12 @@ PANEL_HEIGHT = 1.3 * 72     # one row of bar panels
 GROUP_FILL = 0.84           # share of a group's slot taken by its bars
 
 
-def _rc(name: str) -> float:
+# the style's font sizes the figures read (matplotlib types rcParams by key)
+FontSizeKey = Literal["font.size", "axes.labelsize", "axes.titlesize", "xtick.labelsize", "ytick.labelsize",
+                      "figure.titlesize"]
+
+
+def _rc(name: FontSizeKey) -> float:
     """A font size from the active style, in points."""
     import matplotlib
     from matplotlib.font_manager import FontProperties
@@ -307,8 +313,8 @@ def bar_chart(groups: Sequence[str], series: Sequence[Bar], title: str, settings
                 bars.append((patch, label, cell))
                 counts.append((ax, label))
         if whiskers:
-            x, rate, below, above = zip(*whiskers, strict=True)
-            ax.errorbar(x, rate, yerr=[below, above], fmt="none", ecolor=WHISKER, elinewidth=0.6,
+            xs, rates, below, above = zip(*whiskers, strict=True)
+            ax.errorbar(xs, rates, yerr=[below, above], fmt="none", ecolor=WHISKER, elinewidth=0.6,
                         capsize=0.22 * slot * plot_pt / per_row, capthick=0.6, zorder=3)
         ax.set_xlim(-0.5, per_row - 0.5)
         ax.set_xticks(range(len(mine)), [TASK_LABELS.get(groups[j], textwrap.fill(str(groups[j]), 14))
@@ -540,7 +546,7 @@ def draw(name: str, summary: pd.DataFrame, failures: pd.DataFrame, policies: Seq
     return figure
 
 
-_METADATA = {"png": {"Software": None}, "pdf": {"CreationDate": None, "Producer": None},
+_METADATA: dict[str, dict[str, str | None]] = {"png": {"Software": None}, "pdf": {"CreationDate": None, "Producer": None},
              "svg": {"Date": None}}
 
 

@@ -107,7 +107,7 @@ def health_from_rows(attempts, policy_of: dict[str, str], summaries: dict[str, d
         hottest_seq.append(float(top))
         if top > p["max"]:
             p["max"], p["motor"] = float(top), motor
-        p["stall_events"] += len(health.get("stall_events") or [])
+        p["stall_events"] += len((health or {}).get("stall_events") or [])
     rows = []
     for policy, p in per.items():
         rows.append({"policy": policy, "attempts": p["attempts"], "with_telemetry": p["with_telemetry"],

@@ -13,6 +13,7 @@ import csv
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import NoReturn
 
 import pandas as pd
 
@@ -104,11 +105,11 @@ def _as_text(value: object) -> str:
 
 
 def validate_outcomes(columns: Sequence[str], records: Sequence[Sequence[str]], rows: Sequence[int],
-                      *args, unpaired: str = "error", **kwargs) -> pd.DataFrame:
+                      source: str, unpaired: str = "error") -> pd.DataFrame:
     """`_validate_outcomes` plus the pairing rule (`unpaired`: error | exclude | ignore)."""
     if unpaired not in UNPAIRED_CHOICES:
         raise DataError("unpaired", f"unknown choice {unpaired!r}", allowed=UNPAIRED_CHOICES)
-    return _validate_outcomes(columns, records, rows, *args, unpaired=unpaired, **kwargs)
+    return _validate_outcomes(columns, records, rows, source, unpaired=unpaired)
 
 
 def _validate_outcomes(columns: Sequence[str], records: Sequence[Sequence[str]], rows: Sequence[int],
@@ -152,7 +153,7 @@ def _validate_outcomes(columns: Sequence[str], records: Sequence[Sequence[str]],
     return frame
 
 
-def _fail(source: str, row: int, field: str, message: str, allowed=None):
+def _fail(source: str, row: int, field: str, message: str, allowed=None) -> NoReturn:
     raise DataError(source, message, row=row, field=field, allowed=allowed)
 
 

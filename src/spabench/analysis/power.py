@@ -38,7 +38,7 @@ class PowerConfig:
     """What `spabench power` computes; one of half_width / rates, or a pilot with either."""
     half_width: float | None = None        # target half-width of the 95% interval (0.10 = +-10 pp)
     rate: float = 0.5                      # assumed success rate for half_width (0.5: the worst case)
-    rates: tuple[float, float] | None = None  # assumed rates (first, second) of a paired contrast
+    rates: tuple[float, ...] | None = None  # assumed rates (first, second) of a paired contrast (two: checked below)
     discordance: float | None = None       # assumed share of discordant pairs (None: independence)
     alpha: float = 0.05
     power: float = 0.8
@@ -155,6 +155,8 @@ def _pilot(config: PowerConfig):
 
     if config.outcomes is not None:
         return load_outcomes(config.outcomes)
+    if config.campaign_dir is None:
+        raise ConfigError("power's pilot needs outcomes=FILE or campaign=FOLDER")
     return load_campaign(config.campaign_dir)[0]
 
 
@@ -219,11 +221,11 @@ def _pilot_report(config: PowerConfig, outcomes, out: TextIO) -> None:
 
 def power(cfg: SpabenchConfig) -> int:
     """The thin adapter from the typed root config (top-level keys) to `PowerConfig`."""
-    rates = cfg.rates
-    if rates is not None:
-        if not all(isinstance(r, int | float) and not isinstance(r, bool) for r in rates):
-            raise ConfigError(f"rates={rates!r} must be two numbers, e.g. rates=[0.3,0.6]")
-        rates = tuple(float(r) for r in rates)
+    rates = None
+    if cfg.rates is not None:
+        if not all(isinstance(r, int | float) and not isinstance(r, bool) for r in cfg.rates):
+            raise ConfigError(f"rates={cfg.rates!r} must be two numbers, e.g. rates=[0.3,0.6]")
+        rates = tuple(float(r) for r in cfg.rates)
     config = PowerConfig(
         half_width=cfg.half_width, rate=cfg.rate, rates=rates, discordance=cfg.discordance,
         alpha=cfg.alpha, power=cfg.power, outcomes=cfg.outcomes,

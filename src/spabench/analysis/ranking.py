@@ -113,7 +113,7 @@ def comparison_components(present: np.ndarray) -> np.ndarray:
     graph = coo_matrix((np.ones(len(rows)), (rows, n_rows + columns)), shape=(n_rows + k, n_rows + k))
     labels = connected_components(graph, directed=False)[1][n_rows:]
     first = {label: i for i, label in reversed(list(enumerate(labels)))}
-    order = {label: n for n, label in enumerate(sorted(first, key=first.get))}
+    order = {label: n for n, label in enumerate(sorted(first, key=first.__getitem__))}
     return np.array([order[label] for label in labels])
 
 

@@ -34,7 +34,7 @@ def server_provenance(ledger: Any) -> list[ServerProvenance]:
         rows.setdefault(trial.card, ServerProvenance(policy=trial.policy, card=trial.card))
     for event in ledger.events():
         payload = event["payload"]
-        row = rows.get(payload.get("card")) if isinstance(payload, dict) else None
+        row = rows.get(payload.get("card") or "") if isinstance(payload, dict) else None
         if row is None or event["attempt_id"] is not None:
             continue
         if event["kind"] == PINNED:

@@ -19,7 +19,7 @@ import math
 import os
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,7 +59,7 @@ class Observation:
     t: float
     state: np.ndarray
     images: dict[str, np.ndarray]
-    extras: dict[str, Any] = field(default_factory=dict)
+    extras: Mapping[str, Any] = field(default_factory=dict)
     image_times: dict[str, float] = field(default_factory=dict)
 
 
@@ -183,7 +183,7 @@ class Bench:
         """Command the measured position; return what was sent."""
         return self._send(measured)
 
-    def _extras(self, raw: dict) -> dict[str, Any]:
+    def _extras(self, raw: dict) -> Mapping[str, Any]:
         return {}
 
     # ------------------------------------------------------------------ motor health
@@ -358,7 +358,7 @@ class Bench:
             if callable(exact) and (stamp := exact(image)) is not None:
                 out[name] = float(stamp)
                 continue
-            if getattr(cam, "latest_timestamp", None) is None:
+            if cam is None or getattr(cam, "latest_timestamp", None) is None:
                 continue
             lock = getattr(cam, "frame_lock", None) or contextlib.nullcontext()
             with lock:  # frame and stamp as one pair (LeRobot's cameras update both under it)
@@ -467,7 +467,8 @@ class Bench:
             if should_stop is not None and should_stop():
                 self._observed_state = None
                 held = self.hold()
-                pose = {j: round(float(v), 1) for j, v in zip(self.joints, held.requested, strict=True)}
+                at = held.requested if held.requested is not None else held.sent
+                pose = {j: round(float(v), 1) for j, v in zip(self.joints, at, strict=True)}
                 raise MotionStopped(f"going home stopped on request after {len(steps)} step(s); the arm holds "
                                     f"at {pose}", steps=steps)
             t = time.monotonic()

@@ -7,6 +7,7 @@ mid-range, the gripper in 0..100 (0 closed, 100 open).
 
 from __future__ import annotations
 
+import builtins
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -194,7 +195,8 @@ class BenchConfig:
     use_degrees: bool = True
     connect_retries: int = 1
 
-    _registry: ClassVar[dict[str, type[BenchConfig]]] = {}
+    # builtins.type: inside this class body `type` is the field below
+    _registry: ClassVar[dict[str, builtins.type[BenchConfig]]] = {}
     type_name: ClassVar[str] = ""
     required_cameras: ClassVar[tuple[str, ...]] = ()   # cameras a bench file must list
 

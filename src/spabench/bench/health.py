@@ -150,7 +150,7 @@ class HealthMonitor:
         tick (None: nothing was sent), `fresh` whether a sample was taken this tick (the temperature,
         voltage and Status guards look at each sample once). The position error of the stall guard
         uses the goal of the previous tick: the one the servo was driving toward when measured."""
-        trip = self._check_sample() if fresh and self.latest is not None else None
+        trip = self._check_sample(self.latest) if fresh and self.latest is not None else None
         goal = self._goal
         if sent is not None and np.all(np.isfinite(sent)):
             self._goal = np.asarray(sent, dtype=float).copy()
@@ -167,7 +167,7 @@ class HealthMonitor:
             return None
         i = max(stalled, key=lambda k: lasted[k])
         joint = JOINTS[i]
-        detail = {"motor": joint, "current_ma": round(float(self.latest.current_ma[i]), 1),
+        detail: dict[str, Any] = {"motor": joint, "current_ma": round(float(self.latest.current_ma[i]), 1),
                   "threshold_ma": float(self.threshold[i]), "error": round(float(error[i]), 2),
                   "tolerance": self.cfg.stall_error, "duration_s": round(float(lasted[i]), 3),
                   "onset_t": round(float(self._onset[i]), 4)}
@@ -176,8 +176,8 @@ class HealthMonitor:
                           f"{joint} stalled: {detail['current_ma']:.0f} mA (threshold {self.threshold[i]:.0f}) "
                           f"with a position error of {abs(detail['error']):.1f} for {detail['duration_s']:.2f} s")
 
-    def _check_sample(self) -> HealthTrip | None:
-        sample, cfg = self.latest, self.cfg
+    def _check_sample(self, sample: HealthSample) -> HealthTrip | None:
+        cfg = self.cfg
         low = [(j, float(v)) for j, v in zip(JOINTS, sample.voltage_v, strict=True) if v < cfg.min_voltage_v]
         if low:
             joint, volts = min(low, key=lambda p: p[1])

@@ -70,7 +70,10 @@ class WorkspaceEnvelope:
         self.floor_m = (spec.table_z_cm + spec.table_margin_cm) / 100.0
         lo, hi = spec.box.bounds_m()
         self.box_lo, self.box_hi = np.array(lo), np.array(hi)
-        self.keep_out = [(f"keep_out:{name}", *map(np.array, box.bounds_m())) for name, box in spec.keep_out.items()]
+        self.keep_out: list[tuple[str, np.ndarray, np.ndarray]] = []
+        for name, box in spec.keep_out.items():
+            lo, hi = box.bounds_m()
+            self.keep_out.append((f"keep_out:{name}", np.array(lo), np.array(hi)))
 
     def violation(self, target) -> tuple[float, str]:
         """(metres past the envelope, rule) of the worst-placed gripper point; (0.0, "") inside."""

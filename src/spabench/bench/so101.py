@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from spabench.bench.bench import DRIVER_ERRORS, Bench
-from spabench.bench.config import BenchConfig, CameraSpec
+from spabench.bench.config import BenchConfig, CameraSpec, SO101BenchConfig
 from spabench.errors import ConfigError, DataError, SafetyError
 from spabench.suite.model import ArmEnvelope
 from spabench.suite.vocabulary import GRIPPER, JOINTS
@@ -38,14 +38,14 @@ def resolve_path(path: str | Path) -> Path:
     return resolve(path)
 
 
-def calibrate_hint(cfg: BenchConfig, path: Path) -> str:
+def calibrate_hint(cfg: SO101BenchConfig, path: Path) -> str:
     return (f"Calibrate the arm once with LeRobot: `lerobot-calibrate --robot.type={ROBOT_TYPE} "
             f"--robot.port={cfg.port} --robot.id={cfg.robot_id} --robot.calibration_dir={path.parent}` "
             f"(it writes {path}); if you calibrated elsewhere, copy that <id>.json to {path}. "
             "The harness never calibrates or prompts by itself.")
 
 
-def load_calibration_file(path: Path, cfg: BenchConfig) -> dict[str, dict[str, int]]:
+def load_calibration_file(path: Path, cfg: SO101BenchConfig) -> dict[str, dict[str, int]]:
     """Read and check a LeRobot calibration file: all six joints, integer fields, range_min < range_max."""
     if not path.is_file():
         raise SafetyError(f"calibration file {path} is missing (robot_id '{cfg.robot_id}', calibration_dir "
@@ -114,7 +114,9 @@ class SO101Bench(Bench):
 
     kind = "so101"
 
-    def __init__(self, cfg: BenchConfig, *, workspace: ArmEnvelope | None = None):
+    cfg: SO101BenchConfig
+
+    def __init__(self, cfg: SO101BenchConfig, *, workspace: ArmEnvelope | None = None):
         super().__init__(cfg, workspace=workspace)
         self.calibration_dir = resolve_path(cfg.calibration_dir)
         self.calibration_path = self.calibration_dir / f"{cfg.robot_id}.json"
@@ -181,8 +183,15 @@ class SO101Bench(Bench):
             bus.write("Max_Torque_Limit", GRIPPER, int(limit))
             bus.enable_torque(GRIPPER)
 
+    @property
+    def _file_calibration(self) -> dict[str, dict[str, int]]:
+        """The calibration file's values, read before every connect (never compared unread)."""
+        if self.calibration is None:
+            raise SafetyError(f"calibration file {self.calibration_path} was not read before the comparison")
+        return self.calibration
+
     def _matches(self, stored: dict[str, dict[str, int]]) -> bool:
-        return all(stored[j][k] == self.calibration[j][k] for j in JOINTS for k in stored[j])
+        return all(stored[j][k] == self._file_calibration[j][k] for j in JOINTS for k in stored[j])
 
     def _confirmed_calibration(self, bus, reads: int = 3) -> dict[str, dict[str, int]]:
         """The stored calibration, read again until it matches the file or two reads agree: a status
@@ -208,7 +217,7 @@ class SO101Bench(Bench):
     def _mismatch(self, stored: dict) -> SafetyError:
         diffs = []
         for joint in JOINTS:
-            file_cal, motor_cal = self.calibration[joint], stored[joint]
+            file_cal, motor_cal = self._file_calibration[joint], stored[joint]
             for key in ("homing_offset", "range_min", "range_max"):
                 if file_cal[key] != motor_cal[key]:
                     diffs.append(f"{joint}.{key} file {file_cal[key]} vs motor {motor_cal[key]}")

@@ -472,13 +472,16 @@ def read_config(command: Command, node: Any) -> dict[str, Any]:
     from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue
 
     try:
-        return OmegaConf.to_container(node, resolve=True, throw_on_missing=True)
+        plain = OmegaConf.to_container(node, resolve=True, throw_on_missing=True)
     except MissingMandatoryValue as exc:
         key = getattr(exc, "full_key", "") or str(exc).splitlines()[0]
         raise ConfigError(f"spabench {command.name}: '{key}' is required (??? in its config file) and was not "
                           f"given; set it on the command line, e.g. {key}=...") from None
     except InterpolationResolutionError as exc:
         raise ConfigError(f"spabench {command.name}: {str(exc).splitlines()[0]}") from None
+    if not isinstance(plain, dict):   # the composed root is always a mapping
+        raise ConfigError(f"spabench {command.name}: the composed config is not a mapping")
+    return {str(key): value for key, value in plain.items()}
 
 
 def composed(command: Command, argv: list[str]) -> Any:
@@ -500,7 +503,7 @@ def composed(command: Command, argv: list[str]) -> Any:
         try:
             with initialize_config_dir(config_dir=str(conf), version_base=None):
                 cfg = hydra_compose(config_name="config", overrides=overrides)
-            node = OmegaConf.masked_copy(cfg, [k for k in cfg if k not in GROUPS or k in command.groups])
+            node = OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k not in GROUPS or k in command.groups])
             if "campaign" in after:   # a campaign file: the file's values, then the caller's campaign.* keys
                 held = {o.lstrip("+~").partition("=")[0] for o in overrides
                         if o.lstrip("+~").startswith("campaign.")}

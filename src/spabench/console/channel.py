@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 PHASES = ("starting", "camera_check", "reset", "homing", "rollout", "stopping", "score", "cooling", "ended")
@@ -38,9 +39,10 @@ class BenchChannel:
         self._state: dict[str, Any] = {"phase": "starting"}
         self._version = 0
         self._commands: deque[tuple[str, dict]] = deque()
-        self.controls = None           # the session's StopControl while a session is attached, else None
+        # the session's StopControl (rollout.controls; duck-typed here) while a session is attached, else None
+        self.controls: Any = None
         self.live: dict[str, Any] = {}  # cheap live numbers (alignment) merged into snapshots
-        self.live_fn = None             # during a rollout: () -> dict of loop statistics
+        self.live_fn: Callable[[], dict] | None = None   # during a rollout: () -> dict of loop statistics
         self.stop_log: list[dict] = []
         self._seen: dict[str, tuple[int, float]] = {}  # page id -> (version, monotonic time) of its last poll
 

@@ -13,6 +13,7 @@ operator's e-stop out, and if none is idle the new one is closed at once.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import resource
 import time
@@ -32,6 +33,9 @@ def protocol_class(cfg: ConsoleConfig):
 
     class BoundedH11Protocol(H11Protocol):
         limits = cfg
+        _timer: asyncio.TimerHandle | None
+        _cycle_seen: object | None
+        _idle_since: float | None
         closed_idle = 0     # connections closed for sending no request in time (all instances)
         closed_slow = 0     # ... for a body not received in time
         evicted = 0         # ... to make room past max_connections
@@ -44,9 +48,10 @@ def protocol_class(cfg: ConsoleConfig):
             self._idle_since = time.monotonic()
             self._arm(self.limits.idle_timeout_s, self._idle_expired)
             if len(self.connections) > self.limits.max_connections:
-                idle = [c for c in self.connections if c is not self and getattr(c, "_idle_since", None) is not None]
+                idle = [c for c in self.connections if isinstance(c, BoundedH11Protocol) and c is not self
+                        and getattr(c, "_idle_since", None) is not None]
                 if idle:
-                    oldest = min(idle, key=lambda c: c._idle_since)
+                    oldest = min(idle, key=lambda c: c._idle_since or 0.0)
                     type(self).evicted += 1
                     oldest._close()
                 else:
@@ -93,8 +98,9 @@ def protocol_class(cfg: ConsoleConfig):
                 self._arm(self.limits.idle_timeout_s, self._idle_expired)
 
         def connection_lost(self, exc) -> None:
-            if getattr(self, "_timer", None) is not None:
-                self._timer.cancel()
+            timer = getattr(self, "_timer", None)   # None also before connection_made ran
+            if timer is not None:
+                timer.cancel()
                 self._timer = None
             self._idle_since = None
             super().connection_lost(exc)

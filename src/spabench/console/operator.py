@@ -22,6 +22,7 @@ from typing import Any
 from spabench.console import live
 from spabench.console.channel import BenchChannel
 from spabench.console.frames import FramePublisher
+from spabench.console.server import ConsoleServer
 from spabench.console.views import public_trial
 from spabench.operator.auto import register_operator
 from spabench.operator.base import Operator, Score
@@ -39,6 +40,8 @@ WATCHING_S = 10.0
 def _iso_seconds(start: str | None, end: str | None) -> float | None:
     from datetime import datetime
 
+    if start is None or end is None:
+        return None
     try:
         return (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
     except (TypeError, ValueError):
@@ -54,8 +57,8 @@ class WebOperator(Operator):
         self.channel = BenchChannel()
         self.stats = LoopStats()
         self.publisher = FramePublisher(self.console_cfg)
-        self.server = None
-        self.session = None
+        self.server: ConsoleServer | None = None
+        self.session: Any = None   # the rollout Session while one is attached (duck-typed: no rollout import)
         self._events: list[tuple[str, dict]] = []
         self._cycle_s: list[float] = []
         self._last_ready: float | None = None
@@ -70,17 +73,16 @@ class WebOperator(Operator):
     # ---- session start: the console, then the camera check -----------------------------------
     def begin_session(self, session: Any) -> bool:
         from spabench.console.app import ConsoleContext, build_app
-        from spabench.console.server import ConsoleServer
 
         self.session = session
         self.channel.controls = getattr(session, "controls", None)  # the e-stop works from the first page load
         ctx = ConsoleContext(campaign_dir=Path(session.campaign_dir), suite=getattr(session, "suite", None),
                              cfg=self.console_cfg, rater=self.rater, channel=self.channel,
                              publisher=self.publisher, operator=self)
-        self.server = ConsoleServer(build_app(ctx), self.console_cfg).start()
-        base, _, query = self.server.url.partition("?")
+        self.server = server = ConsoleServer(build_app(ctx), self.console_cfg).start()
+        base, _, query = server.url.partition("?")
         live.record(Path(session.campaign_dir), base + "bench" + (f"?{query}" if query else ""))
-        self.show(f"console: open {self.server.url} (bench page: /bench, review: /review)")
+        self.show(f"console: open {server.url} (bench page: /bench, review: /review)")
         return self._camera_check()
 
     def _estop_ends_wait(self) -> bool:
@@ -172,6 +174,7 @@ class WebOperator(Operator):
         ledger = self.session.ledger
         p = ledger.progress()
         pending = max(0, p["trials"] - p["complete"])
+        per: float | None
         if self._cycle_s:
             per, basis = statistics.median(self._cycle_s), "measured trial cycles this session"
         else:

@@ -34,7 +34,7 @@ class ReviewError(SpabenchError):
 
 
 def _score_dict(row: Any) -> dict:
-    data = dataclasses.asdict(row) if dataclasses.is_dataclass(row) else dict(row)
+    data = dataclasses.asdict(row) if dataclasses.is_dataclass(row) and not isinstance(row, type) else dict(row)
     return {k: data.get(k) for k in ("rater", "success", "failure_mode", "note", "scored_at", "reason", "superseded_at")}
 
 

@@ -16,9 +16,9 @@ REDACTED = "[policy]"
 
 
 def public_trial(trial: Any) -> dict[str, Any]:
-    data = dataclasses.asdict(trial) if dataclasses.is_dataclass(trial) else dict(trial)
+    data = dataclasses.asdict(trial) if dataclasses.is_dataclass(trial) and not isinstance(trial, type) else dict(trial)
     out = {k: data.get(k) for k in TRIAL_FIELDS if k in data}
-    out["failure_modes"] = failure_mode_choices(out.get("task", ""), out.get("condition", ""))
+    out["failure_modes"] = failure_mode_choices(out.get("task") or "", out.get("condition") or "")
     return out
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from spabench.errors import ConfigError, DataError
 from spabench.ledger.ledger import Ledger
+from spabench.ledger.postgres import PostgresStorage
 from spabench.ledger.schema import DDL
 from spabench.ledger.storage import Storage
 
@@ -100,7 +101,7 @@ def copy_ledger(src: Path, dst: Path, url: str | None = None, grant: str | None 
             diff = differences(source, created)
             if diff:
                 where = created.location
-                if created.backend == "postgresql":
+                if isinstance(created.storage, PostgresStorage):
                     created.storage.drop_schema()
                     (dst / Ledger.POINTER).unlink(missing_ok=True)
                 else:

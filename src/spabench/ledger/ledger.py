@@ -264,17 +264,17 @@ class Ledger:
         if url not in (None, "", "sqlite"):
             from spabench.ledger.postgres import new_campaign_storage, write_pointer
 
-            storage = new_campaign_storage(url, campaign)
+            pg = new_campaign_storage(url, campaign)
             try:
-                fill(storage)
+                fill(pg)
                 if grant:
-                    storage.grant_bench(grant)
-                write_pointer(folder / cls.POINTER, storage, campaign)
+                    pg.grant_bench(grant)
+                write_pointer(folder / cls.POINTER, pg, campaign)
             except BaseException:
-                storage.drop_schema()
-                storage.close()
+                pg.drop_schema()
+                pg.close()
                 raise
-            storage.close()
+            pg.close()
             return cls.open(folder)
         if grant:
             raise ConfigError(f"ledger_grant={grant!r} is for a PostgreSQL ledger (set ledger=postgresql://...)")
@@ -373,7 +373,7 @@ class Ledger:
         if explicit is None and pointer.is_file():
             from spabench.ledger.postgres import open_pointer
 
-            storage = open_pointer(pointer, readonly=readonly, url=url)
+            storage: Storage = open_pointer(pointer, readonly=readonly, url=url)
             where: Path = pointer
         else:
             where = explicit or folder / cls.FILENAME
@@ -528,7 +528,8 @@ class Ledger:
         return dict(self.meta().get("aliases", {}))
 
     def journal_mode(self) -> str:
-        return self.storage.journal_mode()
+        """SQLite's journal mode ('wal'); a PostgreSQL ledger has none ('')."""
+        return self.storage.journal_mode() if isinstance(self.storage, SQLiteStorage) else ""
 
     @_reconnecting
     def trials(self) -> list[TrialRow]:
@@ -588,7 +589,7 @@ class Ledger:
             if running is not None:
                 raise LedgerError(f"{self.path}: attempt {running['attempt_id']} is still running; finish it "
                                   "or call mark_interrupted() when resuming after a crash")
-            n = int(tx.one("SELECT COALESCE(MAX(n), 0) AS n FROM attempts WHERE trial_id = ?", (trial_id,))["n"]) + 1
+            n = int(tx.one_row("SELECT COALESCE(MAX(n), 0) AS n FROM attempts WHERE trial_id = ?", (trial_id,))["n"]) + 1
             attempt_id = f"{trial_id}-a{n}"
             path = None if episode_path is None else str(episode_path)
             tx.execute("INSERT INTO attempts (attempt_id, trial_id, n, status, started_at, episode_path, bench_id, "
@@ -783,7 +784,7 @@ class Ledger:
             if row["status"] != "complete":
                 raise LedgerError(f"{where}: attempt is {row['status']}; only complete attempts are scored "
                                   "(invalid attempts are re-run, never failures)")
-            trial = tx.one("SELECT task, condition FROM trials WHERE trial_id = ?", (row["trial_id"],))
+            trial = tx.one_row("SELECT task, condition FROM trials WHERE trial_id = ?", (row["trial_id"],))
             problem = failure_mode_applies(failure_mode, trial["task"], trial["condition"]) if failure_mode else None
             if problem:
                 raise LedgerError(f"{where}: {problem}")
@@ -801,7 +802,7 @@ class Ledger:
                         reason.strip() if reason else None))
             payload = {"rater": rater, "success": success, "failure_mode": failure_mode}
             if current is not None:
-                payload["reason"] = reason.strip()
+                payload["reason"] = (reason or "").strip()   # a rescore without a reason was refused above
             self._insert_event(tx, attempt_id, "scored" if current is None else "rescored", payload)
 
     @_reconnecting
@@ -832,7 +833,7 @@ class Ledger:
 
     @_reconnecting
     def events(self, attempt_id: str | None = None, kind: str | None = None) -> list[dict[str, Any]]:
-        sql, params = "SELECT * FROM events WHERE 1 = 1", []
+        sql, params = "SELECT * FROM events WHERE 1 = 1", list[Any]()
         if attempt_id is not None:
             sql, params = sql + " AND attempt_id = ?", params + [attempt_id]
         if kind is not None:
@@ -955,7 +956,7 @@ class Ledger:
         if not lease_s > 0:
             raise LedgerError(f"{self.path}: lease_s must be > 0, got {lease_s}")
         with self._write() as tx:
-            clock = tx.one(f"SELECT {self.storage.now_epoch()} AS now, {self.storage.server_start_epoch()} AS up")
+            clock = tx.one_row(f"SELECT {self.storage.now_epoch()} AS now, {self.storage.server_start_epoch()} AS up")
             now, up = float(clock["now"]), float(clock["up"])
             # a lease that ran out while the server was down (stopped, restarting) lapses only a full
             # lease after the server came back: its bench gets that long to reconnect and renew, so a

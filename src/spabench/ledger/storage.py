@@ -41,13 +41,19 @@ class Tx:
         rows = self.execute(sql, params)
         return rows[0] if rows else None
 
+    def one_row(self, sql: str, params: Sequence[Any] = ()) -> Row:
+        """The row of a query that always returns one (an aggregate, RETURNING, a foreign key's row)."""
+        row = self.one(sql, params)
+        if row is None:
+            raise LookupError(f"no row for {sql!r} {tuple(params)!r}")
+        return row
+
     def many(self, sql: str, seq: Sequence[Sequence[Any]]) -> None:
         self._cur.executemany(self._storage.sql(sql), [tuple(p) for p in seq])
 
     def insert_id(self, sql: str, params: Sequence[Any], id_column: str) -> int:
         """Run an INSERT and return the new row's generated id."""
-        row = self.one(f"{sql} RETURNING {id_column}", params)
-        return int(row[id_column])
+        return int(self.one_row(f"{sql} RETURNING {id_column}", params)[id_column])
 
 
 class Storage(ABC):

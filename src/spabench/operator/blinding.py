@@ -41,7 +41,7 @@ class Blinder:
             mapping.setdefault(t.policy, t.alias)
             mapping.setdefault(t.card, t.alias)
             card = (cards or {}).get(t.card)
-            if card is not None and getattr(card, "name", ""):
+            if card is not None and getattr(card, "name", None):
                 mapping.setdefault(card.name, t.alias)
             if card is not None:
                 family_words |= {str(getattr(card, "family", "") or ""), str(getattr(card, "protocol", "") or "")}
@@ -76,7 +76,7 @@ class BlindStream(io.TextIOBase):
         return self.inner.fileno()
 
     @property
-    def encoding(self) -> str:
+    def encoding(self) -> str:  # type: ignore[override]  # typeshed: a plain attribute; at run time read-only
         return getattr(self.inner, "encoding", None) or "utf-8"
 
     def getvalue(self) -> str:  # the inner StringIO's text (tests, captured sessions)
@@ -118,6 +118,7 @@ class blind_logging:
         return self
 
     def __exit__(self, *exc) -> None:
-        for handler in self.handlers:
-            handler.removeFilter(self.filter)
+        if self.filter is not None:
+            for handler in self.handlers:
+                handler.removeFilter(self.filter)
         self.handlers = []

@@ -56,7 +56,7 @@ def rescore(ledger: Any, attempt_id: str, reason: str | None, op: Operator, out:
         print("left as it was", file=out)
         return False
     ledger.record_score(attempt_id, op.rater, result.success, result.failure_mode, result.note,
-                        reason=reason.strip() if earlier is not None else None)
+                        reason=(reason or "").strip() if earlier is not None else None)
     now = next(s for s in ledger.scores_for(attempt_id) if s.rater == op.rater)
     print(f"recorded: {_score_text(now)}" + ("; the earlier score stays in the history" if earlier else ""), file=out)
     return True
@@ -67,7 +67,7 @@ def invalidate(ledger: Any, attempt_id: str, reason: str | None, rater: str, out
     attempt = _complete_attempt(ledger, attempt_id, "declared invalid")
     if not (reason or "").strip():
         raise ConfigError(f"attempt={attempt_id}: invalidate=true needs reason=\"...\" (why the attempt does not count)")
-    ledger.invalidate_attempt(attempt_id, reason.strip(), rater)
+    ledger.invalidate_attempt(attempt_id, (reason or "").strip(), rater)
     trial = ledger.trial(attempt.trial_id)
     print(f"attempt {attempt_id} (alias {trial.alias}) is now invalid: {ledger.attempt(attempt_id).invalid_reason}; "
           f"its scores stay in the history and `spabench run` will run trial {trial.trial_id} again", file=out)

@@ -34,7 +34,7 @@ class KeyReader:
         self.stream, self.on_key = stream, on_key
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._saved = None
+        self._saved: list[Any] | None = None   # termios attributes to restore
         self._fd: int | None = None
 
     @staticmethod
@@ -58,12 +58,15 @@ class KeyReader:
         return True
 
     def _run(self) -> None:
+        fd = self._fd
+        if fd is None:   # start() sets it before the thread runs
+            return
         while not self._stop.is_set():
-            ready, _, _ = select.select([self._fd], [], [], 0.05)
+            ready, _, _ = select.select([fd], [], [], 0.05)
             if not ready:
                 continue
             try:
-                data = os.read(self._fd, 1)
+                data = os.read(fd, 1)
             except OSError:
                 return
             if data:
@@ -73,7 +76,7 @@ class KeyReader:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(1.0)
-        if self._saved is not None:
+        if self._saved is not None and self._fd is not None:
             import termios
 
             termios.tcsetattr(self._fd, termios.TCSADRAIN, self._saved)

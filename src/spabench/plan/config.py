@@ -65,8 +65,9 @@ class CampaignConfig:
         name = self.name if isinstance(self.name, str) else ""
         if not name or not name.strip():
             raise _fail("", "name", "must be a non-empty string")
-        if name_problem(name):
-            raise _fail("", "name", name_problem(name))
+        problem = name_problem(name)
+        if problem:
+            raise _fail("", "name", problem)
         if self.order not in ORDERS:
             raise _fail(name, "order", f"unknown order {self.order!r}", ORDERS)
         if self.bench not in BENCHES:

@@ -187,11 +187,11 @@ def policy_rates(campaign: CampaignConfig, cards: Mapping[str, Any] | None = Non
 
     out = {}
     for entry in campaign.policies:
-        card = (cards or {}).get(entry.card)
-        if card is None and (entry.timer_s is None or entry.control_hz is None):
-            card = load_card(entry.card)
-        timer = entry.timer_s if entry.timer_s is not None else float(card.timer_s)
-        rate = entry.control_hz if entry.control_hz is not None else float(card.control_hz)
+        timer, rate = entry.timer_s, entry.control_hz
+        if timer is None or rate is None:   # the card says what the entry leaves out
+            card = (cards or {}).get(entry.card) or load_card(entry.card)
+            timer = timer if timer is not None else float(card.timer_s)
+            rate = rate if rate is not None else float(card.control_hz)
         out[entry.name] = (float(timer), float(rate))
     return out
 

@@ -32,7 +32,7 @@ def resize_with_pad(image: np.ndarray, height: int, width: int) -> np.ndarray:
     cur_h, cur_w = image.shape[:2]
     ratio = max(cur_w / width, cur_h / height)
     new_h, new_w = max(1, int(cur_h / ratio)), max(1, int(cur_w / ratio))
-    resized = np.asarray(Image.fromarray(image).resize((new_w, new_h), resample=Image.BILINEAR))
+    resized = np.asarray(Image.fromarray(image).resize((new_w, new_h), resample=Image.Resampling.BILINEAR))
     out = np.zeros((height, width, image.shape[2]), dtype=image.dtype)
     top, left = max(0, (height - new_h) // 2), max(0, (width - new_w) // 2)
     out[top:top + new_h, left:left + new_w] = resized

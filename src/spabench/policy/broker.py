@@ -163,17 +163,16 @@ class ActionBroker:
                     self._cond.wait()
                 if self._stopped:
                     return
-                if self._reset_job is not None:
-                    reset, infer = self._reset_job, None
-                    self._reset_job = None
-                else:
-                    reset, infer = None, self._infer_job
+                reset, infer = self._reset_job, self._infer_job
+                if reset is not None:       # a reset goes first; the inference job waits for the next turn
+                    self._reset_job, infer = None, None
+                elif infer is not None:
                     self._infer_job = None
                     self._in_flight_episode = infer.episode
                     self.requests += 1
             if reset is not None:
                 self._do_reset(reset)
-            else:
+            elif infer is not None:
                 self._do_infer(infer)
 
     def _do_reset(self, job: _ResetJob) -> None:
@@ -198,7 +197,7 @@ class ActionBroker:
                 log.debug("dropped a reply of episode %d (now %d)", job.episode, self._episode)
             elif error is not None:
                 self._fault = error
-            else:
+            elif chunk is not None:
                 actions = np.asarray(chunk.actions, dtype=np.float64)[: self.card.execute_steps]
                 self._queue.extend((row, chunk.chunk_id) for row in actions)
                 self.chunks[chunk.chunk_id] = chunk

@@ -13,7 +13,7 @@ import math
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn, TypeGuard
 
 from spabench.configtools import load_option, plain_container, typed_fields
 from spabench.errors import ConfigError
@@ -77,7 +77,7 @@ class PolicyCard:
         self._check()
 
     # -- validation -------------------------------------------------------------------------
-    def _fail(self, field_name: str, message: str, allowed: Any = None) -> None:
+    def _fail(self, field_name: str, message: str, allowed: Any = None) -> NoReturn:
         text = f"policy card '{self.name}': field '{field_name}' {message}"
         if allowed is not None:
             text += f" (allowed: {allowed})"
@@ -204,7 +204,7 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: Any) -> TypeGuard[float]:
     return (isinstance(value, (int, float)) and not isinstance(value, bool)
             and math.isfinite(float(value)))
 

@@ -23,6 +23,8 @@ __all__ = ["PolicyClient", "ActionChunk", "PolicyFault", "ProtocolError"]
 class PolicyFault(SpabenchError):
     """The policy server could not be used (unreachable, timed out, closed, raised): invalid attempt."""
 
+    grpc_code: str | None = None   # the gRPC status name, for a fault a gRPC call raised
+
 
 @dataclass
 class ActionChunk:

@@ -51,7 +51,7 @@ def endpoint(card: Any) -> tuple[frozenset[str], int]:
     """(the addresses the card's host resolves to, its port). An unresolvable host keeps its name."""
     host = _host(card)
     try:
-        addresses = frozenset(info[4][0] for info in socket.getaddrinfo(host, card.port, type=socket.SOCK_STREAM))
+        addresses = frozenset(str(info[4][0]) for info in socket.getaddrinfo(host, card.port, type=socket.SOCK_STREAM))
     except OSError:
         addresses = frozenset({host})
     loopback = {a for a in addresses if a.startswith("127.") or a == "::1"}

@@ -188,7 +188,7 @@ class GrootClient(PolicyClient):
         self.server = server_label(card)
         self.timeout_ms = max(1, int(round(float(card.timeout_s) * 1000)))
         self._lock = threading.RLock()
-        self._context = None
+        self._context: Any = None   # a zmq.Context once a socket is made (zmq is imported lazily)
         self._socket = None
         self._broken = False
         self._closed = False

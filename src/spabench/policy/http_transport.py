@@ -71,7 +71,7 @@ class HttpTransport:
         self.timeout_s = float(timeout_s)
         self.headers = dict(headers or {})
         self._lock = threading.Lock()
-        self._session = None
+        self._session: Any = None   # a requests.Session (requests is imported lazily)
         self._broken = False
         self._backoff = Backoff()
         self.closed = False

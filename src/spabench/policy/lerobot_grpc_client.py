@@ -152,8 +152,8 @@ class LeRobotGrpcClient(PolicyClient):
         self.server = server_label(card)
         self._lock = threading.RLock()
         self._channel = None
-        self._stub = None
-        self._pb = None
+        self._stub: Any = None   # LeRobot's AsyncInferenceStub and its services_pb2 module (imported at connect)
+        self._pb: Any = None
         self._timestep = 0
         self._chunk_id = 0
         self.metadata: dict[str, Any] = {}

@@ -65,7 +65,7 @@ class OpenPiClient(PolicyClient):
                               f"(allowed: {', '.join(RESET_MODES)})")
         self._reset_mode = reset_mode
         self._packer = Packer()
-        self._ws = None
+        self._ws: Any = None   # websockets' ClientConnection while connected (imported lazily)
         self._ws_lock = threading.Lock()
         self._fresh = False          # connected and no request sent since
         self._next_chunk_id = 0

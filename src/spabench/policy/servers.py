@@ -170,7 +170,7 @@ class Supervisor:
 
     def alive(self, card: str) -> bool:
         entry = self.state().get(card)
-        return bool(entry) and _alive(entry)
+        return entry is not None and bool(entry) and _alive(entry)
 
     def status(self, cards: Mapping[str, Any]) -> list[dict[str, Any]]:
         state = self.state()

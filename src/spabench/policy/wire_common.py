@@ -85,7 +85,7 @@ def npy_bytes(array: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
-def load_npy(data: bytes, *, field: str, server: str) -> np.ndarray:
+def load_npy(data: object, *, field: str, server: str) -> np.ndarray:
     """Decode `np.save` bytes without ever unpickling (object arrays -> ProtocolError)."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise ProtocolError(f"{server}: reply field '{field}' should hold .npy bytes, got {type(data).__name__}")

@@ -31,6 +31,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -105,7 +106,7 @@ def episode_folders(campaign_dir: Path, include_invalid: bool = False) -> list[E
 def features_for(cameras: dict[str, tuple[int, int, int]], episode_columns: bool = False) -> dict:
     """LeRobot features: state, action, one video per camera (and the per-episode columns)."""
     names = [f"{j}.pos" for j in JOINTS]
-    feats = {
+    feats: dict[str, dict[str, Any]] = {
         "observation.state": {"dtype": "float32", "shape": (len(JOINTS),), "names": names},
         "action": {"dtype": "float32", "shape": (len(JOINTS),), "names": names},
     }
@@ -137,7 +138,8 @@ def _codec(path: Path) -> str:
     import av  # noqa: PLC0415
 
     with av.open(str(path)) as c:
-        return c.streams.video[0].codec_context.name
+        name = c.streams.video[0].codec_context.name
+    return name
 
 
 def _copyable(ep: EpisodeReader, camera: str) -> bool:
@@ -166,7 +168,7 @@ def _reencode(ep: EpisodeReader, camera: str, dest: Path, codec: str, crf: int) 
     frames = ep.iter_frames(camera)
     current, position = None, -1
     with av.open(str(dest), "w", options=MUXER_OPTIONS) as out:
-        stream = None
+        stream: av.VideoStream | None = None
         last_pts = -1
         for t, want in zip(times, index, strict=True):
             if want >= 0:
@@ -179,7 +181,10 @@ def _reencode(ep: EpisodeReader, camera: str, dest: Path, codec: str, crf: int) 
                 if current is None:
                     raise DataError(ep.video_path(camera), "the video holds no frame to export")
             if stream is None:
-                stream = out.add_stream(codec, rate=int(round(float(ep.attrs.get("control_hz") or 30))))
+                added = out.add_stream(codec, rate=int(round(float(ep.attrs.get("control_hz") or 30))))
+                if not isinstance(added, av.VideoStream):
+                    raise DataError(dest, f"{codec} is not a video codec")
+                stream = added
                 stream.codec_context.time_base = TIME_BASE
                 stream.height, stream.width = current.shape[:2]
                 stream.pix_fmt = "yuv420p"

@@ -34,7 +34,7 @@ class FrameCounter:
     @property
     def skipped(self) -> int:
         """Camera frames that never reached a tick."""
-        if self._first is None:
+        if self._first is None or self._last is None:
             return 0
         return max(0, int(round((self._last - self._first) / self.period_s)) + 1 - self.frames)
 

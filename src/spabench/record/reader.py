@@ -39,6 +39,13 @@ def open_h5(path: str | os.PathLike) -> h5py.File:
             raise RecordError(f"{path}: unreadable episode file ({exc})") from None
 
 
+def time_base_s(stream: Any) -> float:
+    """A demuxed video stream's time base in seconds (an MP4 stream always carries one)."""
+    if stream.time_base is None:
+        raise RecordError(f"video stream {stream} has no time base")
+    return float(stream.time_base)
+
+
 class EpisodeReader:
     """One episode folder. Use as a context manager or call `close()`."""
 
@@ -168,7 +175,8 @@ class EpisodeReader:
         with av.open(str(path)) as container:
             stream = container.streams.video[0]
             pts = sorted(p.pts for p in container.demux(stream) if p.pts is not None)
-            return np.asarray(pts, dtype=float) * float(stream.time_base)
+            tb = time_base_s(stream)
+        return np.asarray(pts, dtype=float) * tb
 
     def video_duration(self, camera: str) -> float:
         """The MP4's duration in seconds, as a player reports it."""
@@ -177,8 +185,10 @@ class EpisodeReader:
         with av.open(str(self.video_path(camera))) as container:
             stream = container.streams.video[0]
             if stream.duration is not None:
-                return float(stream.duration * stream.time_base)
-            return float(container.duration or 0) / 1e6
+                seconds = stream.duration * time_base_s(stream)
+            else:
+                seconds = float(container.duration or 0) / 1e6
+        return seconds
 
     def frame_at(self, camera: str, t: float) -> np.ndarray:
         """The frame on screen at time t (s since the timer started): the last one presented at or

@@ -20,6 +20,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from spabench.errors import SpabenchError
 from spabench.record.arrays import EpisodeArrays
@@ -118,7 +119,7 @@ class Recorder:
         self._pool: EncoderPool | None = None
         self._arrays: EpisodeArrays | None = None
         self._folder: Path | None = None
-        self._meta = None
+        self._meta: Any = None        # the open episode's EpisodeMeta (rollout.types; not imported: no cycle)
         self._cameras: tuple[str, ...] = ()
         self._drops: dict[str, int] = {}
         self._counters: dict[str, FrameCounter] = {}
@@ -189,7 +190,7 @@ class Recorder:
                 continue
             counter = self._counters[cam]
             gap = counter.add(capture_t.setdefault(cam, float(step.t)))
-            if counter.is_event(gap):
+            if gap is not None and counter.is_event(gap):
                 arrays.append_event({"kind": "camera_gap", "t": round(float(step.t), 6), "camera": cam,
                                      "gap_s": round(gap, 4), "skipped": int(round(gap / counter.period_s)) - 1})
         if self.config.video:
@@ -222,7 +223,7 @@ class Recorder:
     def on_episode_end(self, result) -> None:
         """Arrays durable on return; videos finish in the background, then the folder is renamed."""
         arrays, folder, meta = self._arrays, self._folder, self._meta
-        if arrays is None:
+        if arrays is None or folder is None:
             return
         self._arrays = None
         final_attrs = {

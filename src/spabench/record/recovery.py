@@ -28,7 +28,7 @@ import numpy as np
 
 from spabench.record.arrays import STEP_DATASETS
 from spabench.record.frametimes import frame_stats
-from spabench.record.reader import open_h5
+from spabench.record.reader import open_h5, time_base_s
 from spabench.record.recorder import H5_NAME, PARTIAL_SUFFIX, VIDEOS_JSON, RecordError, video_name
 
 log = logging.getLogger(__name__)
@@ -65,7 +65,8 @@ def _readable(path: Path) -> bool:
 
     try:
         with av.open(str(path)) as c:
-            return c.streams.video[0] is not None
+            readable = c.streams.video[0] is not None
+        return readable
     except Exception:  # noqa: BLE001 - not (yet) a complete MP4
         return False
 
@@ -95,8 +96,8 @@ def _cut_video(path: Path, t_max: float) -> tuple[int, str | None]:
         with av.open(str(path)) as src:
             stream = src.streams.video[0]
             packets = [p for p in src.demux(stream) if p.size and p.pts is not None]
-            tb = float(stream.time_base)
-            keep = [p for p in packets if p.pts * tb <= t_max + PTS_TOLERANCE_S]
+            tb = time_base_s(stream)
+            keep = [p for p in packets if p.pts is not None and p.pts * tb <= t_max + PTS_TOLERANCE_S]
             if len(keep) == len(packets):
                 return len(packets), None
             tmp = path.with_name(path.name + ".cut.mp4")

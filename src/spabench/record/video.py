@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from fractions import Fraction
 from multiprocessing import shared_memory
+from typing import Any
 
 import numpy as np
 
@@ -73,8 +74,11 @@ def _encoder_main(camera: str, shm_name: str, shape: tuple[int, int, int], slots
     import av  # noqa: PLC0415  (heavy import kept out of the parent)
 
     shm = shared_memory.SharedMemory(name=shm_name)
-    ring = np.ndarray((slots, *shape), dtype=np.uint8, buffer=shm.buf)
-    container = stream = None
+    ring: np.ndarray = np.ndarray((slots, *shape), dtype=np.uint8, buffer=shm.buf)
+    # PyAV's output container and video stream while a file is open (typed Any: PyAV's stubs type the
+    # container opened for writing and the added stream only as unions)
+    container: Any = None
+    stream: Any = None
     path = token = None
     frames = 0
     error: str | None = None
@@ -176,7 +180,7 @@ class _CameraWorker:
         slots = max(2, int(settings.queue_frames))
         self.slots = slots
         self.shm = shared_memory.SharedMemory(create=True, size=int(np.prod(shape)) * slots)
-        self.ring = np.ndarray((slots, *shape), dtype=np.uint8, buffer=self.shm.buf)
+        self.ring: np.ndarray = np.ndarray((slots, *shape), dtype=np.uint8, buffer=self.shm.buf)
         self.commands = ctx.Queue()
         self.free = ctx.Queue()
         self._free_local: list[int] = list(range(slots))
@@ -220,7 +224,7 @@ class _CameraWorker:
             self.process.join(1.0)
 
     def release(self) -> None:
-        self.ring = None  # drop the view before closing the buffer
+        del self.ring  # drop the view before closing the buffer
         try:
             self.shm.close()
             self.shm.unlink()
@@ -293,11 +297,11 @@ class EncoderPool:
             return
         worker = self._workers.get(camera)
         if worker is None or worker.shape != tuple(shape):
-            worker = self._replace_worker(camera, tuple(shape))
+            worker = self._replace_worker(camera, shape)
         self._open(worker)
 
     def _open(self, worker: _CameraWorker) -> None:
-        if worker.open_token != self._token:
+        if self._token is not None and worker.open_token != self._token:
             worker.commands.put(("open", self._token, self._paths[worker.camera], self._fps, self.settings))
             worker.open_token, worker.index, worker.last_pts = self._token, 0, -1
             with self._lock:

@@ -37,9 +37,15 @@ log = logging.getLogger(__name__)
 
 SPIN_S = 0.0015          # last part of each period is spun, not slept (sleep overshoots ~0.1-1 ms)
 STALL_PERIODS = 2.0      # a gap between tick starts longer than this many periods is a 'stall' event
-_NAN6 = np.full(6, np.nan)
+_NAN6: np.ndarray = np.full(6, np.nan)
 
 _STOP_INVALID = {"abort": "operator_abort", "estop": "estop"}
+
+
+def _image_shape(image: Any) -> tuple[int, int, int]:
+    """(height, width, channels) of a camera image."""
+    height, width, channels = np.asarray(image).shape
+    return int(height), int(width), int(channels)
 
 
 def _nan_to_none(x: float | None) -> float:
@@ -163,7 +169,7 @@ class Rollout:
         if not meta.cameras:
             meta.cameras = tuple(c for c in CAMERAS if c in images) + tuple(c for c in images if c not in CAMERAS)
         if not meta.camera_shapes:
-            meta.camera_shapes = {c: tuple(np.asarray(images[c]).shape) for c in meta.cameras if c in images}
+            meta.camera_shapes = {c: _image_shape(images[c]) for c in meta.cameras if c in images}
         if not meta.camera_fps:
             fps = getattr(self.bench, "camera_fps", None)
             fps = fps if isinstance(fps, dict) else {}
@@ -305,7 +311,7 @@ class Rollout:
         health, fresh = self.health, False
         if health.sample_due(executed - 1):
             try:
-                sample = health.take(self.clock() - self._t0)
+                sample = health.take(self.clock() - (self._t0 or 0.0))   # _t0 is set when the timer starts
             except Exception as exc:
                 return self._fault("bench", exc, executed)
             self._notify("on_health", sample)

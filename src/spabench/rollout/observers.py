@@ -30,7 +30,7 @@ class MotionDetector(ObserverBase):
     def on_episode_end(self, result: EpisodeResult) -> None:
         from spabench.suite.motion import motion_onset
 
-        states = np.asarray(self._states, dtype=float).reshape(-1, 6)
+        states: np.ndarray = np.asarray(self._states, dtype=float).reshape(-1, 6)
         states = states[np.all(np.isfinite(states), axis=1)]
         self.onset = motion_onset(states, self.rule) if len(states) else None
         self.evaluated = True

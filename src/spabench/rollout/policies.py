@@ -43,12 +43,12 @@ def load_cards(names: list[str], cfg: SpabenchConfig, aliases: dict[str, str] | 
     aliases = {a: c for a, c in (aliases or {}).items() if a != c}
     by_card: dict[str, tuple[str, dict[str, Any]]] = {}
     for key, fields in cfg.cards.items():
-        card = aliases.get(key, key)
-        if card not in names:
+        card_name = aliases.get(key, key)
+        if card_name not in names:
             allowed = sorted(aliases) if aliases else sorted(names)
             raise ConfigError(f"cards.{key}: no policy card or alias {key!r} in this campaign "
                               f"(allowed: {', '.join(allowed)})")
-        by_card.setdefault(card, (key, {}))[1].update(fields)
+        by_card.setdefault(card_name, (key, {}))[1].update(fields)
     cards = {}
     for name in names:
         if cfg.policy is not None and cfg.policy.name == name:

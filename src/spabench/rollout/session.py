@@ -117,6 +117,20 @@ class Session:
         self._blind_logging = blind_logging(None)
         self.running_reason = "operator_abort"   # how close() ends an attempt left running
 
+    @property
+    def open_policies(self) -> PolicyServers:
+        """The policy servers, once open() started them (trials run only after it)."""
+        if self.policies is None:
+            raise RuntimeError("the session is not open: no policy servers")
+        return self.policies
+
+    @property
+    def open_claims(self) -> SceneSetClaims:
+        """Which trial next and the scene-set claims, once open() started them."""
+        if self.claims is None:
+            raise RuntimeError("the session is not open: no trial claims")
+        return self.claims
+
     def say(self, text: str) -> None:
         print(text, file=self.out, flush=True)
         self.said.append(text)
@@ -283,7 +297,7 @@ class Session:
 
     def _trial_card(self, trial: Any) -> Any:
         """The trial's card at the plan's control rate (a campaign may override the card's)."""
-        card = self.policies.cards[trial.card]
+        card = self.open_policies.cards[trial.card]
         planned_hz = getattr(trial, "control_hz", None)
         if planned_hz and float(planned_hz) != float(card.control_hz):  # the plan's rate (campaign override)
             card = dataclasses.replace(card, control_hz=float(planned_hz))
@@ -347,7 +361,7 @@ class Session:
             evaluation_id=trial.evaluation_id, policy=trial.policy, alias=trial.alias, task=trial.task,
             condition=trial.condition, scene_id=trial.scene_id, instruction=trial.instruction,
             timer_s=timer_s, control_hz=float(card.control_hz), policy_card_yaml=card_yaml(card),
-            server_metadata=self.policies.metadata.get(trial.card, {}), config_hash=self.ledger.config_hash,
+            server_metadata=self.open_policies.metadata.get(trial.card, {}), config_hash=self.ledger.config_hash,
             calibration_id=str(self.bench.calibration_id), bench_type=self.bench.cfg.type,
             extra={"operator": self.op_cfg.type, "planned_timer_s": trial.timer_s,
                    "timer_override": self.op_cfg.timer_s is not None, "cell": trial.cell,
@@ -355,7 +369,7 @@ class Session:
                    "matched_group": trial.matched_group or "", "bench_id": self.bench_id,
                    "bench_kind": self.bench.cfg.type, "dry_run": self.dry_run,
                    "calibration_file": self.bench.calibration_file or "",
-                   "server_identity": self.policies.identity_text(trial.card)},
+                   "server_identity": self.open_policies.identity_text(trial.card)},
         )
 
     def _roll_out(self, trial: Any, card: Any, meta: EpisodeMeta, observers: list[Any]) -> Any:
@@ -366,7 +380,7 @@ class Session:
         self.controls.clear()
         sim_time = getattr(self.bench, "sim_time", None)  # the twin runs in lockstep on its own clock
         timing = {"clock": sim_time, "lockstep": True} if callable(sim_time) else {}
-        rollout = Rollout(self.bench, self.policies.brokers[trial.card], card, EmaFilter(card.ema_alpha),
+        rollout = Rollout(self.bench, self.open_policies.brokers[trial.card], card, EmaFilter(card.ema_alpha),
                           meta.timer_s, observers, self.controls, go_home_after=self.op_cfg.go_home_after,
                           health=self.health, **timing)
         with self.operator.during_rollout(self.controls):
@@ -390,7 +404,7 @@ class Session:
             # already made the attempt invalid ('interrupted'); the finish wrote nothing
             self.running_attempt = None
             self.say(f"attempt {attempt_id}: {exc}; its recording is kept at {rel_path}")
-            self.claims.lost()
+            self.open_claims.lost()
             return False
         self.running_attempt = None
         return True
@@ -487,15 +501,15 @@ class Session:
         while self.max_trials is None or done < int(self.max_trials):
             if self.controls.estopped():
                 return self.end_by_estop()
-            trial = self.claims.next_trial()
+            trial = self.open_claims.next_trial()
             if trial is None:
                 self.say("campaign complete: every trial has a complete attempt")
                 break
             if suspect is not None:
-                if not self.policies.server_back(suspect):
+                if not self.open_policies.server_back(suspect):
                     return EXIT_SERVER_DOWN
                 suspect = None
-            self.policies.check_launched(trial)
+            self.open_policies.check_launched(trial)
             if not motors_ready(self.health, self.bench, self.ledger, self.controls, self.operator, self.say):
                 if self.controls.estopped():
                     return self.end_by_estop(trial)

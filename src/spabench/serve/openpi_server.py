@@ -53,7 +53,7 @@ class OpenPiServer:
         if supports_reset:
             self.metadata.setdefault("endpoints", ["infer", "reset"])
         self._policy_lock = threading.Lock()
-        self._server = None
+        self._server: Any = None   # websockets' sync Server once listening (imported lazily)
         self._thread: threading.Thread | None = None
         self.requests = 0
         self.resets = 0

@@ -56,6 +56,7 @@ class SimBench(Bench):
     """A Bench whose robot is spabench.sim.SimRobot."""
 
     kind = "sim"
+    cfg: SimBenchConfig
     paced = False
 
     def __init__(self, cfg: SimBenchConfig, *, objects=None, geometry=None, suite=None, workspace=None):
@@ -151,6 +152,7 @@ class SimBench(Bench):
 
 def make_sim_bench(cfg: BenchConfig | Any, **world) -> SimBench:
     """Build (not connect) the sim bench. `world` may inject objects=, geometry=, suite= (tests)."""
-    if not isinstance(cfg, BenchConfig):
-        cfg = BenchConfig.from_mapping(cfg)
-    return SimBench(cfg, **world)
+    built = cfg if isinstance(cfg, BenchConfig) else BenchConfig.from_mapping(cfg)
+    if not isinstance(built, SimBenchConfig):
+        raise ConfigError(f"bench config, field 'type': {built.type!r} (the sim bench needs 'sim')")
+    return SimBench(built, **world)

@@ -74,7 +74,8 @@ class SimRobotConfig(RobotConfig, SimRenderOptions):
     initial_joints: dict[str, float] | None = None
 
     def __post_init__(self):
-        if self.calibration_dir is None:
+        # calibration_dir is a field of LeRobot's RobotConfig, an untyped base mypy sees as Any
+        if self.calibration_dir is None:  # type: ignore[has-type]
             # nothing to calibrate; keep LeRobot from creating folders in the user's HF cache
             self.calibration_dir = Path(tempfile.gettempdir()) / "spabench_sim_calibration"
         self.cameras = {name: (c if isinstance(c, SimCameraConfig) else SimCameraConfig(**dict(c)))

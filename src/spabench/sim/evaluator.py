@@ -180,6 +180,8 @@ def evaluate(scene: SceneSpec | Goal, trace: EpisodeTrace, geometry: BenchGeomet
 
     if goal.kind == "relation":
         target, ref, direction = goal.objects[0], goal.reference, goal.direction
+        if ref is None or direction is None:   # scene files refuse such a goal
+            raise ValueError(f"relation goal without reference/direction: {goal}")
         gap = _edge_gap(trace.final_cm[target], trace.final_cm[ref], target, ref, objects)
         if relation_holds(trace.final_cm[target], trace.final_cm[ref], direction, relation_rule, gap):
             return result(True, None, f"{target} {RELATION_WORDS[direction]} {ref}")
@@ -187,6 +189,8 @@ def evaluate(scene: SceneSpec | Goal, trace: EpisodeTrace, geometry: BenchGeomet
                                               placed_mode="correct_target_incorrect_spatial_outcome"))
 
     if goal.kind == "count_in_bowl":
+        if goal.count is None:   # scene files refuse such a goal
+            raise ValueError(f"count_in_bowl goal without count: {goal}")
         n0, n1, want = len(s0), len(s1), int(goal.count)
         if n1 == want:
             return result(True, None, f"{n1} objects in the bowl")

@@ -123,7 +123,7 @@ def parse_instruction(prompt: str, task, objects: list[dict]) -> list[Parse]:
         key = (p.kind, p.argument, p.target, p.references, _concept_words(task, p.concept, p.kind))
         if key in merged:
             prev = merged[key]
-            merged[key] = replace(prev, concept_keys=prev.concept_keys + (p.concept,))
+            merged[key] = replace(prev, concept_keys=prev.concept_keys + ((p.concept,) if p.concept else ()))
         else:
             merged[key] = replace(p, concept_keys=(p.concept,) if p.concept else ())
     return list(merged.values())
@@ -219,7 +219,7 @@ class Grounder:
         from spabench.suite import resolvers
 
         task = self.suite.tasks[parse.task]
-        concept = parse.concept
+        concept = parse.concept or ""     # a cell's key part is "" where the template has no concept
         if parse.task == "ordinal_position":
             n = len(_table(privileged))
             matching = [k for k in parse.concept_keys if k.endswith(f"_of_{n}")]
@@ -227,18 +227,20 @@ class Grounder:
 
         if parse.task == "counting":
             goal = resolvers.goal_count(concept)
+            if goal is None:
+                return Decision("none", reason=f"{concept!r} is not a count", parse=parse)
             now = len(_bowl(privileged))
-            argument = "already_holds" if now == goal else ("addition" if now < goal else "removal")
-            cell = Cell(concept, argument)
+            change = "already_holds" if now == goal else ("addition" if now < goal else "removal")
+            cell = Cell(concept, change)
             if not self._knows(task, cell):
-                choices = sorted({resolvers.goal_count(c.concept) for c in task.cells})
+                choices = sorted({g for c in task.cells if (g := resolvers.goal_count(c.concept)) is not None})
                 goal = int(self.rng.choice(choices))
                 return self._count(goal, privileged, parse, cell, grounded=False)
             return self._count(goal, privileged, parse, cell, grounded=True)
 
         if parse.task == "relational_placement":
-            cell = Cell(concept, parse.argument)
-            arg = task.arguments.get(parse.argument)
+            cell = Cell(concept, parse.argument or "")
+            arg = task.arguments.get(parse.argument or "")
             if arg is None or not arg.objects or not arg.references:
                 return Decision("none", reason="relation without a target/reference", parse=parse)
             target, reference = arg.objects[0], arg.references[0]
@@ -295,9 +297,9 @@ class Grounder:
             if pool:
                 return pool
         if arg is not None and arg.objects:
-            named = [o for o in table if o in arg.objects]
-            if named:
-                return sorted(named)
+            listed = [o for o in table if o in arg.objects]
+            if listed:
+                return sorted(listed)
         return sorted(table)
 
     def _count(self, goal: int, privileged: dict, parse: Parse, cell: Cell, grounded: bool) -> Decision:
@@ -315,7 +317,7 @@ class Grounder:
         # take out the roomiest first: each removal leaves the rest more room for the fingers
         ranked = sorted(inside, key=lambda oid: -_room(privileged, oid))
         movers = tuple(ranked[:len(inside) - goal])
-        spots = []
+        spots: list[tuple[float, float]] = []
         for _ in movers:
             spots.append(self._free_spot(privileged, avoid=spots))
         return Decision("to_table", targets=movers, place_xy_cm=tuple(spots), count=goal,
@@ -339,7 +341,7 @@ class Grounder:
         dist = float(np.clip(gap, 3.5, 6.0))
         place = np.asarray(r_xy, float) + DIRECTION_VECTORS[direction] * dist
         return Decision("relation", targets=(target,), reference=reference, direction=direction,
-                        place_xy_cm=(tuple(float(v) for v in place),), grounded=grounded,
+                        place_xy_cm=((float(place[0]), float(place[1])),), grounded=grounded,
                         cell=cell.key, reason="place in the requested sector", parse=parse)
 
     def _free_spot(self, privileged: dict, avoid=()) -> tuple[float, float]:
@@ -371,7 +373,7 @@ def _room(privileged: dict, oid: str) -> float:
     me = objs[oid]
     xy = np.asarray(me["pos_cm"][:2], float)
     bowl = privileged["bowl"]
-    gaps = [float(bowl["inner_radius_cm"]) - np.linalg.norm(xy - np.asarray(bowl["pos_cm"][:2], float))
+    gaps = [float(bowl["inner_radius_cm"]) - float(np.linalg.norm(xy - np.asarray(bowl["pos_cm"][:2], float)))
             - _radius(me)]
     for other in objs.values():
         if other["object_id"] != oid and other.get("in_bowl"):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import mujoco
 import numpy as np
@@ -119,6 +120,27 @@ class Planner:
         self._grasp: dict = {}
         self._last_gripper: float | None = None
 
+    @property
+    def _job(self) -> Job:
+        """The job in hand: the phases after 'approach' only run while there is one."""
+        if self.job is None:
+            raise RuntimeError("the stand-in planner has no job in hand")
+        return self.job
+
+    @property
+    def _phase(self) -> _Phase:
+        """The phase under way: chunk() starts one before it hands out targets."""
+        if self.phase is None:
+            raise RuntimeError("the stand-in planner has no phase under way")
+        return self.phase
+
+    @property
+    def _home(self) -> np.ndarray:
+        """The home pose: given at reset, else the first measured state."""
+        if self.home is None:
+            raise RuntimeError("the stand-in planner has no home pose yet")
+        return self.home
+
     def set_jobs(self, jobs: list[Job]) -> None:
         self.jobs = list(jobs)
 
@@ -135,7 +157,7 @@ class Planner:
             self.home = state.copy()
         objects = {o["object_id"]: o for o in privileged.get("objects", [])}
         if self.phase is not None and self.phase.name in CARRYING and not self._held(state, privileged, objects):
-            self.log.append(f"dropped:{self.job.object_id}")
+            self.log.append(f"dropped:{self._job.object_id}")
             try:
                 self._retry(state, objects)
             except _NoSolution as exc:
@@ -147,11 +169,11 @@ class Planner:
                 continue
             break
         self._last_gripper = float(state[5])
-        if self.phase.sent >= len(self.phase.path):
-            self.phase.waits += 1
+        if self._phase.sent >= len(self._phase.path):
+            self._phase.waits += 1
         out: list[np.ndarray] = []
         for _ in range(12):
-            ph = self.phase
+            ph = self._phase
             steps = ph.path[ph.sent:ph.sent + self.horizon - len(out)]
             ph.sent += len(steps)
             out.extend(steps)
@@ -159,13 +181,13 @@ class Planner:
                 break
             # open-loop hand-over: the next phase starts where this one's path ends
             self._advance(state, privileged, objects)
-        last = self.phase.path[-1] if self.phase.path else state
+        last = self._phase.path[-1] if self._phase.path else state
         out += [last] * (self.horizon - len(out))
         return np.array(out, float)
 
     # ------------------------------------------------------------------ phases
     def _phase_done(self, state, privileged, objects) -> bool:
-        ph = self.phase
+        ph = self._phase
         if ph.name == "idle":
             return bool(self.jobs)
         if ph.sent < len(ph.path):
@@ -180,7 +202,7 @@ class Planner:
 
     def _set(self, name: str, path: list[np.ndarray], **info) -> None:
         self.phase = _Phase(name, path, info=info)
-        self.log.append(name if self.job is None else f"{name}:{self.job.object_id}")
+        self.log.append(name if self.job is None else f"{name}:{self._job.object_id}")
 
     def _advance(self, state, privileged, objects) -> None:
         ph = self.phase
@@ -189,7 +211,7 @@ class Planner:
             if name is None or name in ("idle", "home"):
                 if self.jobs:
                     return self._next_job(state, objects)
-                return self._set("idle", [self.home.copy()])
+                return self._set("idle", [self._home.copy()])
             if name == "approach":
                 return self._descend(state)
             if name == "descend":
@@ -205,7 +227,7 @@ class Planner:
             if name == "release":
                 return self._retreat(state)
             if name == "retreat":
-                self.done.add(self.job.object_id)
+                self.done.add(self._job.object_id)
                 return self._finish_job(state, objects)
         except _NoSolution as exc:
             self.log.append(f"unreachable:{exc}")
@@ -214,7 +236,7 @@ class Planner:
 
     def _substitute(self, objects) -> None:
         """After giving up on an object, queue the first alternative still where it started."""
-        job = self.job
+        job = self._job
         busy = {j.object_id for j in self.jobs} | self.done
         for alt in job.alternatives:
             o = objects.get(alt)
@@ -234,13 +256,13 @@ class Planner:
             except _NoSolution as exc:
                 self.log.append(f"unreachable:{exc}")
         self.job = None
-        self._set("home", densify([self._start(state), self.home.copy()], self.max_step))
+        self._set("home", densify([self._start(state), self._home.copy()], self.max_step))
 
     def _finish_job(self, state, objects) -> None:
         self.job = None
         if self.jobs:
             return self._next_job(state, objects)
-        self._set("home", densify([self._start(state), self.home.copy()], self.max_step))
+        self._set("home", densify([self._start(state), self._home.copy()], self.max_step))
 
     def _start(self, state) -> np.ndarray:
         """Where a new path starts: the last target handed out (the arm is heading there)."""
@@ -343,7 +365,7 @@ class Planner:
         """On the table: how far the fingers stay from the bowl's outside."""
         centre = np.asarray(self._bowl["pos_cm"][:2], float) / 100.0
         outer = float(self._bowl.get("outer_radius_cm", 7.5)) / 100.0
-        return min(np.linalg.norm(f - centre) for f in self._finger_points(point, jaw, width)) - outer
+        return float(min(np.linalg.norm(f - centre) for f in self._finger_points(point, jaw, width))) - outer
 
     def _finger_clearance(self, point, jaw, width, others: list[dict]) -> float:
         """Smallest gap between a finger point and a neighbour's footprint (a disc, radius half
@@ -365,7 +387,7 @@ class Planner:
         """Inside the bowl: how far the fingers stay from its wall."""
         centre = np.asarray(self._bowl["pos_cm"][:2], float) / 100.0
         inner = float(self._bowl.get("inner_radius_cm", 6.5)) / 100.0
-        return inner - max(np.linalg.norm(f - centre) for f in self._finger_points(point, jaw, width))
+        return inner - float(max(np.linalg.norm(f - centre) for f in self._finger_points(point, jaw, width)))
 
     def _solve(self, pos, jaw_axis, seed_units, symmetric=True):
         seed = to_radians(seed_units, self.kin.gripper_range)
@@ -389,9 +411,9 @@ class Planner:
 
     # -------------------------------------------------------------- phase builders
     def _approach(self, state, objects, open_first: bool = False) -> None:
-        obj = objects.get(self.job.object_id)
+        obj = objects.get(self._job.object_id)
         if obj is None:
-            raise _NoSolution(f"{self.job.object_id} not in the scene")
+            raise _NoSolution(f"{self._job.object_id} not in the scene")
         in_bowl = bool(obj.get("in_bowl"))
         margin = APERTURE_MARGIN_M / 2 if in_bowl else APERTURE_MARGIN_M   # the wall is close
         start = self._start(state)
@@ -400,7 +422,7 @@ class Planner:
         # per place to hold it, the best few jaw axes by the quick estimate, checked in 3-D at the
         # grasp pose itself; a retry starts from the next candidate, so a failed grasp is not
         # repeated as it was
-        scored = []
+        scored: list[tuple[Any, ...]] = []   # (clearance, -order, solution, point, z, width, opening, dz)
         for candidate in self._grasp_points(obj):
             point, axes, width = self._grasp_options(obj, objects, candidate + noise)
             z = max(point[2], MIN_GRASP_Z_M)
@@ -419,7 +441,7 @@ class Planner:
                     scored.append((min(clear, 0.02), -len(scored), res, point, z, width, opening, dz))
                     break
         if not scored:
-            raise _NoSolution(f"no grasp of {self.job.object_id} reachable")
+            raise _NoSolution(f"no grasp of {self._job.object_id} reachable")
         scored.sort(key=lambda t: (t[0], t[1]), reverse=True)
         _, _, res, point, z, width, opening, dz = scored[min(self.attempts, len(scored) - 1)]
         pre = self._pose_units(res, opening)
@@ -503,15 +525,15 @@ class Planner:
     def _held(self, state, privileged, objects) -> bool:
         """Is the job's object still in the jaws (touching both fingers, or off the table with
         the jaws not shut on nothing)?"""
-        obj = objects.get(self.job.object_id, {})
+        obj = objects.get(self._job.object_id, {})
         holding = (privileged.get("gripper") or {}).get("holding")
-        return holding == self.job.object_id or (obj.get("lift_cm", 0.0) > 1.5 and float(state[5]) > 1.0)
+        return holding == self._job.object_id or (obj.get("lift_cm", 0.0) > 1.5 and float(state[5]) > 1.0)
 
     def _retry(self, state, objects) -> None:
         """The grasp failed or the object slipped out: pick it up again, or give up on it."""
         self.attempts += 1
         if self.attempts >= self.max_attempts:
-            self.log.append(f"gave_up:{self.job.object_id}")
+            self.log.append(f"gave_up:{self._job.object_id}")
             self._substitute(objects)
             return self._finish_job(state, objects)
         return self._approach(state, objects, open_first=True)
@@ -519,21 +541,21 @@ class Planner:
     def _release_z(self) -> float:
         """Grasp-point height at release: just over the bowl's rim, or just over the table."""
         g = self._grasp
-        if self.job.place == "bowl":
+        if self._job.place == "bowl":
             return self._bowl["height_cm"] / 100.0 + g["z"] + 0.02
         return g["z"] + 0.008
 
     def _place_options(self, objects) -> list[tuple[np.ndarray, np.ndarray | None]]:
         """Where the object's centre goes and with which jaw axis, best first: [(xy, jaw or None)]
         (None: keep the jaw's heading relative to the arm)."""
-        job, g = self.job, self._grasp
+        job, g = self._job, self._grasp
         if job.place == "bowl":
             return [(np.asarray(self._bowl["pos_cm"][:2], float) / 100.0, None)]
         if job.place == "relation":
             from spabench.sim.evaluator import DIRECTION_VECTORS
 
-            ref = objects.get(job.reference)
-            if ref is None:
+            ref = objects.get(job.reference or "")
+            if ref is None or job.direction is None:
                 raise _NoSolution(f"reference {job.reference} not in the scene")
             d = DIRECTION_VECTORS[job.direction]
             dims = np.asarray(ref.get("twin_dims_cm") or [4.0, 4.0, 4.0], float) / 100.0
@@ -541,7 +563,7 @@ class Planner:
             u, v = np.array([math.cos(yaw), math.sin(yaw)]), np.array([-math.sin(yaw), math.cos(yaw)])
             along = abs(dims[0] / 2 * (u @ d)) + abs(dims[1] / 2 * (v @ d))   # reference's reach towards d
             ref_xy = np.asarray(ref["pos_cm"][:2], float) / 100.0
-            out = []
+            out: list[tuple[np.ndarray, np.ndarray | None]] = []
             # straight along d first, then turned towards the robot (still inside the +-45 sector)
             # for a drop the arm cannot reach; per heading: jaw along +d (fixed finger between
             # object and reference, the opening jaw away from it), across d (fingers beside),
@@ -566,9 +588,9 @@ class Planner:
         start = self._start(state)
         start[5] = 0.0
         z_release = self._release_z()
-        others = {k: o for k, o in objects.items() if k != self.job.object_id}
-        carried = {"object_id": self.job.object_id, "in_bowl": False}
-        best = None
+        others = {k: o for k, o in objects.items() if k != self._job.object_id}
+        carried = {"object_id": self._job.object_id, "in_bowl": False}
+        best: tuple[Any, ...] | None = None     # (key, above, face_xy, jaw)
         for rank, (xy, jaw) in enumerate(self._place_options(objects)):
             try:
                 above, face_xy, jaw_now = self._carry_pose(start, xy, jaw)
@@ -582,12 +604,12 @@ class Planner:
                 best = (key, above, face_xy, jaw_now)
         if best is None:
             # nowhere reachable to put it: set it back down where it was picked up
-            self.log.append(f"no_place:{self.job.object_id}")
+            self.log.append(f"no_place:{self._job.object_id}")
             try:
                 above, face_xy, jaw_now = self._carry_pose(start, g["point"][:2], None)
             except _NoSolution:
-                raise _NoSolution(f"no place for {self.job.object_id}") from None
-            self.job = Job(self.job.object_id, "table", tuple(g["point"][:2] * 100.0))
+                raise _NoSolution(f"no place for {self._job.object_id}") from None
+            self.job = Job(self._job.object_id, "table", tuple(g["point"][:2] * 100.0))
             best = (None, above, face_xy, jaw_now)
         _, above, face_xy, jaw = best
         self._carry = {"xy": face_xy, "jaw": jaw, "above": above}

@@ -251,7 +251,7 @@ def build_spec(scene: SceneSpec | None, objects: Mapping[str, ObjectSpec], geome
             built_shapes[oid] = shape
             used_specs[oid] = ospec
             placed[oid] = pos
-    return spec, BuiltScene(model=None, scene=scene, shapes=built_shapes, specs=used_specs,  # type: ignore[arg-type]
+    return spec, BuiltScene(model=None, scene=scene, shapes=built_shapes, specs=used_specs,
                             substeps=substeps, placed=placed)
 
 

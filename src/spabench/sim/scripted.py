@@ -134,11 +134,13 @@ class ScriptedPolicy:
         if self.planner is None or key != self.episode_key or t_sim < self._last_t:
             self._start_episode(key, prompt, state, privileged)
         self._last_t = t_sim
-        actions = self.planner.chunk(state, privileged)
-        d = self.decision
+        planner, d = self.planner, self.decision
+        if planner is None or d is None:
+            raise RuntimeError("scripted policy: the episode did not start")   # _start_episode sets both
+        actions = planner.chunk(state, privileged)
         return {
             "actions": actions.astype(np.float64),
             "scripted": {"action": d.action, "targets": list(d.targets), "grounded": bool(d.grounded),
-                         "cell": d.cell or "", "phase": self.planner.phase.name if self.planner.phase else "",
+                         "cell": d.cell or "", "phase": planner.phase.name if planner.phase else "",
                          "reason": d.reason},
         }

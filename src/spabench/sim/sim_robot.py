@@ -45,6 +45,10 @@ def _load_suite_data(config: SimRobotConfig):
 
 
 class SimRobot(Robot):
+    _frozen: EpisodeTrace | None               # the trace frozen when the timer stopped
+    _trace_initial: dict[str, np.ndarray] | None
+    _max_z: dict[str, float]
+    _states: list[np.ndarray]
     """LeRobot robot type "spabench_sim": the Spa-Bench bench in MuJoCo."""
 
     config_class = SimRobotConfig
@@ -226,10 +230,10 @@ class SimRobot(Robot):
         return float(self._need().data.time)
 
     def _reset_trace(self) -> None:
-        self._frozen: EpisodeTrace | None = None
-        self._trace_initial: dict[str, np.ndarray] | None = None
-        self._max_z: dict[str, float] = {}
-        self._states: list[np.ndarray] = []
+        self._frozen = None
+        self._trace_initial = None
+        self._max_z = {}
+        self._states = []
 
     def _track(self) -> None:
         if self._frozen is not None:
@@ -237,7 +241,7 @@ class SimRobot(Robot):
         if self._trace_initial is None:
             self.begin_episode()
             return
-        world = self.world
+        world = self._need()
         self._states.append(world.joint_units())
         for oid, (pos, _) in world.object_poses().items():
             z = pos[2] * 100.0
@@ -259,12 +263,15 @@ class SimRobot(Robot):
             return self._frozen
         if self._trace_initial is None:
             self.begin_episode()
+        initial = self._trace_initial
+        if initial is None:   # begin_episode() sets it whenever a scene is loaded, as it is here
+            raise RuntimeError("the twin has no episode trace")
         final = {o: p * 100.0 for o, (p, _) in world.object_poses().items()}
         contacts = world.gripper_contacts()
         held = frozenset(set(contacts["fixed"]) & set(contacts["moving"]))
-        lift = {o: float(self._max_z.get(o, final[o][2]) - self._trace_initial[o][2]) for o in final}
+        lift = {o: float(self._max_z.get(o, final[o][2]) - initial[o][2]) for o in final}
         states = np.array(self._states) if self._states else np.zeros((0, len(JOINTS)))
-        return EpisodeTrace(initial_cm=dict(self._trace_initial), final_cm=final, max_lift_cm=lift,
+        return EpisodeTrace(initial_cm=dict(initial), final_cm=final, max_lift_cm=lift,
                             held_at_end=held, states=states)
 
     def evaluate(self, scene: SceneSpec | None = None, states: np.ndarray | None = None) -> tuple[bool, str | None]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import Any
 
 import mujoco
 import numpy as np
@@ -32,8 +33,10 @@ class SimWorld:
         self.geometry = geometry
         self.options = options or SceneOptions()
         self.built: BuiltScene | None = None
-        self.model: mujoco.MjModel | None = None
-        self.data: mujoco.MjData | None = None
+        # mujoco.MjModel / MjData once a scene is loaded; typed Any (mujoco ships no type
+        # information), so "loaded" is checked at run time by _need()
+        self.model: Any = None
+        self.data: Any = None
         self.generation = 0          # bumps on every load(): renderers rebind when it changes
 
     # ------------------------------------------------------------------ scene
@@ -78,9 +81,11 @@ class SimWorld:
     def scene(self) -> SceneSpec | None:
         return self.built.scene if self.built else None
 
-    def _need(self) -> None:
-        if self.data is None:
+    def _need(self) -> BuiltScene:
+        """The loaded scene; a clear error when there is none."""
+        if self.data is None or self.built is None:
             raise SimError("the twin has no scene loaded: call load(scene) (or connect()) first")
+        return self.built
 
     # ------------------------------------------------------------------ joints
     def joint_units(self) -> np.ndarray:
@@ -115,8 +120,8 @@ class SimWorld:
 
     def step(self, n: int | None = None) -> None:
         """Advance n physics steps (default: one control period)."""
-        self._need()
-        mujoco.mj_step(self.model, self.data, nstep=int(n if n is not None else self.built.substeps))
+        built = self._need()
+        mujoco.mj_step(self.model, self.data, nstep=int(n if n is not None else built.substeps))
         if not np.all(np.isfinite(self.data.qpos)):
             raise SimError("the twin's physics diverged (non-finite state)")
 
@@ -125,8 +130,7 @@ class SimWorld:
 
     @property
     def control_dt(self) -> float:
-        self._need()
-        return self.model.opt.timestep * self.built.substeps
+        return float(self.model.opt.timestep) * self._need().substeps
 
     # ------------------------------------------------------------------ objects
     def object_poses(self) -> dict[str, tuple[np.ndarray, np.ndarray]]:

@@ -78,10 +78,10 @@ def string_list(value: Any, path: Path, field: str) -> tuple[str, ...]:
     return tuple(text(v, path, f"{field}[{i}]") for i, v in enumerate(value))
 
 
-def choice(value: Any, allowed: Iterable[str], path: Path, field: str, what: str) -> str:
-    allowed = list(allowed)
-    if value not in allowed:
-        raise DataError(path, f"unknown {what} {shown(value)}", field=field, allowed=allowed)
+def choice[T: str](value: Any, allowed: Iterable[T], path: Path, field: str, what: str) -> T:
+    options = list(allowed)
+    if value not in options:
+        raise DataError(path, f"unknown {what} {shown(value)}", field=field, allowed=options)
     return value
 
 

@@ -386,6 +386,9 @@ def _check_targets(scene: SceneSpec, task: TaskSpec, suite: Suite, out: _Collect
 
 def _check_counting(scene: SceneSpec, movable: set[str], out: _Collector) -> None:
     goal = R.goal_count(scene.cell.concept)
+    if goal is None:
+        out.scene(scene, "counting_change", f"concept {scene.cell.concept!r} names no count")
+        return
     start = R.start_count(scene)
     targets = set(scene.targets)
     if scene.condition == "no_intervention":

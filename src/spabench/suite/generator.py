@@ -41,9 +41,11 @@ from spabench.suite.model import (
     Cell,
     Goal,
     Instructions,
+    Lid,
     ObjectSpec,
     ObjectState,
     PlacedObject,
+    Pose,
     SceneSpec,
 )
 from spabench.suite.scene_io import dump_scene_file
@@ -74,6 +76,22 @@ NO_MOVEMENT_DISTANCE_CM = (4.5, 6.5)   # paper bound: centre distances a no-move
 
 class _Retry(Exception):
     """This attempt at a scene failed; draw again."""
+
+
+def _count_of(concept: str) -> int:
+    """The count a counting concept asks for ('goal_3' -> 3): the suite's cells are all such."""
+    goal = R.goal_count(concept)
+    if goal is None:
+        raise ValueError(f"{concept!r} is not a counting concept")
+    return goal
+
+
+def _position_of(concept: str) -> tuple[int, int]:
+    """(k, n) of an ordinal concept ('position_2_of_4'): the suite's cells are all such."""
+    kn = R.ordinal_position(concept)
+    if kn is None:
+        raise ValueError(f"{concept!r} is not an ordinal-position concept")
+    return kn
 
 
 def _grid(v: float) -> float:
@@ -183,7 +201,7 @@ class TaskGenerator:
     def layout(self, rng: random.Random) -> Layout:
         return Layout(rng, self.objects, self.geometry)
 
-    def state_for(self, oid: str, rng: random.Random, *, pose: str | None = None, lid: str | None = None) -> ObjectState:
+    def state_for(self, oid: str, rng: random.Random, *, pose: Pose | None = None, lid: Lid | None = None) -> ObjectState:
         spec = self.objects[oid]
         if spec.can_invert and pose is None:
             pose = "upright"
@@ -339,7 +357,7 @@ class ObjectStateGenerator(TaskGenerator):
     def _state(self, oid: str, concept: str, rng: random.Random, *, match: bool | None) -> ObjectState:
         """A state that does (match=True), does not (False) or may (None) show the concept."""
         for _ in range(50):
-            pose = "upright" if rng.random() < 0.6 else "upside_down"
+            pose: Pose = "upright" if rng.random() < 0.6 else "upside_down"
             state = ObjectState(lid=rng.choice(("open", "closed")), pose=pose)
             if match is True and concept in R.LID_CONCEPTS:
                 state = ObjectState(lid=state.lid, pose="upright")  # a lid state shows on an upright cup
@@ -566,8 +584,7 @@ class RelationalPlacementGenerator(TaskGenerator):
 
     def _goal(self, cell: Cell, condition: str) -> Goal:
         target, reference, direction = self._pair(cell)
-        kind = "no_motion" if condition == "no_movement" else "relation"
-        return Goal(kind=kind, objects=(target,), reference=reference, direction=direction)
+        return Goal(kind="no_motion" if condition == "no_movement" else "relation", objects=(target,), reference=reference, direction=direction)
 
     def draft(self, rng: random.Random, cell: Cell, condition: str) -> Draft:
         target, reference, direction = self._pair(cell)
@@ -631,10 +648,10 @@ class RelationalPlacementGenerator(TaskGenerator):
             old = next(p for p in nm.objects if p.object_id == target)
             ref_xy = (ref.x_cm, ref.y_cm)
             try:
-                # defaults bind this try's reference and spot (lay.place calls them before the next one)
+                # lay.place calls both only within this iteration, so the loop's ref_xy and spot are current
                 lay.place(target, old.state, tries=600,
-                          where=lambda x, y, r=ref_xy: self._opposite_sector((x, y), r, direction),
-                          accept=lambda x, y, poly, s=spot: point_footprint_distance(s, poly) >= GEN_SPOT_CLEAR_CM)
+                          where=lambda x, y: self._opposite_sector((x, y), ref_xy, direction),  # noqa: B023
+                          accept=lambda x, y, poly: point_footprint_distance(spot, poly) >= GEN_SPOT_CLEAR_CM)  # noqa: B023
             except _Retry:
                 continue
             order = {p.object_id: i for i, p in enumerate(nm.objects)}
@@ -782,12 +799,12 @@ class OrdinalPositionGenerator(TaskGenerator):
 
     def counterfactual(self, rng: random.Random, like: Cell, transferred: str) -> Draft:
         """An observed cell of the same row length with the transferred object in a non-target slot."""
-        n = R.ordinal_position(like.concept)[1]
-        cells = [c for c in self.task.observed if R.ordinal_position(c.concept)[1] == n]
+        n = _position_of(like.concept)[1]
+        cells = [c for c in self.task.observed if _position_of(c.concept)[1] == n]
         return self.draft(rng, rng.choice(cells), "cross_task", extra=transferred)
 
     def draft(self, rng: random.Random, cell: Cell, condition: str, *, extra: str | None = None) -> Draft:
-        k, n = R.ordinal_position(cell.concept)
+        k, n = _position_of(cell.concept)
         identities = [a for a, spec in self.task.arguments.items()
                       if spec.objects and set(spec.objects) <= set(self.task.pool)]
         if condition == "no_intervention":
@@ -860,7 +877,7 @@ class CountingGenerator(TaskGenerator):
         return draft.targets[0]
 
     def draft(self, rng: random.Random, cell: Cell, condition: str) -> Draft:
-        goal = R.goal_count(cell.concept)
+        goal = _count_of(cell.concept)
         pool = list(self.task.pool)
         if condition == "cross_task":
             # the transferred object is the only one that can move the count towards the goal
@@ -896,7 +913,7 @@ class CountingGenerator(TaskGenerator):
 
     def _assemble(self, cell: Cell, in_bowl: Sequence[str], on_table: Sequence[str], targets: tuple[str, ...],
                   rng: random.Random, no_motion: bool = False) -> Draft:
-        goal = R.goal_count(cell.concept)
+        goal = _count_of(cell.concept)
         lay = self.layout(rng)
         for oid in on_table:
             lay.place(oid, self.state_for(oid, rng))

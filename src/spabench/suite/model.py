@@ -15,6 +15,7 @@ from typing import Literal
 Lid = Literal["open", "closed"]
 Pose = Literal["upright", "upside_down"]
 Location = Literal["table", "bowl"]
+GoalKind = Literal["in_bowl", "relation", "count_in_bowl", "no_motion"]
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,7 @@ class Goal:
       no_motion      - no arm or gripper motion (no-intervention / no-movement scenes)
     """
 
-    kind: Literal["in_bowl", "relation", "count_in_bowl", "no_motion"]
+    kind: GoalKind
     objects: tuple[str, ...] = ()
     reference: str | None = None
     direction: str | None = None   # left | right | front | behind

@@ -141,8 +141,8 @@ def resolve_referential_description(scene: SceneSpec, suite) -> set[str]:
     argument = _argument(scene, suite)
     if argument is None:
         return set()
-    refs = [_placed(scene, r) for r in scene.references]
-    if not refs or any(r is None or r.location != "table" for r in refs):
+    refs = [p for r in scene.references if (p := _placed(scene, r)) is not None and p.location == "table"]
+    if not refs or len(refs) < len(scene.references):
         return set()
     candidates = {o.object_id: _xy(o) for o in table_objects(scene)
                   if o.object_id in argument.objects and o.object_id not in scene.references}

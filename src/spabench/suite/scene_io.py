@@ -26,7 +26,17 @@ from typing import Any
 
 from spabench.errors import DataError, shown
 from spabench.suite import checks
-from spabench.suite.model import Cell, Goal, Instructions, ObjectSpec, ObjectState, PlacedObject, SceneSpec
+from spabench.suite.model import (
+    Cell,
+    Goal,
+    GoalKind,
+    Instructions,
+    Location,
+    ObjectSpec,
+    ObjectState,
+    PlacedObject,
+    SceneSpec,
+)
 from spabench.suite.spec import TaskSpec
 from spabench.suite.vocabulary import DIRECTIONS
 from spabench.suite.yamlio import Flow, FlowList, dump_yaml
@@ -35,10 +45,10 @@ SCENE_KEYS_REQUIRED = ("scene_id", "cell", "withheld", "instructions", "goal", "
 SCENE_KEYS_OPTIONAL = ("task", "condition", "matched_group", "paraphrase", "targets", "references", "notes",
                        "family", "partner")
 INSTRUCTION_KEYS = ("spatial", "direct", "paraphrase_spatial", "paraphrase_direct")
-GOAL_KINDS = ("in_bowl", "relation", "count_in_bowl", "no_motion")
+GOAL_KINDS: tuple[GoalKind, ...] = ("in_bowl", "relation", "count_in_bowl", "no_motion")
 LIDS = ("open", "closed")
 POSES = ("upright", "upside_down")
-LOCATIONS = ("table", "bowl")
+LOCATIONS: tuple[Location, ...] = ("table", "bowl")
 _SCENE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -129,9 +139,9 @@ def _goal(value: Any, scene_objects: list[str], path: Path, field: str) -> Goal:
 def _instructions(value: Any, path: Path, field: str) -> Instructions:
     data = checks.mapping(value, path, field)
     checks.keys(data, path, field, ("spatial",), INSTRUCTION_KEYS[1:])
-    values = {k: (checks.text(data[k], path, f"{field}.{k}") if data.get(k) is not None else None)
-              for k in INSTRUCTION_KEYS}
-    return Instructions(**values)
+    optional = {k: (checks.text(data[k], path, f"{field}.{k}") if data.get(k) is not None else None)
+                for k in INSTRUCTION_KEYS[1:]}
+    return Instructions(checks.text(data["spatial"], path, f"{field}.spatial"), **optional)
 
 
 def scene_from_mapping(value: Any, *, path: Path, index: int, task: TaskSpec, condition: str,

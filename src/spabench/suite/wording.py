@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import string
 from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 from spabench.suite.model import Cell, ObjectSpec, SceneSpec
 
@@ -57,8 +58,15 @@ def template_kind(templates: Mapping[str, Sequence[str]], kind: str, argument: s
     return special if special in templates else kind
 
 
+class Named(Protocol):
+    """What `fill` reads of an object: an ObjectSpec, or the twin's view of a live one."""
+
+    @property
+    def display_name(self) -> str: ...
+
+
 def fill(template: str, task, cell: Cell, targets: Sequence[str], references: Sequence[str],
-         objects: Mapping[str, ObjectSpec], *, paraphrase: bool) -> str:
+         objects: Mapping[str, Named], *, paraphrase: bool) -> str:
     concept = task.concepts.get(cell.concept)
     argument = task.arguments.get(cell.argument)
     names = [objects[r].display_name for r in references if r in objects]

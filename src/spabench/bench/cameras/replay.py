@@ -39,7 +39,7 @@ class _FileFrames:
     def __init__(self, path: Path, width: int, height: int, loop: bool):
         self.path, self.width, self.height, self.loop = path, width, height, loop
         self._frames: np.ndarray | None = None
-        self._cap = None
+        self._cap: Any = None   # cv2.VideoCapture while a video file is open (cv2 is imported lazily)
         self._pos = 0
         if path.suffix == ".npz":
             with np.load(path) as data:
