@@ -1,9 +1,18 @@
 """Suite-wide fixtures: the throwaway PostgreSQL server (started once per session, on demand), and one
-per module for tests that restart or stop their server."""
+per module for tests that restart or stop their server; Ctrl-C handling as an operator's shell has it."""
 
 from __future__ import annotations
 
+import signal
+
 import pytest
+
+
+def pytest_configure(config):
+    """A suite started in the background (`make test &`, nohup) inherits SIGINT ignored, and then the
+    Ctrl-C tests would measure the launcher, not the harness: give the process Python's own handler."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def _cluster():
