@@ -358,3 +358,22 @@ def test_shipped_emulated_config_and_calibration_file_drive_the_emulator(bus):
         bench.go_home(speed_deg_s=600.0)
         np.testing.assert_allclose(present_deg(bus), [cfg.home_pose[j] for j in JOINTS],
                                    atol=cfg.home_tolerance_deg)
+
+
+def test_the_so101_bench_neither_builds_scenes_nor_keeps_a_clock_nor_scores(bus, make_cfg):
+    """The Bench defaults that the session, the rollout loop and the auto operator call on every
+    bench (the twin overrides them): a person stages and scores, the rollout runs on the wall clock."""
+    from spabench.operator.auto import AutoOperator
+    from spabench.operator.config import OperatorConfig
+
+    scene = object()   # a real bench never reads the scene
+    with make_bench(make_cfg(bus)) as bench:
+        before = bench.measure()
+        assert bench.load_scene(scene) is False
+        assert bench.lockstep_clock() is None
+        bench.begin_episode()
+        assert bench.evaluate(scene) is None
+        np.testing.assert_allclose(bench.measure(), before, atol=0.2)   # nothing moved
+        op = AutoOperator(OperatorConfig(type="auto"), bench=bench)
+        assert op.wait_scene_ready(None, scene, "")
+        assert op.score(None, None) is None   # left unscored, for `spabench score`

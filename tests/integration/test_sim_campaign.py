@@ -85,7 +85,7 @@ def test_the_twin_stages_the_scene_for_the_terminal_operator_too(tmp_path, monke
 
     def load_scene(self, scene):  # the real twin hook, observed
         staged.append(scene.scene_id)
-        real_load_scene(self, scene)
+        return real_load_scene(self, scene)
 
     monkeypatch.setattr(SimBench, "load_scene", load_scene)
     cfg, server = _smoke_on_the_twin(tmp_path, {"type": "terminal", "timer_s": 2.0, "keys": False,

@@ -204,24 +204,27 @@ def test_operator_config_validation_and_factory():
 
 
 def test_auto_operator_uses_the_sim_evaluator():
-    class Robot:  # the two SimRobot methods the auto operator calls (MuJoCo twin tested in tests/sim)
+    class B:  # the two Bench methods the twin overrides that matter here (MuJoCo twin tested in tests/sim)
         loaded = None
+        scored = None
 
         def load_scene(self, scene):
             self.loaded = scene
+            return True
 
-        def evaluate(self, scene):
+        def evaluate(self, scene=None, states=None):
+            self.scored = scene
             return (False, "wrong_target")
 
-    class B:
-        robot = Robot()
-
-    op = AutoOperator(OperatorConfig(type="auto"), bench=B())
+    bench = B()
+    op = AutoOperator(OperatorConfig(type="auto"), bench=bench)
     scene = _scene()
     assert op.wait_scene_ready(None, scene, "")
-    assert B.robot.loaded is None and not op.confirms_scene  # the run session stages twin scenes
+    assert bench.loaded is None and not op.confirms_scene  # the run session stages twin scenes
     s = op.score(None, None)
     assert (s.success, s.failure_mode, s.rater) == (False, "wrong_target", "sim_evaluator")
+    assert bench.scored is scene
+
 
 
 # the terminal operator on a pty: inside one of its key contexts until a stop request arrives

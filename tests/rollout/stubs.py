@@ -63,6 +63,12 @@ class StubBench:
     def go_home(self, should_stop=None):
         self.calls.append("go_home")
 
+    # the Bench's optional twin methods, as a real bench answers them (spabench.bench.bench.Bench)
+    camera_fps: dict[str, float] = {}   # none given: the loop takes the control rate
+
+    def begin_episode(self):
+        self.calls.append("begin_episode")
+
 
 class ScriptedClient(PolicyClient):
     """Deterministic in-process client: chunk n moves the shoulder_pan to 10 * (n + 1) degrees."""

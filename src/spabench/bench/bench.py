@@ -314,9 +314,32 @@ class Bench:
         finally:
             self._force_close()
 
+    # ------------------------------------------------------------------ optional: a bench that simulates
+    # A simulated bench (the MuJoCo twin, spabench.sim.bench.SimBench) builds its scenes, keeps its own
+    # clock and scores its rollouts; a real bench does none of it, and these defaults say so. The session
+    # and the rollout loop call them on every bench instead of probing for the twin.
     def adopt_suite(self, suite) -> None:
         """The suite this session evaluates. A bench that scores rollouts itself (the twin) takes
         its success rules from it; a real bench is scored by a person and needs nothing."""
+
+    def load_scene(self, scene) -> bool:
+        """Build the scene from its specification, the arm staying where it is; True when the bench
+        did. A real bench returns False: a person stages the scene."""
+        return False
+
+    def lockstep_clock(self) -> Callable[[], float] | None:
+        """The bench's own clock (s) when it advances one control period per act(), so that a rollout
+        runs in lockstep with it instead of the wall clock; None for a real bench (wall-clock time)."""
+        return None
+
+    def begin_episode(self) -> None:
+        """The rollout timer started: a bench that scores itself starts its evaluator trace here.
+        Nothing to do on a real bench."""
+
+    def evaluate(self, scene=None, states=None) -> tuple[bool, str | None] | None:
+        """(success, suggested failure mode) of the rollout since begin_episode(), when the bench can
+        score it; `states` (T, 6) replaces the bench's own joint trajectory. None: a person scores."""
+        return None
 
     def __enter__(self) -> Bench:
         return self.connect()

@@ -26,17 +26,13 @@ class UnattendedOperator(Operator):
             print(text, file=self.out, flush=True)
 
 
-def _sim_robot(bench: Any) -> Any:
-    return getattr(bench, "robot", None)
-
-
 class AutoOperator(Operator):
     """The twin's scorer: the attempt is scored by the sim evaluator.
 
     The run session has the twin build each scene (`bench.load_scene`) for every operator; this one
-    remembers the scene and calls `bench.robot.evaluate(scene) -> (success, failure_mode)`
-    (spabench.sim's SimRobot). Without an evaluator, attempts stay unscored, except no-motion
-    trials whose motion pre-fill is taken as the score.
+    remembers the scene and calls `bench.evaluate(scene) -> (success, failure_mode)` (the twin's
+    SimBench). A bench without an evaluator (`Bench.evaluate` returns None) leaves attempts
+    unscored, except no-motion trials whose motion pre-fill is taken as the score.
     """
 
     confirms_scene = False  # the twin stages scenes; nobody checks one by eye
@@ -57,11 +53,11 @@ class AutoOperator(Operator):
         return True
 
     def score(self, trial: Any, result: Any, prefill: Score | None = None) -> Score | None:
-        robot = _sim_robot(self.bench)
-        evaluate = getattr(self.bench, "evaluate", None) or getattr(robot, "evaluate", None)
-        if evaluate is not None and self._scene is not None:
-            outcome = evaluate(self._scene)
-            success, mode = (outcome if isinstance(outcome, tuple) else (bool(outcome), None))[:2]
+        outcome = None
+        if self.bench is not None and self._scene is not None:
+            outcome = self.bench.evaluate(self._scene)
+        if outcome is not None:
+            success, mode = outcome
             success = bool(success)
             if prefill is not None and prefill.source == "motion_prefill" and not prefill.success:
                 success, mode = False, prefill.failure_mode  # no-motion trial: the arm moved

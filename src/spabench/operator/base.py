@@ -40,17 +40,6 @@ def motion_prefill(condition: str, moved: bool | None, rater: str) -> Score | No
     return Score(True, None, "pre-filled: no motion detected", rater, "motion_prefill")
 
 
-def stage_twin_scene(bench: Any, scene: Any) -> bool:
-    """On the twin, set the scene up from its specification (a person does this on a real bench).
-
-    The run session calls this before every trial, whoever the operator is; True when it did."""
-    loader = getattr(bench, "load_scene", None) or getattr(getattr(bench, "robot", None), "load_scene", None)
-    if loader is not None and scene is not None:
-        loader(scene)
-        return True
-    return False
-
-
 class Operator:
     """Base operator: no gate, no keys, no score. Subclasses override what they do.
 

@@ -171,8 +171,7 @@ class Rollout:
         if not meta.camera_shapes:
             meta.camera_shapes = {c: _image_shape(images[c]) for c in meta.cameras if c in images}
         if not meta.camera_fps:
-            fps = getattr(self.bench, "camera_fps", None)
-            fps = fps if isinstance(fps, dict) else {}
+            fps = self.bench.camera_fps
             meta.camera_fps = {c: float(fps.get(c) or self.card.control_hz) for c in meta.cameras}
         if not meta.start_time:
             meta.start_time = time.strftime("%Y-%m-%dT%H:%M:%S%z")
@@ -211,9 +210,7 @@ class Rollout:
     def _loop(self) -> tuple[str, str | None, str, int]:
         bench, broker, ema, notify = self.bench, self.broker, self.ema, self._notify
         period, clock = self.period, self.clock
-        begin = getattr(bench, "begin_episode", None)  # the twin starts its evaluator trace here
-        if callable(begin):
-            begin()
+        bench.begin_episode()  # the twin starts its evaluator trace here
         self._t0 = t0 = clock()
         # wall time of t = 0: a crash recovery dates the episode's end from its last recorded row
         self.emit("timer_started", {"timer_s": self.timer_s, "control_hz": float(self.card.control_hz),

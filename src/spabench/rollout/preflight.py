@@ -19,7 +19,7 @@ def check_space(bench: Any, recorder: Any, campaign_dir: Path, timer_s: float, t
     """Refuse to start an attempt whose recording would not fit on the campaign's disk."""
     from spabench.rollout.space import check_free_space, expected_episode_bytes
 
-    cams = getattr(getattr(bench, "cfg", None), "cameras", {}) or {}
+    cams = bench.cfg.cameras or {}
     shapes = {name: (int(getattr(c, "height", 480)), int(getattr(c, "width", 640)), 3)
               for name, c in cams.items()}
     expected = expected_episode_bytes(timer_s, float(card.control_hz), shapes,

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from spabench.bench.errors import MotionStopped
 from spabench.ledger import ClaimLost, LedgerStorageError
-from spabench.operator.base import motion_prefill, stage_twin_scene
+from spabench.operator.base import motion_prefill
 from spabench.operator.blinding import Blinder, BlindStream, blind_logging
 from spabench.operator.checklist import (
     SCENE_STAGED,
@@ -292,8 +292,9 @@ class Session:
 
     # ---- one trial ----------------------------------------------------------------------------
     def _stage_scene(self, scene: Any) -> str | None:
-        """The twin builds the trial's scene itself, whoever the operator is; "twin" when it did."""
-        return "twin" if stage_twin_scene(self.bench, scene) else None
+        """The twin builds the trial's scene itself, whoever the operator is; "twin" when it did (a
+        person sets up the scene on a real bench)."""
+        return "twin" if scene is not None and self.bench.load_scene(scene) else None
 
     def _trial_card(self, trial: Any) -> Any:
         """The trial's card at the plan's control rate (a campaign may override the card's)."""
@@ -378,8 +379,8 @@ class Session:
         from spabench.rollout.loop import Rollout
 
         self.controls.clear()
-        sim_time = getattr(self.bench, "sim_time", None)  # the twin runs in lockstep on its own clock
-        timing = {"clock": sim_time, "lockstep": True} if callable(sim_time) else {}
+        clock = self.bench.lockstep_clock()  # the twin runs in lockstep on its own clock
+        timing = {"clock": clock, "lockstep": True} if clock is not None else {}
         rollout = Rollout(self.bench, self.open_policies.brokers[trial.card], card, EmaFilter(card.ema_alpha),
                           meta.timer_s, observers, self.controls, go_home_after=self.op_cfg.go_home_after,
                           health=self.health, **timing)

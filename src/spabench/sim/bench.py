@@ -2,7 +2,8 @@
 
 Everything a real bench does (envelope, observe/act/hold/go_home) runs unchanged on the twin's
 LeRobot robot; the twin adds the privileged scene state to every Observation
-(`extras["privileged"]`) and scene/episode/evaluation hooks the auto operator uses.
+(`extras["privileged"]`) and overrides the Bench's optional twin methods (load_scene, lockstep_clock,
+begin_episode, evaluate) that the session, the rollout loop and the auto operator call on every bench.
 
 Config: spabench.sim.bench_config.SimBenchConfig (bench type "sim", registered by the twin): fps,
 max_relative_target, cameras (only width/height), home_pose (the arm starts there), robot_id, and
@@ -103,11 +104,12 @@ class SimBench(Bench):
         return LazyExtras({"privileged": partial(payload_of, self.robot.privileged_snapshot())})
 
     # ------------------------------------------------------------------ twin hooks
-    def load_scene(self, scene) -> None:
+    def load_scene(self, scene) -> bool:
         """Set up a scene spec (objects at their poses); the arm stays where it is."""
         self._require_connected()
         self.robot.load_scene(scene)
         self._observed_state = None
+        return True
 
     def begin_episode(self) -> None:
         """Start the evaluator's trace now (call when the rollout timer starts)."""
@@ -123,6 +125,9 @@ class SimBench(Bench):
         """The twin's clock (s): advances one control period per act(), so a rollout can run in
         lockstep with the simulation instead of the wall clock."""
         return self.robot.sim_time
+
+    def lockstep_clock(self) -> Callable[[], float]:
+        return self.sim_time
 
     def go_home(self, **kwargs):
         """Homing after an episode is not part of it: the trace is frozen first."""
