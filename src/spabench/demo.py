@@ -31,7 +31,7 @@ def start_stand_ins(cfg: SpabenchConfig) -> tuple[list[Any], dict[str, dict]]:
 
     Returns the servers and the per-card port overrides that `run` needs to reach them."""
     from spabench.policy.card import load_card
-    from spabench.sim.serve import build_server
+    from spabench.standins.serve import build_server
 
     servers, ports = [], {}
     for entry in cfg.need("campaign").policies:

@@ -147,7 +147,7 @@ def _scripted_server():
 
     from spabench.config import SpabenchConfig
     from spabench.policy.card import load_card
-    from spabench.sim.serve import build_server
+    from spabench.standins.serve import build_server
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

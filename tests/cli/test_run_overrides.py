@@ -44,7 +44,7 @@ def _free_port() -> int:
 def _server(card_name: str, mode: str):
     from spabench.config import SpabenchConfig
     from spabench.policy.card import load_card
-    from spabench.sim.serve import build_server
+    from spabench.standins.serve import build_server
 
     port = _free_port()
     _, server = build_server(SpabenchConfig.from_mapping(

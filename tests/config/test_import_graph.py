@@ -1,4 +1,5 @@
-"""The package import graph of src/spabench has no cycles, and `bench` imports nothing from `sim`.
+"""The package import graph of src/spabench has no cycles, `bench` imports nothing from `sim`, and the
+twin (`sim`) imports nothing from the scripted stand-in policy (`standins`).
 
 Every import counts, also the lazy ones inside functions: a lazy import is still a dependency, and
 the cycles this guards against (bench.bench -> sim.bench -> bench.bench) were all lazy ones. Only
@@ -129,6 +130,13 @@ def test_no_import_cycles_between_packages():
 
 def test_bench_imports_nothing_from_sim():
     assert "sim" not in import_edges().get("bench", {}), import_edges()["bench"]["sim"]
+
+
+def test_the_twin_imports_nothing_from_the_standins():
+    """The twin is the bench's simulator; the scripted stand-in is a policy that drives it from outside."""
+    edges = import_edges()
+    assert "standins" not in edges.get("sim", {}), edges["sim"]["standins"]
+    assert "standins" in edges.get("demo", {}) and "standins" in edges.get("cli", {})   # the walker sees both
 
 
 def test_the_walker_sees_lazy_imports():

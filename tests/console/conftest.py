@@ -96,7 +96,7 @@ def policy_servers():
     import yaml
 
     from spabench.config import SpabenchConfig
-    from spabench.sim.serve import build_server
+    from spabench.standins.serve import build_server
 
     suite = yaml.safe_load((REPO / "conf/suite/spabench.yaml").read_text())
     ports, servers = {}, []

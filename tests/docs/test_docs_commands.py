@@ -100,7 +100,7 @@ class Stage:
     def __init__(self, tmp: Path):
         from spabench.config import SpabenchConfig
         from spabench.policy.card import load_card
-        from spabench.sim.serve import build_server
+        from spabench.standins.serve import build_server
 
         self.tmp = tmp
         self.campaign = plan_smoke(tmp, "twin", bench="sim")

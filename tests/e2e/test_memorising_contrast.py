@@ -9,10 +9,10 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from spabench.sim.grounding import Grounder
+from spabench.standins.grounding import Grounder
 from spabench.suite import resolvers
 from tests.sim.payload import payload_from_spec
-from tests.sim.test_scripted import reached
+from tests.standins.test_scripted import reached
 
 
 @pytest.fixture(scope="module")

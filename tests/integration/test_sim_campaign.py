@@ -30,7 +30,7 @@ def _free_port() -> int:
 def _smoke_on_the_twin(tmp_path, operator: dict):
     """The smoke campaign planned into tmp_path/c, its scripted server (not started) and the run config."""
     from spabench.plan.commands import plan
-    from spabench.sim.serve import build_server
+    from spabench.standins.serve import build_server
 
     suite = yaml.safe_load(Path("conf/suite/spabench.yaml").read_text())
     plan(SpabenchConfig.from_mapping({"campaign": yaml.safe_load(Path("conf/campaign/smoke.yaml").read_text()), "suite": suite,

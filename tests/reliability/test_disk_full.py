@@ -48,7 +48,7 @@ def _plan(folder: Path) -> None:
 
 def _run(folder: Path, timer_s: float = 20.0) -> tuple[int, str, float]:
     """`spabench run` in its own process (a crash shows as a negative return code)."""
-    from spabench.sim.serve import build_server
+    from spabench.standins.serve import build_server
 
     suite = OmegaConf.load(REPO / "conf/suite/spabench.yaml")
     card = OmegaConf.load(REPO / "conf/policy/scripted_compositional.yaml")

@@ -105,7 +105,7 @@ def test_two_real_runs_on_one_campaign_the_second_is_refused(tmp_path):
     pytest.importorskip("mujoco")
     from omegaconf import OmegaConf
 
-    from spabench.sim.serve import build_server
+    from spabench.standins.serve import build_server
 
     folder = tmp_path / "c"
     assert cli("plan", "campaign=smoke", f"out={folder}").returncode == 0

@@ -51,7 +51,7 @@ def stand_ins() -> Iterator[list[str]]:
     import yaml
 
     from spabench.config import SpabenchConfig
-    from spabench.sim.serve import build_server
+    from spabench.standins.serve import build_server
     from tests.support.pg_cluster import _free_port
 
     suite = yaml.safe_load((ROOT / "conf" / "suite" / "spabench.yaml").read_text())

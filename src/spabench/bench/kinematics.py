@@ -3,7 +3,7 @@
 The bench needs to know where the gripper is for a joint target (the Cartesian workspace envelope
 in bench/safety.py) without MuJoCo or the twin, so this module parses the same MJCF the twin
 simulates: body anchors, hinge axes, joint ranges, sites and the box geoms. One model file is the
-only source of the arm's geometry; the twin's planner and IK use this FK too (sim/kinematics.py).
+only source of the arm's geometry; the scripted stand-in's planner and IK use this FK too (standins/kinematics.py).
 
 Frames: the workspace frame of hardware/bench.yaml, in metres. The model's bodies are parallel to
 their parent at q = 0 (the MJCF states that convention; a body with an orientation is refused), so

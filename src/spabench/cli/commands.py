@@ -63,7 +63,7 @@ COMMANDS: dict[str, Command] = {
         Command("serve lerobot", "spabench.serve.commands:serve_lerobot", (),
                 "serve a local LeRobot checkpoint over the openpi websocket protocol",
                 usage="checkpoint=DIR [port=8000]"),
-        Command("serve scripted", "spabench.sim.serve:serve_scripted", ("policy", "suite"),
+        Command("serve scripted", "spabench.standins.serve:serve_scripted", ("policy", "suite"),
                 "serve the twin's scripted stand-in policy (not a VLA)",
                 usage="[mode=compositional|memorising] [port=N]"),
         Command("servers up", "spabench.rollout.server_commands:servers_up", (),

@@ -1,1 +1,2 @@
-"""Policy servers speaking the openpi websocket protocol (the twin's scripted policy, LeRobot checkpoints)."""
+"""Policy servers speaking the openpi websocket protocol (LeRobot checkpoints here; the
+scripted stand-in's `serve scripted` lives with it in spabench.standins)."""

@@ -1,4 +1,6 @@
 """The embedded MuJoCo twin of the Spa-Bench bench (imported only by the sim bench config and tests).
+It holds no policy: the scripted stand-in policy that drives it in the demo is spabench.standins,
+which imports nothing from here (tests/config/test_import_graph.py checks it).
 
 Importing this package registers the bench type "sim" (SimBenchConfig) with spabench's bench
 registry, importing neither MuJoCo nor LeRobot; the LeRobot robot type "spabench_sim"
@@ -9,7 +11,6 @@ registry, importing neither MuJoCo nor LeRobot; the LeRobot robot type "spabench
   evaluate             spabench.sim.evaluator      success + suggested failure mode from poses
   privileged_state     spabench.sim.privileged     the privileged payload (schema documented there)
   make_sim_bench       spabench.sim.bench          a spabench Bench wired to the twin
-  ScriptedPolicy       spabench.sim.scripted       the scripted stand-in policy (not a VLA)
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ _LAZY = {
     "evaluate": "spabench.sim.evaluator",
     "privileged_state": "spabench.sim.privileged",
     "make_sim_bench": "spabench.sim.bench",
-    "ScriptedPolicy": "spabench.sim.scripted",
 }
 
 __all__ = ["SimBenchConfig", "SimOptions", *_LAZY]

@@ -3,9 +3,9 @@
 It exists so the harness can run end to end without a learned policy: served over the openpi
 websocket protocol like any real policy, it reads the prompt, the joint state and the twin's
 privileged scene state (`observation/privileged`, which only the sim bench provides and only the
-scripted policy cards forward), grounds the instruction (spabench.sim.grounding: compositional or
+scripted policy cards forward), grounds the instruction (spabench.standins.grounding: compositional or
 memorising), and returns joint-target chunks from a closed-loop pick-and-place planner
-(spabench.sim.planner). It never sees the scene's goal or targets.
+(spabench.standins.planner). It never sees the scene's goal or targets.
 
 Request keys: `observation/state` (6 joints, bench units), `prompt`, `observation/privileged`
 (spabench.sim.privileged schema). Reply: `actions` (horizon, 6) joint targets in bench units and
@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from spabench.sim.grounding import MODES, Decision, Grounder
-from spabench.sim.planner import Job, Planner
+from spabench.standins.grounding import MODES, Decision, Grounder
+from spabench.standins.planner import Job, Planner
 from spabench.suite.vocabulary import JOINTS
 
 log = logging.getLogger(__name__)
@@ -59,7 +59,7 @@ class ScriptedPolicy:
         self.grasp_noise_cm = float(grasp_noise_cm)
         self.horizon = int(horizon)
         self.suite = suite if suite is not None else _load_suite(tasks_root, hardware_root)
-        from spabench.sim.kinematics import ArmKinematics
+        from spabench.standins.kinematics import ArmKinematics
 
         self.kin = ArmKinematics(robot_xml)
         self.episode_key: tuple | None = None

@@ -335,11 +335,11 @@ class Grounder:
         if relation_holds(t_xy, r_xy, direction):
             return Decision("none", reference=reference, direction=direction, grounded=grounded,
                             cell=cell.key, reason="relation already holds", parse=parse)
-        from spabench.sim.evaluator import DIRECTION_VECTORS
+        from spabench.suite.geometry import DIRECTION_VECTORS
 
         gap = _radius(objs[target]) + _radius(objs[reference]) + 1.5
         dist = float(np.clip(gap, 3.5, 6.0))
-        place = np.asarray(r_xy, float) + DIRECTION_VECTORS[direction] * dist
+        place = np.asarray(r_xy, float) + np.asarray(DIRECTION_VECTORS[direction], float) * dist
         return Decision("relation", targets=(target,), reference=reference, direction=direction,
                         place_xy_cm=((float(place[0]), float(place[1])),), grounded=grounded,
                         cell=cell.key, reason="place in the requested sector", parse=parse)

@@ -22,8 +22,8 @@ def build_server(cfg: SpabenchConfig):
     """(ScriptedPolicy, OpenPiServer) from the typed config, not yet listening."""
     from spabench.errors import ConfigError
     from spabench.serve.openpi_server import OpenPiServer
-    from spabench.sim.grounding import MODES
-    from spabench.sim.scripted import ScriptedPolicy
+    from spabench.standins.grounding import MODES
+    from spabench.standins.scripted import ScriptedPolicy
 
     if cfg.mode not in MODES:
         raise ConfigError(f"conf/config.yaml: key 'mode': {cfg.mode!r} (allowed: {' | '.join(MODES)})")

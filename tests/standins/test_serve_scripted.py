@@ -8,7 +8,7 @@ import pytest
 from spabench.config import SpabenchConfig
 from spabench.errors import ConfigError
 from spabench.policy.card import load_card
-from spabench.sim.serve import build_server
+from spabench.standins.serve import build_server
 
 
 def cfg(**top):

@@ -9,8 +9,8 @@ import dataclasses
 import numpy as np
 import pytest
 
-from spabench.sim.grounding import Grounder
-from spabench.sim.scripted import ScriptedPolicy
+from spabench.standins.grounding import Grounder
+from spabench.standins.scripted import ScriptedPolicy
 from spabench.suite import resolvers
 from spabench.suite.vocabulary import JOINTS
 from tests.sim.payload import payload_from_spec

@@ -20,7 +20,7 @@ import mujoco
 import numpy as np
 
 from spabench.bench.kinematics import to_radians, to_units
-from spabench.sim.kinematics import ArmKinematics, gripper_value_for, jaw_aperture_table
+from spabench.standins.kinematics import ArmKinematics, gripper_value_for, jaw_aperture_table
 
 CARRY_Z_M = 0.13           # grasp point height while carrying
 PREGRASP_DZ_M = 0.07       # approach this far above the grasp point
@@ -552,12 +552,12 @@ class Planner:
         if job.place == "bowl":
             return [(np.asarray(self._bowl["pos_cm"][:2], float) / 100.0, None)]
         if job.place == "relation":
-            from spabench.sim.evaluator import DIRECTION_VECTORS
+            from spabench.suite.geometry import DIRECTION_VECTORS
 
             ref = objects.get(job.reference or "")
             if ref is None or job.direction is None:
                 raise _NoSolution(f"reference {job.reference} not in the scene")
-            d = DIRECTION_VECTORS[job.direction]
+            d = np.asarray(DIRECTION_VECTORS[job.direction], float)
             dims = np.asarray(ref.get("twin_dims_cm") or [4.0, 4.0, 4.0], float) / 100.0
             yaw = math.radians(float(ref.get("yaw_deg", 0.0)))
             u, v = np.array([math.cos(yaw), math.sin(yaw)]), np.array([-math.sin(yaw), math.cos(yaw)])
