@@ -122,10 +122,10 @@ def start_console(workdir: Path):
     """A console (uvicorn thread) over a one-trial ledger, with a BenchChannel the loop publishes to."""
     from spabench.console.app import ConsoleContext, build_app
     from spabench.console.channel import BenchChannel
+    from spabench.console.config import ConsoleConfig
     from spabench.console.frames import FramePublisher
     from spabench.console.server import ConsoleServer
     from spabench.ledger import Ledger
-    from spabench.operator.console_config import ConsoleConfig
 
     row = {"trial_id": "E0000-P1", "evaluation_id": "E0000", "policy": "bench", "card": "bench", "alias": "P1",
            "task": "counting", "condition": "id", "scene_id": "counting-id-000", "scene_condition": "id",

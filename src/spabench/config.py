@@ -47,6 +47,10 @@ GROUPS: dict[str, str] = {
 BENCH_TYPE_MODULES: tuple[str, ...] = ("spabench.sim.bench_config",)
 # Operator types that register themselves from outside the operator package (imported on demand).
 OPERATOR_TYPE_MODULES: dict[str, str] = {"web": "spabench.console.operator"}
+# Sections of a group that another package types: (group, key) -> the dataclass that checks them when
+# the group is built (a typo in operator.console fails before anything connects). The operator
+# package keeps the section as a plain mapping, so it never imports the console (which imports it).
+GROUP_SECTIONS: dict[tuple[str, str], str] = {("operator", "console"): "spabench.console.config:ConsoleConfig"}
 
 
 def _import(target: str):
@@ -328,9 +332,18 @@ def build_group(group: str, node: Any) -> Any:
         for module in BENCH_TYPE_MODULES:
             importlib.import_module(module)
     built = _import(GROUPS[group])(node)
+    for (owner, section) in GROUP_SECTIONS:
+        if owner == group:
+            section_class(group, section).from_mapping(getattr(built, section))
     if group == "operator" and built.type in OPERATOR_TYPE_MODULES:
         importlib.import_module(OPERATOR_TYPE_MODULES[built.type])
     return built
+
+
+def section_class(group: str, key: str) -> Any:
+    """The dataclass another package types a group's section with (GROUP_SECTIONS), or None."""
+    target = GROUP_SECTIONS.get((group, key))
+    return None if target is None else _import(target)
 
 
 def top_level_keys() -> dict[str, tuple[Any, Key]]:

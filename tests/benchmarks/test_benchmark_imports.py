@@ -1,6 +1,6 @@
 """Every spabench name a benchmark imports exists: the benchmarks run only by hand (`make bench`), so a
-moved module broke one silently (console_loop.py imported spabench.console.config after ConsoleConfig
-had moved to spabench.operator.console_config). Checked statically, imports inside functions too."""
+moved module broke one silently (console_loop.py kept importing ConsoleConfig from a module it had
+left). Checked statically, imports inside functions too."""
 
 from __future__ import annotations
 

@@ -43,6 +43,17 @@ def test_a_bad_top_level_value_names_key_value_and_allowed(key, value, allowed):
     assert f"key '{key}'" in text and repr(value)[:10] in text and f"allowed: {allowed}" in text
 
 
+def test_the_operator_groups_console_section_is_checked_when_the_group_is_built():
+    """The console types operator.console (spabench.console.config); the operator package does not
+    import it, so the root config checks the section: a bad or unknown field fails before any run."""
+    with pytest.raises(ConfigError, match=r"operator.console, field 'stream_hz': 0"):
+        SpabenchConfig.from_mapping({"operator": {"type": "web", "console": {"stream_hz": 0}}}, groups=("operator",))
+    with pytest.raises(ConfigError, match=r"operator.console.*strem_hz"):
+        SpabenchConfig.from_mapping({"operator": {"console": {"strem_hz": 8}}}, groups=("operator",))
+    cfg = SpabenchConfig.from_mapping({"operator": {"console": {"port": 0}}}, groups=("operator",))
+    assert cfg.operator.console == {"port": 0}
+
+
 def test_unknown_top_level_key_lists_the_allowed_ones():
     with pytest.raises(ConfigError, match=r"unknown key 'max_trial'.*max_trials.*config groups: bench"):
         SpabenchConfig.from_mapping({"max_trial": 3})

@@ -266,7 +266,7 @@ def review_console(bench_session):
     """The console of the finished campaign (in this process), for the review pages."""
     from spabench.console.app import ConsoleContext, build_app
     from spabench.console.server import ConsoleServer
-    from spabench.operator.console_config import ConsoleConfig
+    from spabench.console.config import ConsoleConfig
     from spabench.suite import load_suite
 
     campaign = bench_session["campaign"]

@@ -16,9 +16,9 @@ import httpx
 import pytest
 
 from spabench.console.app import ConsoleContext, build_app
+from spabench.console.config import ConsoleConfig
 from spabench.console.server import ConsoleServer
 from spabench.ledger import Ledger
-from spabench.operator.console_config import ConsoleConfig
 
 from .conftest import free_port
 

@@ -6,10 +6,11 @@ import httpx
 import pytest
 
 from spabench.console.app import ConsoleContext, build_app
+from spabench.console.config import ConsoleConfig
 from spabench.console.server import ConsoleServer
 from spabench.errors import ConfigError
 from spabench.ledger import Ledger
-from spabench.operator.console_config import ConsoleConfig, is_loopback
+from spabench.network import is_loopback
 
 from .conftest import free_port
 

@@ -12,7 +12,7 @@ from spabench.console.alignment import alignment_score
 from spabench.console.channel import BenchChannel, CommandRefused, NoSession
 from spabench.console.frames import FramePublisher
 from spabench.console.views import REDACTED, Redactor
-from spabench.operator.console_config import ConsoleConfig
+from spabench.console.config import ConsoleConfig
 from spabench.rollout.controls import StopControl
 
 

@@ -19,7 +19,7 @@ def review_only(browser):
     """A second console (as `spabench console` serves it: no session) on a given campaign."""
     from spabench.console.app import ConsoleContext, build_app
     from spabench.console.server import ConsoleServer
-    from spabench.operator.console_config import ConsoleConfig
+    from spabench.console.config import ConsoleConfig
 
     servers = []
 

@@ -78,7 +78,7 @@ COMMANDS: dict[str, Command] = {
         Command("ledger copy", "spabench.ledger.commands:ledger_copy", (),
                 "copy a campaign's ledger, checked", positionals=("src", "dst"),
                 usage="SRC DST [ledger=postgresql://host/db]"),
-        Command("ledger collect", "spabench.ledger.commands:ledger_collect", (),
+        Command("ledger collect", "spabench.record.commands:ledger_collect", (),
                 "gather the episodes from the benches that recorded them", CAMPAIGN_FOLDER,
                 usage="campaign=DIR out=DIR bench_dirs.<bench>=PATH|host:PATH"),
         Command("ledger status", "spabench.ledger.commands:ledger_status", (),

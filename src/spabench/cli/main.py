@@ -153,11 +153,10 @@ def group_classes(group: str) -> list[type]:
 
 def _nested_class(group: str, path: list[str]) -> list[type]:
     """The dataclasses that hold the last part of a dotted group key (operator.console.* -> ConsoleConfig)."""
-    if group == "operator" and path[:1] == ["console"]:
-        from spabench.operator.console_config import ConsoleConfig
+    from spabench.config import section_class
 
-        return [ConsoleConfig]
-    return group_classes(group)
+    typed = section_class(group, path[0]) if path else None
+    return [typed] if typed is not None else group_classes(group)
 
 
 def accepted(command: Command) -> str:

@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
+from spabench.console.config import ConsoleConfig
 from spabench.console.guard import new_csrf_token
 from spabench.console.live import live_bench_url
 from spabench.console.views import Redactor, policy_names
-from spabench.operator.console_config import ConsoleConfig
 from spabench.suite.vocabulary import CAMERAS
 
 STATIC = Path(__file__).parent / "static"

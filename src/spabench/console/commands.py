@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from spabench.console.config import ConsoleConfig
 from spabench.errors import ConfigError
-from spabench.operator.console_config import ConsoleConfig
 
 if TYPE_CHECKING:  # annotations only: spabench.config builds the groups and sits above every package
     from spabench.config import SpabenchConfig
@@ -49,4 +49,4 @@ def console(cfg: SpabenchConfig) -> int:
     except Exception as exc:  # review still works without scene specifications (no checklists)
         print(f"warning: suite not loaded ({exc}); checklists show scene ids only", file=sys.stderr)
         suite = None
-    return serve_console(campaign_dir, op.console_config(), op.rater, suite)
+    return serve_console(campaign_dir, ConsoleConfig.from_mapping(op.console), op.rater, suite)

@@ -18,8 +18,8 @@ import os
 import resource
 import time
 
+from spabench.console.config import ConsoleConfig
 from spabench.errors import SpabenchError
-from spabench.operator.console_config import ConsoleConfig
 
 
 def listen_backlog(cfg: ConsoleConfig) -> int:

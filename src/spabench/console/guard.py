@@ -25,8 +25,8 @@ import socket
 from typing import Any
 from urllib.parse import urlsplit
 
+from spabench.console.config import ConsoleConfig
 from spabench.network import is_loopback
-from spabench.operator.console_config import ConsoleConfig
 
 CSRF_HEADER = "x-spabench-csrf"
 SAFE_METHODS = ("GET", "HEAD")

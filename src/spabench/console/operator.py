@@ -21,6 +21,7 @@ from typing import Any
 
 from spabench.console import live
 from spabench.console.channel import BenchChannel
+from spabench.console.config import ConsoleConfig
 from spabench.console.frames import FramePublisher
 from spabench.console.server import ConsoleServer
 from spabench.console.views import public_trial
@@ -51,7 +52,7 @@ def _iso_seconds(start: str | None, end: str | None) -> float | None:
 class WebOperator(Operator):
     def __init__(self, config: Any = None, bench: Any = None, out=None):
         super().__init__(config)
-        self.console_cfg = config.console_config()
+        self.console_cfg = ConsoleConfig.from_mapping(config.console)
         self.rater = getattr(config, "rater", "") or "operator"
         self.bench, self.out = bench, out
         self.channel = BenchChannel()

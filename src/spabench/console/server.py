@@ -10,8 +10,8 @@ import sys
 import threading
 import time
 
+from spabench.console.config import ConsoleConfig
 from spabench.errors import SpabenchError
-from spabench.operator.console_config import ConsoleConfig
 
 SWITCH_INTERVAL_S = 0.001
 

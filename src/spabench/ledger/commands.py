@@ -1,9 +1,10 @@
-"""`spabench ledger copy|collect|status`: thin adapters from the typed config to typed calls."""
+"""`spabench ledger copy|status`: thin adapters from the typed config to typed calls (`ledger collect`,
+which gathers recorded episodes, is spabench.record.commands)."""
 
 from __future__ import annotations
 
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -50,43 +51,6 @@ def run_copy(args: CopyArgs, out=None) -> int:
 
 def ledger_copy(cfg: SpabenchConfig) -> int:
     return run_copy(CopyArgs.from_cfg(cfg))
-
-
-@dataclass(frozen=True)
-class CollectArgs:
-    campaign_dir: Path
-    out: Path
-    bench_dirs: dict[str, str] = field(default_factory=dict)
-    include_invalid: bool = True
-    url: str | None = None           # ledger=: the URL to read the campaign's ledger with
-
-    @classmethod
-    def from_cfg(cls, cfg: SpabenchConfig) -> CollectArgs:
-        dirs = cfg.bench_dirs
-        if not all(isinstance(v, str) and v for v in dirs.values()):
-            raise ConfigError("ledger collect: bench_dirs must map bench ids to folders, e.g. "
-                              "bench_dirs.bench-a=/mnt/bench-a/campaign bench_dirs.bench-b=lab@bench-b:/data/campaign")
-        return cls(_folder(cfg.campaign_dir, "campaign", "collect", "campaign=DIR, this bench's campaign folder"),
-                   _folder(cfg.out, "out", "collect", "out=DIR, where the episodes are gathered"),
-                   {str(k): str(v) for k, v in dirs.items()}, url=cfg.ledger_url)
-
-
-def run_collect(args: CollectArgs, out=None) -> int:
-    from spabench.ledger.collect import collect_episodes
-
-    out = out or sys.stdout
-    result = collect_episodes(args.campaign_dir, args.out, args.bench_dirs, include_invalid=args.include_invalid,
-                              url=args.url,
-                              progress=lambda text: print(text, file=out, flush=True))
-    print(f"collected {len(result.copied)} episode(s) into {args.out}; {len(result.already)} already there; "
-          f"{len(result.missing)} missing", file=out)
-    for attempt_id, why in result.missing:
-        print(f"  missing {attempt_id}: {why}", file=out)
-    return 1 if result.missing else 0
-
-
-def ledger_collect(cfg: SpabenchConfig) -> int:
-    return run_collect(CollectArgs.from_cfg(cfg))
 
 
 def run_status(campaign_dir: Path, out=None, url: str | None = None) -> int:

@@ -27,7 +27,7 @@ class OperatorConfig:
     unattended (records without prompts; attempts stay unscored for `spabench score`),
     auto (the twin: scenes are loaded and scored by the sim evaluator),
     web (a person at the bench, in the browser console: spabench.console; `console` holds its
-    ConsoleConfig fields: host, port, token, stream rate, alignment threshold...).
+    ConsoleConfig fields (spabench.console.config): host, port, token, stream rate, alignment threshold...).
 
     timer_s: override the planned rollout timer (short dry runs and tests; recorded in provenance).
     reference_camera / reference_fallback: the camera whose first frame is the scene reference.
@@ -92,13 +92,9 @@ class OperatorConfig:
         if "queue_frames" in rec and rec["queue_frames"] < 2:
             raise ConfigError(f"{where} 'recorder.queue_frames': {rec['queue_frames']!r} (allowed: an integer >= 2)")
         self.recorder = rec
+        # typed by the console package (spabench.console.config.ConsoleConfig); the root config checks
+        # it when it builds this group (spabench.config.GROUP_SECTIONS), before anything connects
         self.console = dict(plain_container(self.console) or {})
-        self.console_config()  # a typo in operator.console fails here, before anything connects
-
-    def console_config(self):
-        from spabench.operator.console_config import ConsoleConfig
-
-        return ConsoleConfig.from_mapping(self.console)
 
     @classmethod
     def from_mapping(cls, data: Any) -> OperatorConfig:

@@ -1,13 +1,17 @@
-"""`spabench export lerobot campaign_dir=DIR out=OUT [reencode=true codec=libx264 crf=23]
-[include_invalid=true] [repo_id=org/name]`: recorded episodes -> LeRobotDataset v3."""
+"""Thin adapters from the typed config for the commands that move recorded episodes:
+`spabench export lerobot campaign_dir=DIR out=OUT [reencode=true codec=libx264 crf=23]
+[include_invalid=true] [repo_id=org/name]` (recorded episodes -> LeRobotDataset v3) and
+`spabench ledger collect` (episodes from the benches that recorded them into one folder)."""
 
 from __future__ import annotations
 
 import sys
 import time
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from spabench.errors import SpabenchError
+from spabench.errors import ConfigError, SpabenchError
 from spabench.paths import campaign_folder
 
 if TYPE_CHECKING:  # annotations only: spabench.config builds the groups and sits above every package
@@ -35,3 +39,46 @@ def export_lerobot(cfg: SpabenchConfig, out_stream=None) -> int:
           f"{time.perf_counter() - started:.1f} s"
           + (f"; skipped {', '.join(report.skipped)}" if report.skipped else ""), file=out_stream)
     return 0
+
+
+def _collect_folder(value: Path | None, key: str, what: str) -> Path:
+    if value is None:
+        raise ConfigError(f"ledger collect: {key} is missing ({what})")
+    return value
+
+
+@dataclass(frozen=True)
+class CollectArgs:
+    campaign_dir: Path
+    out: Path
+    bench_dirs: dict[str, str] = field(default_factory=dict)
+    include_invalid: bool = True
+    url: str | None = None           # ledger=: the URL to read the campaign's ledger with
+
+    @classmethod
+    def from_cfg(cls, cfg: SpabenchConfig) -> CollectArgs:
+        dirs = cfg.bench_dirs
+        if not all(isinstance(v, str) and v for v in dirs.values()):
+            raise ConfigError("ledger collect: bench_dirs must map bench ids to folders, e.g. "
+                              "bench_dirs.bench-a=/mnt/bench-a/campaign bench_dirs.bench-b=lab@bench-b:/data/campaign")
+        return cls(_collect_folder(cfg.campaign_dir, "campaign", "campaign=DIR, this bench's campaign folder"),
+                   _collect_folder(cfg.out, "out", "out=DIR, where the episodes are gathered"),
+                   {str(k): str(v) for k, v in dirs.items()}, url=cfg.ledger_url)
+
+
+def run_collect(args: CollectArgs, out=None) -> int:
+    from spabench.record.collect import collect_episodes
+
+    out = out or sys.stdout
+    result = collect_episodes(args.campaign_dir, args.out, args.bench_dirs, include_invalid=args.include_invalid,
+                              url=args.url,
+                              progress=lambda text: print(text, file=out, flush=True))
+    print(f"collected {len(result.copied)} episode(s) into {args.out}; {len(result.already)} already there; "
+          f"{len(result.missing)} missing", file=out)
+    for attempt_id, why in result.missing:
+        print(f"  missing {attempt_id}: {why}", file=out)
+    return 1 if result.missing else 0
+
+
+def ledger_collect(cfg: SpabenchConfig) -> int:
+    return run_collect(CollectArgs.from_cfg(cfg))

@@ -1,6 +1,7 @@
 """Typed settings of the browser console (`operator.console.*`, shared by `run operator=web` and
-`spabench console`), kept with the operator config they belong to. No web imports here: the CLI
-validates these before anything starts."""
+`spabench console`). No web imports here (the console package's __init__ imports nothing either):
+the root config checks the operator group's `console` section against this class when it builds the
+group (spabench.config.GROUP_SECTIONS), before anything starts, without loading the server."""
 
 from __future__ import annotations
 

@@ -7,12 +7,13 @@ from __future__ import annotations
 import io
 
 import pytest
-from tests.ledger.conftest import make_ledger
 
 from spabench.errors import ConfigError
 from spabench.ledger import Ledger
-from spabench.ledger.collect import collect_episodes, is_remote
-from spabench.ledger.commands import CollectArgs, run_collect, run_status
+from spabench.ledger.commands import run_status
+from spabench.record.collect import collect_episodes, is_remote
+from spabench.record.commands import CollectArgs, run_collect
+from tests.ledger.conftest import make_ledger
 
 
 def _episode(folder, rel, text):
