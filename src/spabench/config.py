@@ -1,6 +1,6 @@
 """The root config every `spabench` command receives: the top-level keys, typed, plus its groups.
 
-The pattern (every command follows it; see CONTRACTS.md "Config (i8)"):
+The pattern every command follows:
 
 - A top-level key of conf/config.yaml is a field of `SpabenchConfig` declared with `key(...)`: its
   type, default, allowed range or choices, the commands that read it and one line of help (which

@@ -1,7 +1,7 @@
 """A synthetic suite with the protocol's scene counts, built from real SceneSpec records.
 
-Stands in for `spabench.suite.load_suite` (written in parallel by another helper) so the planner can
-be tested against the Suite interface of /work/interfaces.md: `.tasks`, `.scenes`, `.scenes_for()`.
+Stands in for `spabench.suite.load_suite` so the planner's tests control the scene counts exactly; it
+offers what the planner reads of `spabench.suite.spec.Suite`: `.tasks`, `.scenes`, `.scenes_for()`.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""A scan of the committed tasks/ against the authors' scene design (shared/spabench-protocol.md,
-"Scene design, as the authors built it"), independent of the contracts code: plain YAML in, facts out.
+"""A scan of the committed tasks/ against the authors' scene design (their released materials: each
+task's training object pool, the A/B twins, the Counting goals they used; written out below, see the
+README's "The suite: what each scene tests"), independent of the contracts code: plain YAML in, facts out.
 
 Measured on main (before the regenerated suite): all 110 Object State ID/OOD/pilot scenes held one
 instance of the named kind; Relational ID used pairs outside its pool in 20 of 20, Counting ID/OOD
@@ -17,7 +18,7 @@ import yaml
 
 TASKS = Path(__file__).resolve().parents[2] / "tasks"
 
-# The authors' verified training inventory (the doc's table), spelled as tasks/objects.yaml ids.
+# The authors' verified training inventory per task, spelled as tasks/objects.yaml ids.
 POOLS = {
     "relational_placement": {"red_block", "blue_block", "green_pen", "pink_marker"},
     "referential_description": {"crushed_coke_can", "crushed_pepsi_can", "green_pencil_sharpener",

@@ -1,6 +1,6 @@
 """GR00T (Isaac-GR00T N1.5 / N1.6+) over ZeroMQ REQ/REP + msgpack.
 
-Wire facts (see shared/wire-protocols.md): the server is a `zmq.REP` socket on tcp://host:5555;
+Wire facts (policies/groot.md has the server side): the server is a `zmq.REP` socket on tcp://host:5555;
 every request is a msgpack map `{"endpoint", "data"?, "api_token"?}`; numpy arrays travel as
 `{"__ndarray_class__": True, "as_npy": <np.save bytes>}` written and read with allow_pickle=False;
 a failed request answers `{"error": "..."}`. Endpoints: ping, get_modality_config, reset (N1.6+

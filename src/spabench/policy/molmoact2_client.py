@@ -1,6 +1,6 @@
 """MolmoAct2 over HTTP: `POST /act` with a json_numpy body, `GET /act` status.
 
-Wire facts (MolmoAct2's FastAPI servers, see shared/wire-protocols.md): the request body is JSON in
+Wire facts (MolmoAct2's FastAPI servers; policies/molmoact2.md has the server side): the request body is JSON in
 which numpy arrays are json_numpy objects `{"__numpy__": <base64 of the raw C-order bytes>,
 "dtype": <numpy dtype descr, e.g. "|u1", "<f4">, "shape": [..]}` (a scalar has shape []); it holds
 one HxWx3 uint8 frame per camera key, `instruction` (str), `state` (float32 vector) and, for some

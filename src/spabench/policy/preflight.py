@@ -5,7 +5,7 @@ server (a chunk of 20 where the card says 100, a missing image key) is one clear
 an invalid first trial after the arm has homed. Only facts the server states are checked; a server
 that advertises nothing (stock openpi metadata is free-form) passes.
 
-What is read, by protocol (see shared/wire-protocols.md):
+What is read, by protocol (each protocol's wire is in policies/<family>.md and its client module):
   openpi / `spabench serve`  metadata `action_horizon` | `horizon` | `chunk_size`, `action_dim`,
                              `inputs` ({request key: feature} or a list of request keys)
   GR00T                      modality config: `action.delta_indices` (one per chunk step)

@@ -1,6 +1,7 @@
 """VLA-0 over HTTP JSON: `GET /health`, `POST /predict_base64`.
 
-Wire facts (VLA-0's FastAPI deployment service, default port 10000, see shared/wire-protocols.md):
+Wire facts (VLA-0's FastAPI deployment service, default port 10000; policies/vla0.md has the
+server side):
 `GET /health` answers `{"status": "ok"}`; `POST /predict_base64` takes
 `{"base64_rgb": [b64(np.save(uint8 HxWx3)), ...], "state": [6 floats, degrees], "instr": str}`
 where each image is the base64 of `.npy` bytes (not JPEG) in a fixed camera order, and answers a
