@@ -24,6 +24,16 @@ __all__ = ["plain_container", "from_known_fields", "typed_fields", "field_kind",
 MISSING_VALUE = "???"   # OmegaConf's mark of a required value
 
 
+def required[T](value: T | None, key: str, command: str, what: str) -> T:
+    """A key the command cannot run without: its value, or one error naming the command, the key and what
+    it takes."""
+    if value is None:
+        from spabench.errors import ConfigError
+
+        raise ConfigError(f"{command}: {key} is missing ({what})")
+    return value
+
+
 def plain_container(data: Any) -> Any:
     """An OmegaConf DictConfig or ListConfig as plain containers (interpolations resolved);
     anything else as is."""

@@ -265,8 +265,8 @@ def bench_session(tmp_path_factory, browser, policy_servers):
 def review_console(bench_session):
     """The console of the finished campaign (in this process), for the review pages."""
     from spabench.console.app import ConsoleContext, build_app
-    from spabench.console.server import ConsoleServer
     from spabench.console.config import ConsoleConfig
+    from spabench.console.server import ConsoleServer
     from spabench.suite import load_suite
 
     campaign = bench_session["campaign"]

@@ -10,9 +10,9 @@ import pytest
 
 from spabench.console.alignment import alignment_score
 from spabench.console.channel import BenchChannel, CommandRefused, NoSession
+from spabench.console.config import ConsoleConfig
 from spabench.console.frames import FramePublisher
 from spabench.console.views import REDACTED, Redactor
-from spabench.console.config import ConsoleConfig
 from spabench.rollout.controls import StopControl
 
 

@@ -18,8 +18,8 @@ pytestmark = [pytest.mark.sim, pytest.mark.slow]
 def review_only(browser):
     """A second console (as `spabench console` serves it: no session) on a given campaign."""
     from spabench.console.app import ConsoleContext, build_app
-    from spabench.console.server import ConsoleServer
     from spabench.console.config import ConsoleConfig
+    from spabench.console.server import ConsoleServer
 
     servers = []
 

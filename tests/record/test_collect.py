@@ -1,6 +1,5 @@
-"""`spabench ledger collect` (episodes from the benches that recorded them into one folder) and
-`spabench ledger status`, on small hand-made campaigns; the three-bench run in tests/e2e collects
-real twin episodes."""
+"""`spabench ledger collect` (episodes from the benches that recorded them into one folder), on small
+hand-made campaigns; the three-bench run in tests/e2e collects real twin episodes."""
 
 from __future__ import annotations
 
@@ -10,7 +9,6 @@ import pytest
 
 from spabench.errors import ConfigError
 from spabench.ledger import Ledger
-from spabench.ledger.commands import run_status
 from spabench.record.collect import collect_episodes, is_remote
 from spabench.record.commands import CollectArgs, run_collect
 from tests.ledger.conftest import make_ledger
@@ -65,16 +63,3 @@ def test_collect_refuses_a_missing_bench_folder_and_a_foreign_out(request, tmp_p
     with pytest.raises(ConfigError):
         collect_episodes(tmp_path / "a", foreign, {})
     assert (foreign / "notes.txt").read_text() == "keep me"
-
-
-def test_status_shows_each_benchs_claim(request, tmp_path, plan_rows):
-    ledger = make_ledger(request, tmp_path, plan_rows, "postgresql")
-    ledger.claim_scene_set("bench-a", 60)
-    ledger.claim_scene_set("bench-b", 0.001)
-    ledger.close()
-    buf = io.StringIO()
-    assert run_status(tmp_path / "camp", out=buf) == 0
-    text = buf.getvalue()
-    assert "postgresql://" in text and "0/8 trials complete" in text
-    assert "scene set E0001: bench bench-a (lease 60 s left)" in text or "lease 59 s left" in text
-    assert "scene set E0002: bench bench-b (lease lapsed" in text

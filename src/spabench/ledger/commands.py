@@ -8,16 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from spabench.errors import ConfigError
+from spabench.configtools import required
 
 if TYPE_CHECKING:  # annotations only: spabench.config builds the groups and sits above every package
     from spabench.config import SpabenchConfig
-
-
-def _folder(value: Path | None, key: str, command: str, what: str) -> Path:
-    if value is None:
-        raise ConfigError(f"ledger {command}: {key} is missing ({what})")
-    return value
 
 
 @dataclass(frozen=True)
@@ -34,8 +28,9 @@ class CopyArgs:
             from spabench.ledger.postgres import check_url
 
             check_url(str(url))
-        return cls(_folder(cfg.src, "src", "copy", "spabench ledger copy SRC DST: the campaign folder to copy"),
-                   _folder(cfg.dst, "dst", "copy", "spabench ledger copy SRC DST: a new campaign folder"),
+        usage = "spabench ledger copy SRC DST"
+        return cls(required(cfg.src, "src", "ledger copy", f"{usage}: the campaign folder to copy"),
+                   required(cfg.dst, "dst", "ledger copy", f"{usage}: a new campaign folder"),
                    None if url in (None, "", "sqlite") else str(url), cfg.ledger_grant or None)
 
 
@@ -76,4 +71,5 @@ def run_status(campaign_dir: Path, out=None, url: str | None = None) -> int:
 
 
 def ledger_status(cfg: SpabenchConfig) -> int:
-    return run_status(_folder(cfg.campaign_dir, "campaign", "status", "campaign=DIR"), url=cfg.ledger_url)
+    campaign_dir = required(cfg.campaign_dir, "campaign", "ledger status", "campaign=DIR")
+    return run_status(campaign_dir, url=cfg.ledger_url)

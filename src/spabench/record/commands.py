@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from spabench.configtools import required
 from spabench.errors import ConfigError, SpabenchError
 from spabench.paths import campaign_folder
 
@@ -41,12 +42,6 @@ def export_lerobot(cfg: SpabenchConfig, out_stream=None) -> int:
     return 0
 
 
-def _collect_folder(value: Path | None, key: str, what: str) -> Path:
-    if value is None:
-        raise ConfigError(f"ledger collect: {key} is missing ({what})")
-    return value
-
-
 @dataclass(frozen=True)
 class CollectArgs:
     campaign_dir: Path
@@ -61,8 +56,9 @@ class CollectArgs:
         if not all(isinstance(v, str) and v for v in dirs.values()):
             raise ConfigError("ledger collect: bench_dirs must map bench ids to folders, e.g. "
                               "bench_dirs.bench-a=/mnt/bench-a/campaign bench_dirs.bench-b=lab@bench-b:/data/campaign")
-        return cls(_collect_folder(cfg.campaign_dir, "campaign", "campaign=DIR, this bench's campaign folder"),
-                   _collect_folder(cfg.out, "out", "out=DIR, where the episodes are gathered"),
+        return cls(required(cfg.campaign_dir, "campaign", "ledger collect",
+                            "campaign=DIR, this bench's campaign folder"),
+                   required(cfg.out, "out", "ledger collect", "out=DIR, where the episodes are gathered"),
                    {str(k): str(v) for k, v in dirs.items()}, url=cfg.ledger_url)
 
 

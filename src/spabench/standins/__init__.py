@@ -7,7 +7,7 @@ websocket protocol (`spabench serve scripted`, or the demo). Nothing in the twin
 imports this package; the stand-in knows the twin only through that payload and the arm's MJCF.
 
   ScriptedPolicy   spabench.standins.scripted    the openpi infer/reset functions
-  Grounder         spabench.standins.grounding   instruction -> what to move where (compositional or memorising)
+  Grounder         spabench.standins.grounding   instruction -> what to move where (by its mode)
   Planner          spabench.standins.planner     closed-loop pick-and-place joint targets
   ArmKinematics    spabench.standins.kinematics  inverse kinematics on the arm's MJCF (MuJoCo)
   build_server     spabench.standins.serve       `spabench serve scripted`
