@@ -98,7 +98,7 @@ class Rig:
 
     def rollout(self, seconds, extra_observers=(), controls=None):
         from spabench.operator.status import LoopStats
-        from spabench.policy.ema import EmaFilter
+        from spabench.rollout.ema import EmaFilter
         from spabench.rollout.loop import Rollout
         from spabench.rollout.types import EpisodeMeta
 

@@ -58,9 +58,9 @@ class Timed:
 
 def one_run(seconds: float, width: int, height: int, workdir: Path, run: int) -> dict:
     from spabench.operator.status import LoopStats
-    from spabench.policy.ema import EmaFilter
     from spabench.record.reader import EpisodeReader
     from spabench.record.recorder import Recorder
+    from spabench.rollout.ema import EmaFilter
     from spabench.rollout.loop import Rollout
     from spabench.rollout.observers import MotionDetector
     from spabench.rollout.types import EpisodeMeta

@@ -35,7 +35,7 @@ class Periods:
 
 
 def one_run(seconds: float, workdir: Path, telemetry: bool) -> dict:
-    from spabench.policy.ema import EmaFilter
+    from spabench.rollout.ema import EmaFilter
     from spabench.rollout.loop import Rollout
     from spabench.rollout.types import EpisodeMeta
 

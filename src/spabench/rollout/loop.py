@@ -97,7 +97,7 @@ class Rollout:
                  lockstep: bool = False, health=None):
         self.bench, self.broker, self.card = bench, broker, card
         if ema is None:
-            from spabench.policy.ema import EmaFilter
+            from spabench.rollout.ema import EmaFilter
 
             ema = EmaFilter(getattr(card, "ema_alpha", None))
         self.ema = ema

@@ -375,7 +375,7 @@ class Session:
 
     def _roll_out(self, trial: Any, card: Any, meta: EpisodeMeta, observers: list[Any]) -> Any:
         """The rollout itself, on the twin's own clock in lockstep when the bench is the twin."""
-        from spabench.policy.ema import EmaFilter
+        from spabench.rollout.ema import EmaFilter
         from spabench.rollout.loop import Rollout
 
         self.controls.clear()

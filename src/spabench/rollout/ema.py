@@ -1,4 +1,5 @@
-"""The protocol's EMA action filter (used for both GR00T-N1.7 policies).
+"""The protocol's EMA action filter (used for both GR00T-N1.7 policies), applied by the control loop
+between the policy's chunk and the robot (the card only says alpha: `ema_alpha`).
 
     a~[t, j] = alpha * a[t, j] + (1 - alpha) * a~[t-1, j]   for every non-gripper joint j
     a~[t, gripper] = a[t, gripper]                          (never filtered)

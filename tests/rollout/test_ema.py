@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from spabench.errors import ConfigError
-from spabench.policy.ema import EmaFilter
+from spabench.rollout.ema import EmaFilter
 
 MEASURED = np.array([0.0, 0.0, 0.0, 0.0, 0.0, 50.0])
 
