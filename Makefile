@@ -24,6 +24,7 @@ PYTHON312 ?= $(shell for c in python3.12 \
 help:
 	@echo "make demo   - install, then plan, run and report a small campaign on the MuJoCo twin"
 	@echo "make test   - install, then lint (ruff, mypy) and run the whole test suite"
+	@echo "make test-fast - install, then run the quick subset (no sessions, browser or PostgreSQL)"
 	@echo "make lint   - install, then ruff check . and mypy (src/spabench)"
 	@echo "make bench  - install, then run the performance benchmarks (benchmarks/)"
 
@@ -79,8 +80,10 @@ lint: install
 test: install lint egl postgresql chromium
 	$(PY) -m pytest -q
 
-test-fast: install
-	$(PY) -m pytest -q -m "not slow"
+# The quick subset (markers in pyproject.toml): no subprocess sessions, reports or servers, no
+# browser, no PostgreSQL. The twin's unit tests stay in, so it needs EGL.
+test-fast: install egl
+	$(PY) -m pytest -q -m "not slow and not browser and not postgres"
 
 # BENCH_ARGS=--quick for short runs; results land in benchmarks/results/*.json (git-ignored).
 BENCH_ARGS ?=

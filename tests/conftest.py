@@ -1,11 +1,45 @@
 """Suite-wide fixtures: the throwaway PostgreSQL server (started once per session, on demand), and one
-per module for tests that restart or stop their server; Ctrl-C handling as an operator's shell has it."""
+per module for tests that restart or stop their server; Ctrl-C handling as an operator's shell has it;
+and the markers that follow from where a test lives and the fixtures it uses."""
 
 from __future__ import annotations
 
 import signal
+from pathlib import Path
 
 import pytest
+
+# Markers (declared in pyproject.toml) that follow from where a test lives or from a fixture it uses
+# (directly or through another fixture), so a new test is marked without anyone remembering to. A test
+# marks itself for what neither shows (`@pytest.mark.slow` on a report or server in a subprocess).
+PATH_MARKERS: dict[str, tuple[str, ...]] = {
+    "integration/": ("slow", "bench"),               # sessions on the emulated Feetech bus
+    "docs/test_docs_commands.py": ("slow", "sim"),   # every documented command, on a twin campaign
+    "reliability/test_disk_full.py": ("slow",),      # twin runs on a filling tmpfs
+    "analysis/test_analysis_figures.py": ("slow",),  # every figure drawn as PNG, PDF and SVG
+    "analysis/test_analysis_report.py": ("slow",),   # whole reports of the example campaigns
+    "record/test_frame_truth.py": ("slow",),         # recordings with injected camera stalls
+    "sim/": ("sim",),
+    "standins/": ("sim",),
+    "policy/test_lerobot_grpc.py": ("bench",),      # LeRobot's own gRPC PolicyServer
+    "policy/test_serve_lerobot.py": ("bench",),     # a tiny ACT loaded through LeRobot
+    "record/test_export.py": ("bench",),            # LeRobotDataset reads the export
+}
+FIXTURE_MARKERS: dict[str, str] = {
+    "pg_cluster": "postgres", "own_pg_cluster": "postgres",
+    "browser": "browser",
+    "bus": "bench",
+}
+TESTS = Path(__file__).resolve().parent
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        where = item.path.resolve().relative_to(TESTS).as_posix()
+        names = {m for prefix, marks in PATH_MARKERS.items() if where.startswith(prefix) for m in marks}
+        names |= {FIXTURE_MARKERS[f] for f in getattr(item, "fixturenames", ()) if f in FIXTURE_MARKERS}
+        for name in sorted(names - {m.name for m in item.iter_markers()}):
+            item.add_marker(name)
 
 
 def pytest_configure(config):

@@ -134,6 +134,7 @@ def test_analysis_imports_neither_lerobot_nor_torch():
     assert result.stdout.strip() == ""
 
 
+@pytest.mark.slow
 def test_full_report_never_imports_statsmodels(tmp_path, synthetic):
     """The whole report (21 figure files included) runs on numpy, pandas, scipy (its tail
     probabilities and root finder) and matplotlib (the figures): statsmodels, which the tests use

@@ -54,6 +54,7 @@ def test_connor_hand_computed():
     assert connor_pairs(0.5, 0.7, 0.3) == math.ceil((z_a * math.sqrt(0.3) + z_b * math.sqrt(0.3 - 0.04)) ** 2 / 0.04)
 
 
+@pytest.mark.slow
 def test_exact_power_matches_simulation():
     rng = np.random.default_rng(11)
     for n, p10, p01 in ((50, 0.12, 0.42), (30, 0.25, 0.05), (80, 0.2, 0.1)):
@@ -88,6 +89,7 @@ def test_cli_prints_textbook_answer(capsys):
     assert main(["power", "rates=[0.3,oops]"]) == 2
 
 
+@pytest.mark.slow
 def test_pilot_campaign(tmp_path, synthetic, capsys):
     csv_path = write_csv(tmp_path / "pilot.csv", [r for r in synthetic.rows if r["policy"] == "pi05"])
     assert run_power(PowerConfig(half_width=0.1, outcomes=csv_path)) == 0

@@ -273,6 +273,7 @@ def test_without_matched_group_column_and_with_invalid_only_policy(tmp_path):
 CHROMIUM = Path("/usr/bin/chromium")
 
 
+@pytest.mark.browser
 @pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian chromium (make test installs it)")
 def test_report_html_offline_in_chromium(published_size):
     """report.html opens in headless Chromium with every request off the page refused, and shows

@@ -100,6 +100,7 @@ def test_unknown_label_is_one_error_with_the_allowed_values(tmp_path):
         load_outcomes(lang)
 
 
+@pytest.mark.slow
 def test_report_shows_published_labels(tmp_path):
     rows = []
     for i in range(4):
@@ -117,6 +118,7 @@ def test_report_shows_published_labels(tmp_path):
     assert "Object State" in md and "OOD spatial" in md
 
 
+@pytest.mark.slow
 def test_an_authors_csv_reproduces_published_rates_gaps_and_failure_counts(tmp_path):
     """A CSV in the authors' words: 88/120 ID -> 73.3% [64.8, 80.4]; 0/50 OOD -> 0.0% [0.0, 7.1]
     (the protocol's published examples); the matched gap is direct minus OOD on the same scenes; the

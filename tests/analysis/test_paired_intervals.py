@@ -82,6 +82,7 @@ def _records(pairs_by_task):
     return validate_outcomes(list(COLUMNS), rows, list(range(2, len(rows) + 2)), source="mem.csv")
 
 
+@pytest.mark.slow
 def test_per_task_rows_use_tango_with_the_score_test():
     # object_state: b=6, c=1 of 20; counting: all 10 pairs (1, 0); size: no discordant pair
     table = _records({
@@ -157,6 +158,7 @@ def test_between_policy_with_no_discordant_pair_has_a_real_interval():
     assert got["ci_low"] < -0.1 and got["ci_high"] > 0.1  # main printed "+0.0 pp [0.0, 0.0]"
 
 
+@pytest.mark.slow
 def test_the_campaign_replicated_seven_times_reports(tmp_path):
     """20,244 rows: the same five policies, seven copies of every trial (disjoint evaluation ids and
     matched groups), so the pooled McNemar tables reach thousands of discordant pairs."""

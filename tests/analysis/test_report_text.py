@@ -31,6 +31,7 @@ def written(tmp_path_factory):
     return campaign, folder, out, (out / "report.md").read_text()
 
 
+@pytest.mark.slow
 def test_no_absolute_path_in_the_report(written):
     _, folder, out, text = written
     assert str(folder) not in text and str(out) not in text and "/tmp" not in text

@@ -66,6 +66,7 @@ def test_gripper_torque_limit_option_is_written_at_connect(bus, make_cfg):
         assert bench.read_health().current_ma[G] == pytest.approx(2700 * 0.3, abs=7)
 
 
+@pytest.mark.slow
 def test_stalled_motor_heats_and_cools_back_first_order(bus, make_cfg):
     with make_bench(make_cfg(bus)) as bench:
         bus.set_thermal(tau_s=2.0, heat_c_per_a2s=20.0, ambient_c=25.0)

@@ -20,6 +20,7 @@ REPO = Path(__file__).resolve().parents[2]
 CSV = REPO / "tests" / "analysis" / "data" / "example_outcomes.csv"
 
 
+@pytest.mark.slow
 def test_plan_report_and_power_from_python(tmp_path):
     assert api.plan(campaign="smoke", out=tmp_path / "c") == 0
     assert (tmp_path / "c" / "plan.csv").is_file()
@@ -50,6 +51,7 @@ def test_run_without_the_main_guard_is_one_clear_error(tmp_path):
     assert "videos were not finished" not in proc.stdout + proc.stderr
 
 
+@pytest.mark.slow
 def test_run_under_the_main_guard_is_not_refused(tmp_path):
     proc = _script(tmp_path, """
         from spabench import api

@@ -158,6 +158,7 @@ def _scripted_server():
     return server, port
 
 
+@pytest.mark.slow
 def test_a_dry_run_on_the_twin_is_marked_dry_run(tmp_path, capsys):
     pytest.importorskip("mujoco")
     robot = _plan(tmp_path, "robot", bench="so101")

@@ -158,6 +158,7 @@ def _closed_within(s: socket.socket, seconds: float) -> bool:
         return False
 
 
+@pytest.mark.slow
 def test_idle_and_slow_connections_are_closed(console):
     server, base = console
     idle = socket.create_connection(("127.0.0.1", server.port))
@@ -181,6 +182,7 @@ def test_idle_and_slow_connections_are_closed(console):
         s.close()
 
 
+@pytest.mark.slow
 def test_a_flood_of_idle_connections_does_not_keep_a_request_out(console):
     server, base = console
     flood = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(60)]  # cap 8

@@ -79,6 +79,7 @@ def test_loopback_bind_needs_no_token_but_a_configured_one_is_enforced(campaign)
         server.stop()
 
 
+@pytest.mark.slow
 def test_console_command_serves_a_campaign_and_refuses_bad_settings(campaign):
     import subprocess
     import sys

@@ -45,13 +45,14 @@ def ledger(tmp_path, plan_rows):
 
 
 def make_ledger(request, tmp_path, rows, backend: str, folder: str = "camp") -> Ledger:
-    """A fresh ledger of this plan on either back end (PostgreSQL: the session's test server)."""
+    """A fresh ledger of this plan on either back end (PostgreSQL: the session's test server; a test or
+    fixture that asks for it names `pg_url` too, so that it is marked `postgres`)."""
     url = request.getfixturevalue("pg_url") if backend == "postgresql" else None
     return Ledger.create(tmp_path / folder, rows, HASH, {"campaign": "unit", "aliases": {"pi05": "P2", "vla0": "P1"}},
                          url=url)
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def any_ledger(request, tmp_path, plan_rows):
     """The same ledger tests on both back ends."""
     led = make_ledger(request, tmp_path, plan_rows, request.param)

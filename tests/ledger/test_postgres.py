@@ -16,7 +16,7 @@ from spabench.ledger import BenchSessionActive, Ledger, LedgerError
 
 
 @pytest.fixture
-def pg_ledger(request, tmp_path, plan_rows):
+def pg_ledger(request, tmp_path, plan_rows, pg_url):   # pg_url: the server make_ledger uses
     led = make_ledger(request, tmp_path, plan_rows, "postgresql")
     yield led
     led.close()

@@ -39,7 +39,7 @@ class Stall:
 
 
 @pytest.fixture
-def two_benches(request, tmp_path, plan_rows):
+def two_benches(request, tmp_path, plan_rows, pg_url):   # pg_url: the server make_ledger uses
     a = make_ledger(request, tmp_path, plan_rows, "postgresql")
     b = Ledger.open(a.path)
     yield a, b
@@ -88,7 +88,7 @@ def test_a_stalled_finish_after_a_takeover_adds_no_second_complete_attempt(two_b
     assert [e["payload"]["status"] for e in b.events(first, "attempt_finished")] == []
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def test_finish_is_refused_once_the_attempt_is_no_longer_running(request, tmp_path, plan_rows, backend):
     """The same compare-and-set on both back ends: the second finish of an attempt changes nothing."""
     led = make_ledger(request, tmp_path, plan_rows, backend)

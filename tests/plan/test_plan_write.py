@@ -178,7 +178,6 @@ def test_plan_command_needs_out(campaign_yaml):
                                          groups=("campaign", "suite")))
 
 
-@pytest.mark.skipif(not hasattr(spabench.suite, "load_suite"), reason="spabench.suite.load_suite not written yet")
 @pytest.mark.parametrize("name, per_policy", [("smoke", 1), ("demo_twin", None), ("spabench_full", 900)])
 def test_plan_command_on_the_committed_suite(tmp_path, campaign_yaml, name, per_policy):
     data = campaign_yaml(name)

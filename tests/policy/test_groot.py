@@ -252,6 +252,7 @@ def test_ctrl_c_during_a_request_leaves_no_half_read_reply():
     np.testing.assert_allclose(chunk.actions, expected_actions(second.state, 16, DEFAULT_GROUPS)[:8], rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_server_dying_mid_episode_is_a_policy_fault():
     with GrootTestServer() as srv:
         client = GrootClient(groot_card(srv.port, timeout_s=1.0))

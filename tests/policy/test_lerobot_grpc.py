@@ -125,6 +125,7 @@ def policy_server(tmp_path_factory):
         proc.wait(10)
 
 
+@pytest.mark.slow
 def test_round_trip_against_lerobot_policy_server(policy_server, tiny_act_checkpoint):  # noqa: F811
     proc, port = policy_server
     card = grpc_card(port, extra={"pretrained_name_or_path": str(tiny_act_checkpoint), "policy_device": "cpu",

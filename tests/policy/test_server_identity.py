@@ -110,6 +110,7 @@ def test_two_cards_on_one_port_are_refused():
     check_collisions({"a": a, "b": _card(name="b", port=8001)})
 
 
+@pytest.mark.slow
 def test_the_listener_tells_its_protocol():
     from concurrent import futures
 

@@ -24,6 +24,7 @@ def _rows(n):
                      instruction_variant="original", timer_s=60.0, order=i) for i in range(n)]
 
 
+@pytest.mark.slow
 def test_export_two_episodes(tmp_path):
     campaign = tmp_path / "c"
     campaign.mkdir()
@@ -110,6 +111,7 @@ def _two_policy_campaign(tmp_path, drop_frame_in=None):
     return campaign, times
 
 
+@pytest.mark.slow
 def test_export_copies_streams_real_timestamps_split_by_policy(tmp_path, capfd):
     """Issue 9 (measured on main): export decoded and re-encoded (3 s of CPU per recorded second),
     timestamps were index / fps (frame 150 read 5.00 s where the h5 said 6.77 s), there was no
@@ -154,6 +156,7 @@ def test_export_copies_streams_real_timestamps_split_by_policy(tmp_path, capfd):
         assert float(item["timestamp"]) == pytest.approx(times[list(times)[ep]][t], abs=1e-6)
 
 
+@pytest.mark.slow
 def test_export_reencodes_only_a_camera_with_a_missing_frame_or_when_asked(tmp_path):
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 

@@ -36,6 +36,7 @@ def _step(i: int) -> StepRecord:
                       server_ms=5.0, period_s=1 / 30, work_s=0.001)
 
 
+@pytest.mark.slow
 def test_episode_folder_arrays_events_videos(tmp_path):
     with Recorder(tmp_path, RecorderConfig(queue_frames=64)) as rec:
         rec.on_episode_start(_meta("a1"))
@@ -118,6 +119,7 @@ _KILLED = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_kill_9_leaves_readable_partial_data(tmp_path):
     script = tmp_path / "writer.py"
     tests_dir = os.path.dirname(os.path.dirname(__file__))

@@ -6,6 +6,7 @@ import csv
 import io
 
 import pandas as pd
+import pytest
 
 from spabench.analysis.commands import report
 from spabench.config import SpabenchConfig
@@ -21,6 +22,7 @@ def test_helpers():
     assert "\n" not in markdown_text("x\n# y") and "\\|" in markdown_text("a|b")
 
 
+@pytest.mark.slow
 def test_hostile_policy_names_reach_the_report_safely(tmp_path, example_csv):
     frame = pd.read_csv(example_csv, dtype=str, keep_default_na=False)
     frame["policy"] = frame["policy"].map(lambda p: HOSTILE.get(p, p))

@@ -71,6 +71,7 @@ def test_unsafe_campaign_name_is_refused():
                                "policies": [{"name": "p", "card": "scripted_compositional"}]})
 
 
+@pytest.mark.slow
 def test_nan_and_null_policy_names_survive_the_report(tmp_path, example_csv):
     src = tmp_path / "o.csv"
     text = example_csv.read_text().replace("\npolicy_a,", "\nNaN,").replace("\npolicy_b,", "\nnull,")
@@ -85,6 +86,7 @@ def test_nan_and_null_policy_names_survive_the_report(tmp_path, example_csv):
     assert {"NaN", "null"} <= policies
 
 
+@pytest.mark.slow
 def test_plan_and_run_argument_errors(tmp_path):
     a_file = tmp_path / "file.txt"
     a_file.write_text("keep")

@@ -99,6 +99,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow
 @pytest.mark.sim
 def test_two_real_runs_on_one_campaign_the_second_is_refused(tmp_path):
     """Two `spabench run` processes: the second is refused naming the first; the first's attempt completes."""

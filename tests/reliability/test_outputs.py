@@ -48,6 +48,7 @@ def test_report_out_dot_refuses_the_current_folder(tmp_path, example_csv, monkey
     assert _snapshot(tmp_path / "cwd") == before
 
 
+@pytest.mark.slow
 def test_report_replaces_only_its_own_previous_output(tmp_path, example_csv):
     out = tmp_path / "report"
     assert _report(example_csv, out) == 0

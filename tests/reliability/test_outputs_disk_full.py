@@ -16,6 +16,7 @@ pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs need
 OUTCOMES = REPO / "tests" / "analysis" / "data" / "example_outcomes.csv"
 
 
+@pytest.mark.slow
 def test_report_on_a_full_disk_is_one_clear_error_and_leaves_nothing(tmp_path):
     with tmpfs(tmp_path / "small", "128k") as mnt:
         stale = mnt / ".report.999999999-0123abcd.partial"      # a killed run's staging folder (no such pid)
@@ -29,6 +30,7 @@ def test_report_on_a_full_disk_is_one_clear_error_and_leaves_nothing(tmp_path):
         assert sorted(p.name for p in mnt.iterdir()) == []                # no report, no .partial, stale gone
 
 
+@pytest.mark.slow
 def test_export_on_a_full_disk_is_one_clear_error_and_leaves_nothing(tmp_path):
     import io
 

@@ -187,6 +187,7 @@ def test_compositional_places_relations_and_counts_in_the_twin(suite, make_robot
     assert ev.success, (ev, policy.planner.log)
 
 
+@pytest.mark.slow
 def test_state_blind_takes_the_wrong_twin_about_half_the_time(suite, make_robot):
     """A stand-in that reads Object State instructions by colour and category only (mode state_blind)
     is at chance between the A/B twins: on main every scene held one instance of the named kind, so
