@@ -1,5 +1,5 @@
-"""Issue 17: every `spabench ...` line in README.md, policies/*.md, hardware/*.md and the conf comments
-runs as written.
+"""Issue 17: every `spabench ...` line in README.md, CONTRIBUTING.md, policies/*.md, hardware/*.md and
+the conf comments runs as written.
 
 Each line is extracted (fenced code blocks, and inline code spans that give arguments), its
 placeholders mapped (DIR and episodes/... to one campaign planned and run once on the twin with the
@@ -42,7 +42,8 @@ class DocLine:
 
 
 def doc_files(root: Path = REPO) -> list[Path]:
-    return [root / "README.md", *sorted((root / "policies").glob("*.md")), *sorted((root / "hardware").glob("*.md"))]
+    return [root / "README.md", root / "CONTRIBUTING.md", *sorted((root / "policies").glob("*.md")),
+            *sorted((root / "hardware").glob("*.md"))]
 
 
 def _spans(text: str) -> list[str]:
