@@ -115,6 +115,7 @@ class Rollout:
         self._record_fault: BaseException | None = None   # first failure of a recording observer
         self.health = health          # spabench.bench.health.HealthMonitor, or None (no telemetry)
         self._trip = None             # the HealthTrip that ended the attempt
+        self._chunks: Any = {}        # the broker's chunks by id (their timing goes into each step)
 
     # ---- notifications ------------------------------------------------------------------
     def _notify(self, hook: str, arg) -> None:
@@ -208,7 +209,7 @@ class Rollout:
         return self._finish("fault", reason, describe(exc), 0, True)
 
     def _loop(self) -> tuple[str, str | None, str, int]:
-        bench, broker, ema, notify = self.bench, self.broker, self.ema, self._notify
+        bench, broker, notify = self.bench, self.broker, self._notify
         period, clock = self.period, self.clock
         bench.begin_episode()  # the twin starts its evaluator trace here
         self._t0 = t0 = clock()
@@ -219,7 +220,7 @@ class Rollout:
         executed = 0   # ticks actually run (slots skipped after an overrun are not steps)
         timing = self.timing
         last_start = t0
-        chunks = getattr(broker, "chunks", {})
+        self._chunks = getattr(broker, "chunks", {})
         while True:
             tick_start = clock()
             elapsed = tick_start - t0
@@ -250,25 +251,10 @@ class Rollout:
             latency = server_ms = float("nan")
             if na is not None:
                 raw, chunk_id = np.asarray(na[0], dtype=float)[:6], int(na[1])
-                filtered = ema(raw)
-                try:
-                    result = bench.act(filtered)
-                except Exception as exc:
-                    if _is_non_finite(exc):  # the bench refused and held: an event, not the end
-                        self.emit("safety_error", {"error": describe(exc)})
-                        result = None
-                    else:
-                        return self._fault("bench", exc, executed)
-                if result is not None:
-                    sent = np.asarray(getattr(result, "sent", filtered), dtype=float)
-                    for clamp in getattr(result, "clamps", ()) or ():
-                        self.emit("clamp", _clamp_dict(clamp))
-                chunk = chunks.get(chunk_id) if isinstance(chunks, dict) else None
-                if chunk is None:
-                    chunks = getattr(broker, "chunks", {})
-                    chunk = chunks.get(chunk_id) if isinstance(chunks, dict) else None
-                if chunk is not None:
-                    latency, server_ms = float(chunk.rtt_s), _nan_to_none(chunk.server_ms)
+                sent, ended = self._act(raw, executed)
+                if ended is not None:
+                    return ended
+                latency, server_ms = self._chunk_timing(chunk_id)
             now = clock()
             t_tick = tick_start - t0
             image_t = ({c: float(v) - t0 for c, v in (getattr(obs, "image_times", None) or {}).items()}
@@ -287,21 +273,55 @@ class Rollout:
                 ended = self._guard(executed, t_tick, obs.state, sent if na is not None else None)
                 if ended is not None:
                     return ended
-            if self.lockstep:
-                continue
-            # pacing: absolute deadlines; after an overrun skip ahead instead of bursting
+            if not self.lockstep:
+                k = self._wait_for_slot(t0, k)
+
+    def _act(self, raw: np.ndarray, executed: int) -> tuple[np.ndarray, tuple[str, str, str, int] | None]:
+        """The filtered action through the bench: (what was sent, None), or when the bench faulted
+        (NaN, how the attempt ends). A non-finite target the bench refused (it holds) is an event
+        and the rollout goes on, with nothing sent this tick."""
+        filtered = self.ema(raw)
+        try:
+            result = self.bench.act(filtered)
+        except Exception as exc:
+            if not _is_non_finite(exc):
+                return _NAN6, self._fault("bench", exc, executed)
+            self.emit("safety_error", {"error": describe(exc)})
+            return _NAN6, None
+        if result is None:
+            return _NAN6, None
+        sent = np.asarray(getattr(result, "sent", filtered), dtype=float)
+        for clamp in getattr(result, "clamps", ()) or ():
+            self.emit("clamp", _clamp_dict(clamp))
+        return sent, None
+
+    def _chunk_timing(self, chunk_id: int) -> tuple[float, float]:
+        """(round trip s, server ms) of the chunk the action came from; NaN when the broker has none."""
+        chunk = self._chunks.get(chunk_id) if isinstance(self._chunks, dict) else None
+        if chunk is None:
+            self._chunks = getattr(self.broker, "chunks", {})
+            chunk = self._chunks.get(chunk_id) if isinstance(self._chunks, dict) else None
+        if chunk is None:
+            return float("nan"), float("nan")
+        return float(chunk.rtt_s), _nan_to_none(chunk.server_ms)
+
+    def _wait_for_slot(self, t0: float, k: int) -> int:
+        """Pacing on absolute deadlines: waits for slot k (sleep, then spin the last SPIN_S); after an
+        overrun it skips ahead instead of bursting. Returns the slot the next tick runs in."""
+        period, clock = self.period, self.clock
+        deadline = t0 + k * period
+        now = clock()
+        if now > deadline:
+            skip_to = int((now - t0) / period) + 1 if now > deadline + period else k
+            self.timing.late(now - deadline, skip_to - k)
+            k = skip_to
             deadline = t0 + k * period
-            now = clock()
-            if now > deadline:
-                skip_to = int((now - t0) / period) + 1 if now > deadline + period else k
-                timing.late(now - deadline, skip_to - k)
-                k = skip_to
-                deadline = t0 + k * period
-            remaining = deadline - clock()
-            if remaining > SPIN_S:
-                time.sleep(remaining - SPIN_S)
-            while clock() < deadline:
-                pass
+        remaining = deadline - clock()
+        if remaining > SPIN_S:
+            time.sleep(remaining - SPIN_S)
+        while clock() < deadline:
+            pass
+        return k
 
     def _guard(self, executed: int, t_tick: float, state, sent) -> tuple[str, str, str, int] | None:
         """Telemetry when due (in this tick's slack) and the motor guards; a trip ends the attempt."""
