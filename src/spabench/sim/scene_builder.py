@@ -135,6 +135,21 @@ def build_spec(scene: SceneSpec | None, objects: Mapping[str, ObjectSpec], geome
     """The MjSpec of a scene (not yet compiled) and the builder's bookkeeping."""
     options = options or SceneOptions()
     robot_xml = Path(options.robot_xml) if options.robot_xml else default_arm_model()
+    spec = _load_arm(robot_xml)
+    substeps = physics_substeps(options.fps, options.max_timestep_s)
+    spec.option.timestep = 1.0 / (options.fps * substeps)
+    _set_rendering(spec, options)
+    _add_room_and_table(spec, geometry, options)
+    bowl_xy = _add_bowl(spec, objects, geometry)
+    _add_cameras(spec, geometry, robot_xml)
+    built = BuiltScene(model=None, scene=scene, shapes={}, specs={}, substeps=substeps, placed={})
+    if scene is not None:
+        _add_objects(spec, scene, objects, geometry, bowl_xy, built)
+    return spec, built
+
+
+def _load_arm(robot_xml: Path) -> mujoco.MjSpec:
+    """The arm's MJCF, checked to have the follower's joints."""
     if not robot_xml.is_file():
         raise DataError(robot_xml, "the SO-101 twin model is missing", field="robot_xml",
                         allowed="a MuJoCo MJCF file (default hardware/sim/so101.xml)")
@@ -143,10 +158,11 @@ def build_spec(scene: SceneSpec | None, objects: Mapping[str, ObjectSpec], geome
     if missing:
         raise DataError(robot_xml, f"joints {missing} are missing", field="joint",
                         allowed=", ".join(JOINTS))
-    substeps = physics_substeps(options.fps, options.max_timestep_s)
-    spec.option.timestep = 1.0 / (options.fps * substeps)
+    return spec
 
-    # rendering: cheap by default (no shadows, no multisampling)
+
+def _set_rendering(spec: mujoco.MjSpec, options: SceneOptions) -> None:
+    """Cheap by default (no shadows, no multisampling); a grey gradient sky."""
     spec.visual.quality.shadowsize = 2048 if options.shadows else 0
     spec.visual.quality.offsamples = int(options.offsamples)
     spec.visual.global_.offwidth = int(options.offscreen_size[0])
@@ -159,8 +175,10 @@ def build_spec(scene: SceneSpec | None, objects: Mapping[str, ObjectSpec], geome
     sky.name, sky.type, sky.builtin = "sky", mujoco.mjtTexture.mjTEXTURE_SKYBOX, mujoco.mjtBuiltin.mjBUILTIN_GRADIENT
     sky.rgb1, sky.rgb2, sky.width, sky.height = [0.42, 0.42, 0.44], [0.16, 0.16, 0.18], 32, 192
 
+
+def _add_room_and_table(spec: mujoco.MjSpec, geometry: BenchGeometry, options: SceneOptions) -> None:
+    """A windowless room: a grey floor under the table, one overhead light; the table top at z = 0."""
     world = spec.worldbody
-    # windowless room: a grey floor under the table, one overhead light
     floor = world.add_geom()
     floor.name, floor.type = "floor", mujoco.mjtGeom.mjGEOM_PLANE
     floor.size, floor.pos = [3.0, 3.0, 0.1], [0.0, 0.0, -0.75]
@@ -180,10 +198,14 @@ def build_spec(scene: SceneSpec | None, objects: Mapping[str, ObjectSpec], geome
     table.contype, table.conaffinity, table.condim = TABLE_CONTYPE, 1, 3   # see hardware/sim/so101.xml
     table.friction = [0.9, 0.005, 0.0001]
 
+
+def _add_bowl(spec: mujoco.MjSpec, objects: Mapping[str, ObjectSpec],
+             geometry: BenchGeometry) -> tuple[float, float]:
+    """The fixed bowl at its hardware/bench.yaml pose; returns its centre (m)."""
     bx, by = (v / 100.0 for v in geometry.bowl_xy_cm)
     bowl_spec = objects.get("bowl")
     bowl_rgba = shapes.colours(bowl_spec)[0] if bowl_spec is not None else (0.82, 0.86, 0.90, 1.0)
-    bowl = world.add_body()
+    bowl = spec.worldbody.add_body()
     bowl.name, bowl.pos = "bowl", [bx, by, 0.0]
     _add_parts(bowl, shapes.bowl_parts(geometry.bowl_inner_radius_cm / 100.0,
                                        geometry.bowl_outer_radius_cm / 100.0,
@@ -191,7 +213,11 @@ def build_spec(scene: SceneSpec | None, objects: Mapping[str, ObjectSpec], geome
                "bowl", friction=(0.8, 0.005, 0.0001), movable=False)
     floor_geom = spec.geom("bowl:bowl_floor")
     floor_geom.contype = TABLE_CONTYPE          # like the table top: fingertips pass, objects rest
+    return bx, by
 
+
+def _add_cameras(spec: mujoco.MjSpec, geometry: BenchGeometry, robot_xml: Path) -> None:
+    """The fixed cameras from hardware/bench.yaml; the gripper camera is the MJCF's own."""
     for name in CAMERAS:
         cam_geo = geometry.cameras.get(name, {})
         if cam_geo.get("mount", "fixed") == "gripper" or name == "wrist":
@@ -204,55 +230,54 @@ def build_spec(scene: SceneSpec | None, objects: Mapping[str, ObjectSpec], geome
         if "pos_cm" not in cam_geo or "look_at_cm" not in cam_geo:
             raise DataError("hardware/bench.yaml", f"camera {name!r} needs pos_cm and look_at_cm",
                             field=f"cameras.{name}")
-        cam = world.add_camera()
+        cam = spec.worldbody.add_camera()
         cam.name = name
         pos = np.asarray(cam_geo["pos_cm"], float) / 100.0
         cam.pos = pos.tolist()
         cam.quat = look_at_quat(pos, np.asarray(cam_geo["look_at_cm"], float) / 100.0).tolist()
         cam.fovy = float(cam_geo.get("fovy_deg", 55.0))
 
-    built_shapes: dict[str, ShapeModel] = {}
-    used_specs: dict[str, ObjectSpec] = {}
-    placed: dict[str, np.ndarray] = {}
-    if scene is not None:
-        seen: set[str] = set()
-        in_bowl = [p for p in scene.objects if p.location == "bowl"]
-        for placed_obj in scene.objects:
-            oid = placed_obj.object_id
-            if oid not in objects:
-                raise DataError(f"scene {scene.scene_id}", f"unknown object {oid!r}", field="objects",
-                                allowed=sorted(k for k in objects if k != "bowl"))
-            if oid in seen:
-                raise DataError(f"scene {scene.scene_id}", f"object {oid!r} is placed twice",
-                                field="objects")
-            seen.add(oid)
-            ospec = objects[oid]
-            shape = shapes.shape_for(ospec, placed_obj.state)
-            quat = yaw_quat(math.radians(placed_obj.yaw_deg))
-            if shape.flipped:
-                quat = _quat_mul(quat, FLIP_QUAT)
-            if placed_obj.location == "bowl":
-                # the spec's point when it lies inside the bowl, else an even spread around the centre
-                px, py = placed_obj.x_cm / 100.0, placed_obj.y_cm / 100.0
-                if math.hypot(px - bx, py - by) > geometry.bowl_inner_radius_cm / 100.0 - 0.01:
-                    dx, dy = _bowl_slot(in_bowl.index(placed_obj), len(in_bowl))
-                    px, py = bx + dx, by + dy
-                pos = np.array([px, py, shapes.BOWL_FLOOR_TOP_M + shape.half_height_m + 0.002])
-            else:
-                pos = np.array([placed_obj.x_cm / 100.0, placed_obj.y_cm / 100.0,
-                                shape.half_height_m + DROP_CLEARANCE_M])
-            body = world.add_body()
-            body.name = BODY_PREFIX + oid
-            body.pos, body.quat = pos.tolist(), quat.tolist()
-            joint = body.add_freejoint()
-            joint.name = BODY_PREFIX + oid
-            _add_parts(body, shape.parts, BODY_PREFIX + oid, friction=shape.friction, movable=True,
-                       mass=shape.mass_kg, condim=shape.condim)
-            built_shapes[oid] = shape
-            used_specs[oid] = ospec
-            placed[oid] = pos
-    return spec, BuiltScene(model=None, scene=scene, shapes=built_shapes, specs=used_specs,
-                            substeps=substeps, placed=placed)
+
+def _add_objects(spec: mujoco.MjSpec, scene: SceneSpec, objects: Mapping[str, ObjectSpec],
+                 geometry: BenchGeometry, bowl_xy: tuple[float, float], built: BuiltScene) -> None:
+    """Each placed object as a free body of its twin shape, recorded in `built` (shapes, specs, placed)."""
+    bx, by = bowl_xy
+    seen: set[str] = set()
+    in_bowl = [p for p in scene.objects if p.location == "bowl"]
+    for placed_obj in scene.objects:
+        oid = placed_obj.object_id
+        if oid not in objects:
+            raise DataError(f"scene {scene.scene_id}", f"unknown object {oid!r}", field="objects",
+                            allowed=sorted(k for k in objects if k != "bowl"))
+        if oid in seen:
+            raise DataError(f"scene {scene.scene_id}", f"object {oid!r} is placed twice",
+                            field="objects")
+        seen.add(oid)
+        ospec = objects[oid]
+        shape = shapes.shape_for(ospec, placed_obj.state)
+        quat = yaw_quat(math.radians(placed_obj.yaw_deg))
+        if shape.flipped:
+            quat = _quat_mul(quat, FLIP_QUAT)
+        if placed_obj.location == "bowl":
+            # the spec's point when it lies inside the bowl, else an even spread around the centre
+            px, py = placed_obj.x_cm / 100.0, placed_obj.y_cm / 100.0
+            if math.hypot(px - bx, py - by) > geometry.bowl_inner_radius_cm / 100.0 - 0.01:
+                dx, dy = _bowl_slot(in_bowl.index(placed_obj), len(in_bowl))
+                px, py = bx + dx, by + dy
+            pos = np.array([px, py, shapes.BOWL_FLOOR_TOP_M + shape.half_height_m + 0.002])
+        else:
+            pos = np.array([placed_obj.x_cm / 100.0, placed_obj.y_cm / 100.0,
+                            shape.half_height_m + DROP_CLEARANCE_M])
+        body = spec.worldbody.add_body()
+        body.name = BODY_PREFIX + oid
+        body.pos, body.quat = pos.tolist(), quat.tolist()
+        joint = body.add_freejoint()
+        joint.name = BODY_PREFIX + oid
+        _add_parts(body, shape.parts, BODY_PREFIX + oid, friction=shape.friction, movable=True,
+                   mass=shape.mass_kg, condim=shape.condim)
+        built.shapes[oid] = shape
+        built.specs[oid] = ospec
+        built.placed[oid] = pos
 
 
 def compile_scene(scene: SceneSpec | None, objects: Mapping[str, ObjectSpec], geometry: BenchGeometry,
