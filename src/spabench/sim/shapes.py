@@ -16,6 +16,7 @@ y across its width, z up. An upside-down object is the upright shape turned 180 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from spabench.suite.model import ObjectSpec, ObjectState
@@ -169,95 +170,133 @@ def _hollow(radius: float, height: float, main: RGBA, stripe: RGBA | None, *, li
     return parts
 
 
+@dataclass(frozen=True)
+class _Sized:
+    """What every shape builder reads: the object, its state, its twin size (m) and colours."""
+
+    spec: ObjectSpec
+    state: ObjectState
+    kind: str
+    length: float
+    width: float
+    height: float
+    main: RGBA
+    accent: RGBA | None
+    mass: float
+
+    @property
+    def flipped(self) -> bool:
+        return self.state.pose == "upside_down"
+
+
 def shape_for(spec: ObjectSpec, state: ObjectState | None = None) -> ShapeModel:
     """The twin shape of one inventory object in the given state (lid, pose)."""
     state = state or ObjectState()
     kind = shape_kind(spec)
     length, width, height = (twin_cm(v) / 100.0 for v in spec.size_cm)
     main, accent = colours(spec)
-    mass = MASS_KG.get(kind, MASS_KG["box"])
-    half_h = height / 2
-    flipped = state.pose == "upside_down"
+    sized = _Sized(spec, state, kind, length, width, height, main, accent, MASS_KG.get(kind, MASS_KG["box"]))
+    return _BUILDERS.get(kind, _box)(sized)
 
-    if kind in ("cup", "jar"):
-        radius = max(length, width) / 2
-        lid_closed = state.lid == "closed"
-        if kind == "jar":
-            # glass: see-through, tinted when the inventory names a colour
-            body = PALETTE["glass"] if main == DEFAULT_RGBA else (main[0], main[1], main[2], 0.5)
-            lid_rgba = (0.15, 0.15, 0.15, 1.0)
-        else:
-            body = main
-            lid_rgba = _shade(main, 0.7) if main != PALETTE["black"] else (0.3, 0.3, 0.3, 1.0)
-        parts = _hollow(radius, height, body, accent, lid=lid_closed, lid_rgba=lid_rgba)
-        return ShapeModel(kind, tuple(parts), (2 * radius, 2 * radius, height), mass, half_h,
-                          grasp_offset_m=(0.0, 0.0, height * (0.15 if not flipped else -0.15)),
-                          grasp_axis=(0.0, 1.0, 0.0), grasp_width_m=2 * radius, symmetric=True,
-                          flipped=flipped, meta={"lid": state.lid, "pose": state.pose or "upright"})
 
-    if kind == "sphere":
-        radius = min(length, width, height) / 2
-        parts = [GeomPart("sphere", (radius,), rgba=main, name="ball")]
-        if accent is not None:
-            parts.append(GeomPart("box", (radius * 0.72, radius * 0.72, 0.001), rgba=accent,
-                                  collide=False, name="band"))
-        return ShapeModel(kind, tuple(parts), (2 * radius,) * 3, mass, radius,
-                          grasp_width_m=2 * radius, symmetric=True, friction=(1.0, 0.01, 0.003),
-                          condim=6)
+def _hollow_shape(o: _Sized) -> ShapeModel:
+    """Cups and jars: a hollow cylinder, lid on when closed; glass jars see-through."""
+    radius = max(o.length, o.width) / 2
+    if o.kind == "jar":
+        # glass: see-through, tinted when the inventory names a colour
+        body = PALETTE["glass"] if o.main == DEFAULT_RGBA else (o.main[0], o.main[1], o.main[2], 0.5)
+        lid_rgba = (0.15, 0.15, 0.15, 1.0)
+    else:
+        body = o.main
+        lid_rgba = _shade(o.main, 0.7) if o.main != PALETTE["black"] else (0.3, 0.3, 0.3, 1.0)
+    parts = _hollow(radius, o.height, body, o.accent, lid=o.state.lid == "closed", lid_rgba=lid_rgba)
+    return ShapeModel(o.kind, tuple(parts), (2 * radius, 2 * radius, o.height), o.mass, o.height / 2,
+                      grasp_offset_m=(0.0, 0.0, o.height * (0.15 if not o.flipped else -0.15)),
+                      grasp_axis=(0.0, 1.0, 0.0), grasp_width_m=2 * radius, symmetric=True,
+                      flipped=o.flipped, meta={"lid": o.state.lid, "pose": o.state.pose or "upright"})
 
-    if kind in ("pen", "marker", "highlighter"):
-        radius = min(width, height) / 2
-        half_len = max(length / 2 - radius, radius)
-        cap = _shade(main, 0.6)
-        parts = [GeomPart("capsule", (radius, half_len), quat=_Y_TO_X, rgba=main, name="barrel"),
-                 GeomPart("cylinder", (radius * 1.08, half_len * 0.22),
-                          (half_len * 0.75, 0.0, 0.0), _Y_TO_X, cap, collide=False, name="cap")]
-        return ShapeModel(kind, tuple(parts), (2 * (half_len + radius), 2 * radius, 2 * radius),
-                          mass, radius, grasp_axis=(0.0, 1.0, 0.0), grasp_width_m=2 * radius,
-                          friction=(1.0, 0.01, 0.003), condim=6)
 
-    if kind == "can":
-        parts = [GeomPart("ellipsoid", (length / 2, width / 2, height / 2), rgba=main, name="body"),
-                 GeomPart("ellipsoid", (length * 0.18, width / 2 * 1.01, height / 2 * 1.01),
-                          rgba=accent or PALETTE["silver"], collide=False, name="band")]
-        return ShapeModel(kind, tuple(parts), (length, width, height), mass, half_h,
-                          grasp_axis=(0.0, 1.0, 0.0), grasp_width_m=width)
+def _sphere(o: _Sized) -> ShapeModel:
+    radius = min(o.length, o.width, o.height) / 2
+    parts = [GeomPart("sphere", (radius,), rgba=o.main, name="ball")]
+    if o.accent is not None:
+        parts.append(GeomPart("box", (radius * 0.72, radius * 0.72, 0.001), rgba=o.accent,
+                              collide=False, name="band"))
+    return ShapeModel(o.kind, tuple(parts), (2 * radius,) * 3, o.mass, radius,
+                      grasp_width_m=2 * radius, symmetric=True, friction=(1.0, 0.01, 0.003),
+                      condim=6)
 
-    if kind == "airplane":
-        r = min(height / 2, 0.009)
-        fus_half = max(length / 2 - r, r)
-        z_axis = -height / 2 + r
-        parts = [
-            GeomPart("capsule", (r, fus_half), (0.0, 0.0, z_axis), _Y_TO_X, main, name="fuselage"),
-            GeomPart("box", (length * 0.12, width / 2, 0.0025), (0.0, 0.0, z_axis), rgba=main,
-                     name="wings"),
-            GeomPart("box", (length * 0.06, 0.0015, max(height / 2 - r, 0.004)),
-                     (-length / 2 + length * 0.08, 0.0, z_axis + max(height / 2 - r, 0.004)),
-                     rgba=main, name="fin"),
-        ]
-        propeller = "without" not in f"{spec.object_id} {spec.display_name}".lower() and \
-            "propeller" in f"{spec.object_id} {spec.display_name} {spec.family}".lower()
-        if propeller:
-            for k, q in enumerate((_yaw_quat(0.0), (math.cos(math.pi / 4), math.sin(math.pi / 4), 0.0, 0.0))):
-                parts.append(GeomPart("box", (0.0015, r * 2.2, 0.003), (length / 2 + 0.0015, 0.0, z_axis),
-                                      q, accent or PALETTE["black"], collide=False, name=f"prop{k}"))
-        return ShapeModel(kind, tuple(parts), (length, width, height), mass, half_h,
-                          grasp_offset_m=(length * 0.3, 0.0, z_axis),
-                          alt_grasp_offsets_m=((-length * 0.3, 0.0, z_axis),), grasp_axis=(0.0, 1.0, 0.0),
-                          grasp_width_m=2 * r, meta={"propellers": propeller})
 
-    # block, sharpener, unknown: a box (the sharpener gets a dark blade hole on its front face)
-    parts = [GeomPart("box", (length / 2, width / 2, height / 2), rgba=main, name="body")]
-    if kind == "sharpener":
+def _stick(o: _Sized) -> ShapeModel:
+    """Pens, markers, highlighters: a capsule barrel with a cap."""
+    radius = min(o.width, o.height) / 2
+    half_len = max(o.length / 2 - radius, radius)
+    cap = _shade(o.main, 0.6)
+    parts = [GeomPart("capsule", (radius, half_len), quat=_Y_TO_X, rgba=o.main, name="barrel"),
+             GeomPart("cylinder", (radius * 1.08, half_len * 0.22),
+                      (half_len * 0.75, 0.0, 0.0), _Y_TO_X, cap, collide=False, name="cap")]
+    return ShapeModel(o.kind, tuple(parts), (2 * (half_len + radius), 2 * radius, 2 * radius),
+                      o.mass, radius, grasp_axis=(0.0, 1.0, 0.0), grasp_width_m=2 * radius,
+                      friction=(1.0, 0.01, 0.003), condim=6)
+
+
+def _can(o: _Sized) -> ShapeModel:
+    """Crushed cans: an ellipsoid with a band."""
+    parts = [GeomPart("ellipsoid", (o.length / 2, o.width / 2, o.height / 2), rgba=o.main, name="body"),
+             GeomPart("ellipsoid", (o.length * 0.18, o.width / 2 * 1.01, o.height / 2 * 1.01),
+                      rgba=o.accent or PALETTE["silver"], collide=False, name="band")]
+    return ShapeModel(o.kind, tuple(parts), (o.length, o.width, o.height), o.mass, o.height / 2,
+                      grasp_axis=(0.0, 1.0, 0.0), grasp_width_m=o.width)
+
+
+def _airplane(o: _Sized) -> ShapeModel:
+    """A capsule fuselage with wings and fin; propellers when the inventory names them."""
+    length, width, height = o.length, o.width, o.height
+    r = min(height / 2, 0.009)
+    fus_half = max(length / 2 - r, r)
+    z_axis = -height / 2 + r
+    parts = [
+        GeomPart("capsule", (r, fus_half), (0.0, 0.0, z_axis), _Y_TO_X, o.main, name="fuselage"),
+        GeomPart("box", (length * 0.12, width / 2, 0.0025), (0.0, 0.0, z_axis), rgba=o.main,
+                 name="wings"),
+        GeomPart("box", (length * 0.06, 0.0015, max(height / 2 - r, 0.004)),
+                 (-length / 2 + length * 0.08, 0.0, z_axis + max(height / 2 - r, 0.004)),
+                 rgba=o.main, name="fin"),
+    ]
+    spec = o.spec
+    propeller = "without" not in f"{spec.object_id} {spec.display_name}".lower() and \
+        "propeller" in f"{spec.object_id} {spec.display_name} {spec.family}".lower()
+    if propeller:
+        for k, q in enumerate((_yaw_quat(0.0), (math.cos(math.pi / 4), math.sin(math.pi / 4), 0.0, 0.0))):
+            parts.append(GeomPart("box", (0.0015, r * 2.2, 0.003), (length / 2 + 0.0015, 0.0, z_axis),
+                                  q, o.accent or PALETTE["black"], collide=False, name=f"prop{k}"))
+    return ShapeModel(o.kind, tuple(parts), (length, width, height), o.mass, height / 2,
+                      grasp_offset_m=(length * 0.3, 0.0, z_axis),
+                      alt_grasp_offsets_m=((-length * 0.3, 0.0, z_axis),), grasp_axis=(0.0, 1.0, 0.0),
+                      grasp_width_m=2 * r, meta={"propellers": propeller})
+
+
+def _box(o: _Sized) -> ShapeModel:
+    """Blocks, sharpeners and any other kind: a box (the sharpener gets a dark blade hole in front)."""
+    length, width, height = o.length, o.width, o.height
+    parts = [GeomPart("box", (length / 2, width / 2, height / 2), rgba=o.main, name="body")]
+    if o.kind == "sharpener":
         hole_r = min(width, height) * 0.25
         parts.append(GeomPart("cylinder", (hole_r, 0.001), (length / 2 + 0.0005, 0.0, 0.0), _Y_TO_X,
                               (0.05, 0.05, 0.05, 1.0), collide=False, name="hole"))
-    if accent is not None:
+    if o.accent is not None:
         parts.append(GeomPart("box", (length / 2 * 1.005, width / 2 * 1.005, height * 0.12),
-                              rgba=accent, collide=False, name="stripe"))
+                              rgba=o.accent, collide=False, name="stripe"))
     axis, grasp_w = ((0.0, 1.0, 0.0), width) if width <= length else ((1.0, 0.0, 0.0), length)
-    return ShapeModel(kind, tuple(parts), (length, width, height), mass, half_h,
+    return ShapeModel(o.kind, tuple(parts), (length, width, height), o.mass, height / 2,
                       grasp_axis=axis, grasp_width_m=grasp_w)
+
+
+# shape kind -> its builder; a kind not listed (block, sharpener, unknown) is a box
+_BUILDERS: dict[str, Callable[[_Sized], ShapeModel]] = {
+    "cup": _hollow_shape, "jar": _hollow_shape, "sphere": _sphere,
+    "pen": _stick, "marker": _stick, "highlighter": _stick, "can": _can, "airplane": _airplane,
+}
 
 
 def bowl_parts(inner_radius_m: float, outer_radius_m: float, height_m: float,
