@@ -132,9 +132,47 @@ def finalize_partial(folder: str | os.PathLike) -> Recovered:
     h5 = folder / H5_NAME
     if not h5.exists():
         raise RecordError(f"{folder}: no {H5_NAME}")
+    attrs, datasets, events = _read_partial(h5)
+    complete = bool(attrs.get("complete", False))
+    cameras = json.loads(attrs.get("cameras", "[]") or "[]")
+    step_names = [n for n in datasets if n in STEP_DATASETS or n.startswith("camera/")]
+    n = min((len(datasets[name]) for name in step_names), default=0)
+    times = datasets.get("timestamp", np.zeros(0))[:n]
+    last_t = float(times[-1]) if n else 0.0
+    rate = float(attrs.get("control_hz") or 30.0)
+    videos = _recover_videos(folder, cameras, datasets, attrs, n, times, rate)
+
+    tmp = folder / (H5_NAME + ".recovered")
+    with h5py.File(tmp, "w") as dst:
+        _write_rows(dst, datasets, step_names, n, events)
+        for key, value in attrs.items():
+            dst.attrs[key] = value
+        if not complete:  # the writer died: what an orderly close would have added
+            ended = _ended_at(events, last_t + 1.0 / rate)
+            dst.attrs.update({
+                "stop_reason": "interrupted", "valid": False, "invalid_reason": "interrupted",
+                "stop_detail": "the recording process died (kill or crash); recovered on resume",
+                "duration_s": last_t + 1.0 / rate if n else 0.0, "end_time": ended or "",
+                "camera_frames": json.dumps({c: {k: v for k, v in videos[c].items() if k in (
+                    "distinct_frames", "repeated", "skipped", "longest_gap_s", "fps")} for c in cameras},
+                    sort_keys=True),
+                "dropped_frames": json.dumps({c: videos[c]["dropped"] for c in cameras}, sort_keys=True),
+            })
+        dst.attrs["n_steps"] = n
+        dst.attrs["complete"] = True
+        dst.attrs["recovered"] = True
+    os.replace(tmp, h5)
+    (folder / VIDEOS_JSON).write_text(json.dumps(videos, indent=1, sort_keys=True))
+    os.replace(folder, final)
+    ended_at = _ended_at(events, last_t + 1.0 / rate) if n else None
+    log.info("recovered %s: %d rows", final, n)
+    return Recovered(folder=final, rows=n, ended_at=ended_at, videos=videos, writer_died=not complete)
+
+
+def _read_partial(h5: Path) -> tuple[dict, dict[str, np.ndarray], list]:
+    """(attributes, every dataset by name, events) of an episode.h5 its dead writer left open."""
     with open_h5(h5) as src:
         attrs = {k: v for k, v in src.attrs.items()}
-        complete = bool(attrs.get("complete", False))
         datasets: dict[str, np.ndarray] = {}
 
         def grab(name: str, obj) -> None:
@@ -145,14 +183,15 @@ def finalize_partial(folder: str | os.PathLike) -> Recovered:
 
         src.visititems(grab)
         events = _events(src)
-    cameras = json.loads(attrs.get("cameras", "[]") or "[]")
-    step_names = [n for n in datasets if n in STEP_DATASETS or n.startswith("camera/")]
-    n = min((len(datasets[name]) for name in step_names), default=0)
-    times = datasets.get("timestamp", np.zeros(0))[:n]
-    last_t = float(times[-1]) if n else 0.0
-    rate = float(attrs.get("control_hz") or 30.0)
-    camera_fps = json.loads(attrs.get("camera_fps") or "{}") if isinstance(attrs.get("camera_fps"), str) else {}
+    return attrs, datasets, events
 
+
+def _recover_videos(folder: Path, cameras: list[str], datasets: dict[str, np.ndarray], attrs: dict,
+                    n: int, times: np.ndarray, rate: float) -> dict[str, dict]:
+    """Cut each camera's MP4 to the recorded rows, mark rows whose frame never reached it (in
+    `datasets`), and recount the camera's frames: the new videos.json entries."""
+    last_t = float(times[-1]) if n else 0.0
+    camera_fps = json.loads(attrs.get("camera_fps") or "{}") if isinstance(attrs.get("camera_fps"), str) else {}
     old_videos = {}
     if (folder / VIDEOS_JSON).exists():
         try:
@@ -177,44 +216,26 @@ def finalize_partial(folder: str | os.PathLike) -> Recovered:
                        "dropped": int((index < 0).sum()), "error": error or old_videos.get(cam, {}).get("error"),
                        "recovered": True, "rows": n,
                        **{("distinct_frames" if k == "frames" else k): v for k, v in stats.items()}}
+    return videos
 
-    tmp = folder / (H5_NAME + ".recovered")
-    with h5py.File(tmp, "w") as dst:
-        for name, data in datasets.items():
-            if name == "events":
-                continue
-            data = data[:n] if name in step_names else data
-            if data.ndim:
-                dst.create_dataset(name, shape=data.shape, dtype=data.dtype, maxshape=(None, *data.shape[1:]),
-                                   chunks=(max(1, min(256, len(data))), *data.shape[1:]))
-                if data.size:
-                    dst[name][...] = data
-            else:
-                dst.create_dataset(name, data=data)
-        text = [json.dumps(e, default=str, sort_keys=True) for e in events]
-        dst.create_dataset("events", data=np.array(text, dtype=h5py.string_dtype()), dtype=h5py.string_dtype())
-        for key, value in attrs.items():
-            dst.attrs[key] = value
-        if not complete:  # the writer died: what an orderly close would have added
-            ended = _ended_at(events, last_t + 1.0 / rate)
-            dst.attrs.update({
-                "stop_reason": "interrupted", "valid": False, "invalid_reason": "interrupted",
-                "stop_detail": "the recording process died (kill or crash); recovered on resume",
-                "duration_s": last_t + 1.0 / rate if n else 0.0, "end_time": ended or "",
-                "camera_frames": json.dumps({c: {k: v for k, v in videos[c].items() if k in (
-                    "distinct_frames", "repeated", "skipped", "longest_gap_s", "fps")} for c in cameras},
-                    sort_keys=True),
-                "dropped_frames": json.dumps({c: videos[c]["dropped"] for c in cameras}, sort_keys=True),
-            })
-        dst.attrs["n_steps"] = n
-        dst.attrs["complete"] = True
-        dst.attrs["recovered"] = True
-    os.replace(tmp, h5)
-    (folder / VIDEOS_JSON).write_text(json.dumps(videos, indent=1, sort_keys=True))
-    os.replace(folder, final)
-    ended_at = _ended_at(events, last_t + 1.0 / rate) if n else None
-    log.info("recovered %s: %d rows", final, n)
-    return Recovered(folder=final, rows=n, ended_at=ended_at, videos=videos, writer_died=not complete)
+
+def _write_rows(dst: h5py.File, datasets: dict[str, np.ndarray], step_names: list[str], n: int,
+                events: list) -> None:
+    """Every dataset into the plain copy, step datasets cut to the `n` rows all of them hold, and the
+    events written out as the `events` dataset."""
+    for name, data in datasets.items():
+        if name == "events":
+            continue
+        data = data[:n] if name in step_names else data
+        if data.ndim:
+            dst.create_dataset(name, shape=data.shape, dtype=data.dtype, maxshape=(None, *data.shape[1:]),
+                               chunks=(max(1, min(256, len(data))), *data.shape[1:]))
+            if data.size:
+                dst[name][...] = data
+        else:
+            dst.create_dataset(name, data=data)
+    text = [json.dumps(e, default=str, sort_keys=True) for e in events]
+    dst.create_dataset("events", data=np.array(text, dtype=h5py.string_dtype()), dtype=h5py.string_dtype())
 
 
 def recover_campaign(ledger, campaign_dir: str | os.PathLike, say=print,
