@@ -89,6 +89,10 @@ class TokenGate:
 
 
 def build_app(ctx: ConsoleContext):
+    """The console's Starlette app. Over 80 lines on purpose: every handler (5-15 lines each) is a
+    closure over `ctx` and the request helpers defined first, and the route table at the end is the
+    index of the console's whole HTTP API; split up, each handler would take the context as an
+    argument and the table would point into several modules."""
     from starlette.applications import Starlette
     from starlette.middleware import Middleware
     from starlette.requests import Request

@@ -69,7 +69,11 @@ class StreamDone:
 
 def _encoder_main(camera: str, shm_name: str, shape: tuple[int, int, int], slots: int,
                   commands: mp.Queue, free: mp.Queue, done: mp.Queue, parent_pid: int) -> None:
-    """Worker loop (runs in a spawned process). Imports PyAV only here."""
+    """Worker loop (runs in a spawned process). Imports PyAV only here.
+
+    Over 80 lines on purpose: the worker's whole life (open, frame, close, quit, an orphaning kill
+    of the parent) is one command loop whose `mux`/`finish` closures share the open container, the
+    held packet and the error so far; split into functions they would pass that state around."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's business
     import av  # noqa: PLC0415  (heavy import kept out of the parent)
 
