@@ -219,85 +219,10 @@ def source_label(source: str) -> str:
 
 def render_markdown(analysis: Analysis, drawn: dict[str, list[Path]] | None = None) -> str:
     """The human-readable report: headline table, per-policy tables, contrasts, failures, notes."""
-    summary, outcomes = analysis.summary, analysis.outcomes
-    n_valid = int(outcomes["valid"].sum())
-    lines = [
-        "# Spa-Bench report", "",
-        f"Source: {markdown_text(source_label(outcomes.attrs.get('source', '?')))}: {len(outcomes)} rows, "
-        f"{n_valid} valid, "
-        f"{len(outcomes) - n_valid} invalid (excluded from every rate). "
-        f"Policies: {', '.join(f'{markdown_text(analysis.name(p))} ({markdown_text(p)})' for p in analysis.policies) or 'none'}.", "",
-        "Rates are successes/trials with two-sided Wilson 95% intervals: `rate [low, high] (k/n)`.", "",
-    ]
-    audit = score_audit(outcomes)
-    if audit:
-        lines += [audit, ""]
-    if not outcomes.attrs.get("has_matched_group", True) and \
-            outcomes["condition"].isin(["direct", "paraphrase_ood", "paraphrase_direct"]).any():
-        lines += ["**Note:** the outcomes have no `matched_group` column, so matched subsets "
-                  "(`ood_matched`, paraphrase subsets) and paired contrasts are not computed.", ""]
-    lines += [
-        "## Success by condition (all tasks pooled)", "",
-    ]
-    cells = summary_cells(summary)
-    shown = {condition for _, _, condition in cells}
-    conditions = [c for c in HEADLINE_CONDITIONS if c in shown]
-    rows = []
+    cells = summary_cells(analysis.summary)
+    lines = _intro_lines(analysis) + _headline_lines(analysis, cells) + _id_only_lines(analysis)
     for policy in analysis.policies:
-        rows.append([markdown_text(analysis.name(policy))] + [
-            _cell(cells, policy, NON_RELATIONAL if c == "no_intervention" else ALL_TASKS, c)
-            for c in conditions])
-    header = ["policy"] + [_label(c) + (" (non-relational)" if c == "no_intervention" else "")
-                           for c in conditions]
-    lines += _table(header, rows)
-
-    if analysis.id_only:
-        lines += ["## ID-only diagnostic baselines", ""]
-        for policy in analysis.id_only:
-            lines.append(f"- **{markdown_text(analysis.name(policy))}** has ID rollouts only. It is reported as an ID-only "
-                         "diagnostic baseline (the protocol's treatment of a policy whose ID success "
-                         "is inadequate for OOD evaluation); no OOD, matched or contrast statistic "
-                         "exists for it.")
-        lines.append("")
-
-    present: dict[str, set[tuple[str, str]]] = {}
-    for policy, task, condition in cells:
-        present.setdefault(policy, set()).add((task, condition))
-    contrasts = _by_policy(analysis.contrasts)
-    pooled_failures = analysis.failures[analysis.failures["task"] == ALL_TASKS]
-    failures = _by_policy(pooled_failures, ["condition", "failure_mode", "count"])
-    for policy in analysis.policies:
-        lines += [f"## {markdown_text(analysis.name(policy))}", ""]
-        mine = present.get(policy, set())
-        mine_conditions = {condition for _, condition in mine}
-        for title, context, own in SECTIONS:
-            if not mine_conditions.intersection(own):
-                continue
-            used = [c for c in context + own if c in mine_conditions]
-            tasks = [t for t in TASK_ORDER if any((t, c) in mine for c in own)]
-            lines += [f"### {title}", ""]
-            lines += _table(["task"] + [_label(c) for c in used],
-                            [[_task_label(t)] + [_cell(cells, policy, t, ALL_ROW.get((c, title), c)
-                                                       if t == ALL_TASKS else c) for c in used]
-                             for t in tasks])
-        if policy in contrasts:
-            lines += ["### Contrasts", ""]
-            lines += _table(
-                ["contrast", "task", "difference [95% CI]", "n", "p", "p (Holm)"],
-                [[r.contrast, _task_label(r.task), format_contrast(r),
-                  str(int(r.n_pairs)), format_p(r.p_value), format_p(r.p_holm)]
-                 for r in contrasts[policy]])
-        if policy in failures:
-            counts: dict[tuple[str, str], int] = {}
-            for condition, mode, count in failures[policy]:
-                counts[mode, condition] = counts.get((mode, condition), 0) + int(count)
-            conds = list(dict.fromkeys(condition for condition, _, _ in failures[policy]))
-            modes = [m for m in FAILURE_MODE_ORDER if any(m == mode for _, mode, _ in failures[policy])]
-            lines += ["### Failure modes of failed valid rollouts (all tasks)", ""]
-            lines += _table(["failure mode"] + [_label(c) for c in conds],
-                            [[failure_mode_label(m)] + [str(counts.get((m, c), 0)) for c in conds]
-                             for m in modes])
-
+        lines += _policy_lines(analysis, policy, cells)
     lines += failure_totals_lines(analysis)
     lines += invalid_lines(analysis)
     lines += protocol_lines(analysis)
@@ -316,6 +241,92 @@ def render_markdown(analysis: Analysis, drawn: dict[str, list[Path]] | None = No
     lines += method_notes(analysis)
     lines += LIMITATIONS
     return "\n".join(lines)
+
+
+def _intro_lines(analysis: Analysis) -> list[str]:
+    """Title, source, row counts, policies, how rates read, the score audit and missing-column notes."""
+    outcomes = analysis.outcomes
+    n_valid = int(outcomes["valid"].sum())
+    lines = [
+        "# Spa-Bench report", "",
+        f"Source: {markdown_text(source_label(outcomes.attrs.get('source', '?')))}: {len(outcomes)} rows, "
+        f"{n_valid} valid, "
+        f"{len(outcomes) - n_valid} invalid (excluded from every rate). "
+        f"Policies: {', '.join(f'{markdown_text(analysis.name(p))} ({markdown_text(p)})' for p in analysis.policies) or 'none'}.", "",
+        "Rates are successes/trials with two-sided Wilson 95% intervals: `rate [low, high] (k/n)`.", "",
+    ]
+    audit = score_audit(outcomes)
+    if audit:
+        lines += [audit, ""]
+    if not outcomes.attrs.get("has_matched_group", True) and \
+            outcomes["condition"].isin(["direct", "paraphrase_ood", "paraphrase_direct"]).any():
+        lines += ["**Note:** the outcomes have no `matched_group` column, so matched subsets "
+                  "(`ood_matched`, paraphrase subsets) and paired contrasts are not computed.", ""]
+    return lines
+
+
+def _headline_lines(analysis: Analysis, cells) -> list[str]:
+    """Success by condition, all tasks pooled: one row per policy."""
+    shown = {condition for _, _, condition in cells}
+    conditions = [c for c in HEADLINE_CONDITIONS if c in shown]
+    rows = []
+    for policy in analysis.policies:
+        rows.append([markdown_text(analysis.name(policy))] + [
+            _cell(cells, policy, NON_RELATIONAL if c == "no_intervention" else ALL_TASKS, c)
+            for c in conditions])
+    header = ["policy"] + [_label(c) + (" (non-relational)" if c == "no_intervention" else "")
+                           for c in conditions]
+    return ["## Success by condition (all tasks pooled)", "", *_table(header, rows)]
+
+
+def _id_only_lines(analysis: Analysis) -> list[str]:
+    if not analysis.id_only:
+        return []
+    lines = ["## ID-only diagnostic baselines", ""]
+    for policy in analysis.id_only:
+        lines.append(f"- **{markdown_text(analysis.name(policy))}** has ID rollouts only. It is reported as an ID-only "
+                     "diagnostic baseline (the protocol's treatment of a policy whose ID success "
+                     "is inadequate for OOD evaluation); no OOD, matched or contrast statistic "
+                     "exists for it.")
+    return [*lines, ""]
+
+
+def _policy_lines(analysis: Analysis, policy: str, cells) -> list[str]:
+    """One policy's section: its tables per condition group, its contrasts, its failure modes."""
+    lines = [f"## {markdown_text(analysis.name(policy))}", ""]
+    mine = {(task, condition) for p, task, condition in cells if p == policy}
+    mine_conditions = {condition for _, condition in mine}
+    for title, context, own in SECTIONS:
+        if not mine_conditions.intersection(own):
+            continue
+        used = [c for c in context + own if c in mine_conditions]
+        tasks = [t for t in TASK_ORDER if any((t, c) in mine for c in own)]
+        lines += [f"### {title}", ""]
+        lines += _table(["task"] + [_label(c) for c in used],
+                        [[_task_label(t)] + [_cell(cells, policy, t, ALL_ROW.get((c, title), c)
+                                                   if t == ALL_TASKS else c) for c in used]
+                         for t in tasks])
+    contrasts = _by_policy(analysis.contrasts)
+    if policy in contrasts:
+        lines += ["### Contrasts", ""]
+        lines += _table(
+            ["contrast", "task", "difference [95% CI]", "n", "p", "p (Holm)"],
+            [[r.contrast, _task_label(r.task), format_contrast(r),
+              str(int(r.n_pairs)), format_p(r.p_value), format_p(r.p_holm)]
+             for r in contrasts[policy]])
+    pooled_failures = analysis.failures[analysis.failures["task"] == ALL_TASKS]
+    failures = _by_policy(pooled_failures, ["condition", "failure_mode", "count"])
+    if policy in failures:
+        counts: dict[tuple[str, str], int] = {}
+        for condition, mode, count in failures[policy]:
+            counts[mode, condition] = counts.get((mode, condition), 0) + int(count)
+        conds = list(dict.fromkeys(condition for condition, _, _ in failures[policy]))
+        modes = [m for m in FAILURE_MODE_ORDER if any(m == mode for _, mode, _ in failures[policy])]
+        lines += ["### Failure modes of failed valid rollouts (all tasks)", ""]
+        lines += _table(["failure mode"] + [_label(c) for c in conds],
+                        [[failure_mode_label(m)] + [str(counts.get((m, c), 0)) for c in conds]
+                         for m in modes])
+    return lines
 
 
 def failure_totals_lines(analysis: Analysis) -> list[str]:
