@@ -89,7 +89,9 @@ def test_invalid_attempts_by_policy_and_reason(tmp_path):
             ["a", "counting", "id", "E3", "0", "", "original", "", "true", ""],
             ["b", "counting", "id", "E1", "", "", "original", "", "false", "operator_abort"],
             ["b", "counting", "id", "E1", "1", "", "original", "", "true", ""],
-            ["b", "counting", "id", "E2", "1", "", "original", "", "false", "operator_invalidated: wrong scene"]]
+            ["b", "counting", "id", "E2", "1", "", "original", "", "false", "operator_invalidated: wrong scene"],
+            ["b", "counting", "id", "E3", "", "", "original", "", "false", "console_lost"],
+            ["b", "counting", "id", "E3", "", "", "original", "", "false", "console_lost"]]
     path = tmp_path / "o.csv"
     path.write_text(",".join(columns) + "\n" + "\n".join(",".join(r) for r in rows) + "\n")
     got = invalid_attempt_table(load_outcomes(path)).set_index(["policy", "reason"])
@@ -98,4 +100,7 @@ def test_invalid_attempts_by_policy_and_reason(tmp_path):
     assert got.loc[("a", "server_lost"), "kind"] == "policy server fault"
     assert got.loc[("b", "operator_abort"), "kind"] == "operator: abort"
     assert got.loc[("b", "operator_invalidated"), "trials_without_valid"] == 1
-    assert len(got) == 4
+    # the browser console's dead-man (issue 18): its own reason and kind, grouped like the others
+    assert got.loc[("b", "console_lost"), "attempts"] == 2 and got.loc[("b", "console_lost"), "trials_without_valid"] == 1
+    assert got.loc[("b", "console_lost"), "kind"] == "operator's console lost (dead-man hold)"
+    assert len(got) == 5

@@ -5,6 +5,7 @@ HTTP the way the bench page does it."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import threading
 import time
@@ -51,12 +52,15 @@ def _cfg(campaign, bus, server, *, console_port: int | None = None, home_speed: 
 
 
 class Console:
-    """The person at the bench page: reads /api/bench/state, posts commands and stop requests."""
+    """The person at the bench page: reads /api/bench/state, posts commands and stop requests. While
+    it plays, it also polls the state every 0.2 s as the page does (the session's dead-man hears
+    those); `page_open.clear()` stops that, like closing the page."""
 
     def __init__(self, port: int):
         self.base = f"http://127.0.0.1:{port}"
         self.errors: list[BaseException] = []
         self._csrf = ""
+        self.page_open = threading.Event()
 
     def headers(self) -> dict:
         """A script's state-changing requests carry the console's CSRF token (from /api/meta)."""
@@ -104,6 +108,14 @@ class Console:
             time.sleep(0.1)
 
     def play(self, script) -> threading.Thread:
+        done = threading.Event()
+
+        def poll():
+            while not done.wait(0.2):
+                if self.page_open.is_set():
+                    with contextlib.suppress(httpx.HTTPError):   # the console is gone: the session ended
+                        httpx.get(self.base + "/api/bench/state", params={"viewer": "script"}, timeout=5)
+
         def body():
             try:
                 script(self)
@@ -111,7 +123,10 @@ class Console:
                 self.errors.append(exc)
             finally:
                 self.end_session()
+                done.set()
 
+        self.page_open.set()
+        threading.Thread(target=poll, daemon=True).start()
         t = threading.Thread(target=body, daemon=True)
         t.start()
         return t

@@ -22,6 +22,7 @@ REASON_KINDS: dict[str, str] = {
     "estop": "operator: e-stop",
     "operator_abort": "operator: abort",
     "operator_invalidated": "operator: declared invalid after the rollout",
+    "console_lost": "operator's console lost (dead-man hold)",
     "server_lost": "policy server fault",
     "protocol_error": "policy server fault",
     "bus_error": "bench fault",

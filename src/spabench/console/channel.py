@@ -7,8 +7,9 @@ control loop polls every tick and a motion going home every step. An e-stop is t
 and also wakes the session if it is waiting for the operator; stop and abort end a rollout, so
 they are refused when none is running.
 
-Each bench page polls with its own id, so the closing console can wait until every page that is
-watching fetched the end (wait_seen).
+Every request of a bench page (its state polls, commands, stop requests) is a heartbeat: `last_beat`
+is when the latest one arrived, which the session's dead-man (WebOperator) watches during homing and
+rollouts, and which tells the closing console whether a page is still there to show the end.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ class BenchChannel:
         self.live_fn: Callable[[], dict] | None = None   # during a rollout: () -> dict of loop statistics
         self.stop_log: list[dict] = []
         self._seen: dict[str, tuple[int, float]] = {}  # page id -> (version, monotonic time) of its last poll
+        self.last_beat = float("-inf")    # time.monotonic() of the latest request from a bench page
 
     # ---- session side ------------------------------------------------------------------------
     def set_phase(self, phase: str, **data: Any) -> None:
@@ -87,6 +89,10 @@ class BenchChannel:
                     return False
                 self._cond.wait(min(0.1, deadline - now))
 
+    def beat(self) -> None:
+        """A bench page's request arrived (see the module doc)."""
+        self.last_beat = time.monotonic()
+
     # ---- web side ----------------------------------------------------------------------------
     def snapshot(self, page: str | None = None) -> dict[str, Any]:
         """The state to show; `page`: the id of the page that fetched it (see wait_seen), None when the
@@ -94,7 +100,7 @@ class BenchChannel:
         with self._cond:
             state = dict(self._state)
             if page is not None:
-                now = time.monotonic()
+                self.last_beat = now = time.monotonic()
                 if page not in self._seen and len(self._seen) >= MAX_PAGES:   # forget the longest silent
                     del self._seen[min(self._seen, key=lambda v: self._seen[v][1])]
                 self._seen[page] = (self._version, now)
@@ -106,6 +112,7 @@ class BenchChannel:
         return state
 
     def post(self, command: str, payload: dict | None = None, version: int | None = None) -> None:
+        self.beat()
         with self._cond:
             phase = self._state["phase"]
             if command not in COMMANDS.get(phase, ()):
@@ -123,6 +130,7 @@ class BenchChannel:
     def stop(self, kind: str, source: str) -> None:
         """E-stop now, whatever the session is doing; stop / abort the running rollout. Raises
         NoSession without a session, CommandRefused for stop / abort outside a rollout."""
+        self.beat()
         controls = self.controls
         if controls is None:
             raise NoSession("no session is attached to this console (start one with "

@@ -23,6 +23,9 @@ class ConsoleConfig:
     alignment_threshold: the live alignment score (0..1) at which the scene counts as matching the
     reference; workspace_roi: the scored region as fractions [x0, y0, x1, y1] of the image.
     camera_check_s: how long the session-start camera check measures frame rates before it reports.
+    deadman_s: the dead-man: while the arm goes home before a trial or a rollout runs, a bench page
+    must be heard from (its state polls, every 0.2 s) at least this often, else the arm holds and the
+    session ends (attempt invalid, `console_lost`).
     allowed_hosts: extra host names the console answers to (the Host header); the bound address, IP
     literals and localhost always work, any other name is refused (DNS rebinding).
     max_body_bytes: the largest request body the API reads (larger ones get 413 before being read).
@@ -45,6 +48,7 @@ class ConsoleConfig:
     alignment_threshold: float = 0.85
     workspace_roi: list[float] = field(default_factory=lambda: [0.1, 0.1, 0.9, 0.9])
     camera_check_s: float = 1.0
+    deadman_s: float = 1.0
     allowed_hosts: list[str] = field(default_factory=list)
     max_body_bytes: int = 1_048_576
     max_note_chars: int = 4000
@@ -61,7 +65,8 @@ class ConsoleConfig:
         if isinstance(self.port, bool) or not isinstance(self.port, int) or not 0 <= self.port <= 65535:
             raise ConfigError(f"{where} 'port': {self.port!r} (allowed: 0..65535; 0 = a free port)")
         self.token = "" if self.token is None else str(self.token)
-        for name, lo, hi in (("stream_hz", 0.5, 30.0), ("alignment_threshold", 0.0, 1.0), ("camera_check_s", 0.1, 30.0)):
+        for name, lo, hi in (("stream_hz", 0.5, 30.0), ("alignment_threshold", 0.0, 1.0),
+                             ("camera_check_s", 0.1, 30.0), ("deadman_s", 0.5, 30.0)):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not lo <= v <= hi:
                 raise ConfigError(f"{where} '{name}': {v!r} (allowed: a number from {lo:g} to {hi:g})")

@@ -7,12 +7,18 @@ publishes them; during the rollout the control loop publishes through the FrameP
 and stop buttons reach the session's StopControl directly from the web thread. The channel holds
 that StopControl from the start of the session to its end, so the e-stop works in every phase: a
 wait for the operator ends at once (the session then ends), a motion going home stops within a step.
+
+While the arm moves (homing before a trial, the rollout and its homing after) a DeadMan watches the
+bench page's requests: none for `operator.console.deadman_s` latches `console_lost` on the same
+StopControl, so the arm holds exactly as after an e-stop, the attempt is invalid (`console_lost`) and
+the session ends; nobody is left watching an arm that would otherwise run to the timer.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -36,6 +42,37 @@ OVERLAY_CAMERAS = ("middle", "overhead")
 # most LINGER_S; not at all when no page asked for anything in the last WATCHING_S (nobody watches).
 LINGER_S = 5.0
 WATCHING_S = 10.0
+
+
+class DeadMan:
+    """A thread that latches `console_lost` on `controls` once no bench page request arrived (the
+    channel's last_beat) for `deadman_s`. It wakes when the time is due, not on a fixed poll."""
+
+    def __init__(self, channel: BenchChannel, controls: Any, deadman_s: float):
+        self.channel, self.controls, self.deadman_s = channel, controls, deadman_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="spabench-deadman", daemon=True)
+
+    def __enter__(self) -> DeadMan:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5.0)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            last = self.channel.last_beat
+            now = time.monotonic()
+            if now - last >= self.deadman_s:
+                silent = now - last if math.isfinite(last) else None   # None: no page was ever heard from
+                heard = {"silent_s": round(silent, 3), "last_heartbeat_wall_time": time.time() - silent} \
+                    if silent is not None else {"silent_s": None, "last_heartbeat_wall_time": None}
+                why = f"no request from the bench page for {self.deadman_s:g} s (operator.console.deadman_s)"
+                self.controls.request("console_lost", why, {"deadman_s": self.deadman_s, **heard})
+                return
+            self._stop.wait(last + self.deadman_s - now)
 
 
 def _iso_seconds(start: str | None, end: str | None) -> float | None:
@@ -244,6 +281,11 @@ class WebOperator(Operator):
         return events
 
     @contextmanager
+    def during_homing(self, controls: Any) -> Iterator[None]:
+        with DeadMan(self.channel, controls, self.console_cfg.deadman_s):
+            yield
+
+    @contextmanager
     def during_rollout(self, controls: Any) -> Iterator[None]:
         card = self.channel.snapshot().get("card")
         session_controls, self.channel.controls = self.channel.controls, controls
@@ -258,7 +300,8 @@ class WebOperator(Operator):
         self.channel.live_fn = live
         self.channel.set_phase("rollout", card=card)
         try:
-            yield
+            with DeadMan(self.channel, controls, self.console_cfg.deadman_s):
+                yield
         finally:
             self.channel.controls = session_controls if session_controls is not None else controls
             self.channel.live_fn = None

@@ -2,12 +2,16 @@
 
 Any thread (the key reader, the console's web thread, a signal handler, a test) calls
 `request(kind)`; the control loop polls `pending()` once per tick, and blocking motions (going home)
-poll `estopped()` once per step. The strongest request wins: estop > abort > operator_stop.
+poll `estopped()` once per step. The strongest request wins: estop > console_lost > abort > operator_stop.
 
 operator_stop and abort end one rollout, so `clear()` (before the next one) forgets them. An e-stop
 is latched for the life of the control: whenever it was pressed (scene reset, homing, rollout,
 scoring), `clear()` keeps it, the session sees it at its next check and ends with the arm held.
 `stage` is what the session is doing; each e-stop records it (the ledger says when it came).
+
+`console_lost` (the browser console's dead-man: no heartbeat from the bench page during homing or a
+rollout) latches the same way: the arm holds, nothing moves again, the session ends. `estopped()` and
+`estop()` answer for both latching stops; `estop()["kind"]` says which one it was.
 """
 
 from __future__ import annotations
@@ -18,7 +22,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-STOP_REQUESTS: tuple[str, ...] = ("operator_stop", "abort", "estop")
+STOP_REQUESTS: tuple[str, ...] = ("operator_stop", "abort", "console_lost", "estop")
+# Stops that latch for the life of the control: the arm holds where it is (no homing) and the session ends.
+LATCHING_STOPS: tuple[str, ...] = ("console_lost", "estop")
 _RANK = {kind: i for i, kind in enumerate(STOP_REQUESTS)}
 
 
@@ -30,17 +36,19 @@ class StopControl:
         self.sigint_count = 0
         self._interruptible = False
         self.stage = ""                       # what the session is doing now (set by the session and the loop)
-        self._estop: dict | None = None       # the first e-stop: source, stage, wall time
-        self._estop_at: float | None = None   # time.monotonic() when that e-stop was latched
+        self._estop: dict | None = None       # the first latching stop: kind, source, stage, wall time
+        self._estop_at: float | None = None   # time.monotonic() when it was latched
 
-    def request(self, kind: str, source: str = "code") -> None:
+    def request(self, kind: str, source: str = "code", detail: dict | None = None) -> None:
+        """`detail`: facts kept with a latching stop (the ledger's event gets them)."""
         if kind not in _RANK:
             raise ValueError(f"stop request {kind!r} (allowed: {', '.join(STOP_REQUESTS)})")
         with self._lock:
             if self._kind is None or _RANK[kind] > _RANK[self._kind]:
                 self._kind, self._source = kind, source
-            if kind == "estop" and self._estop is None:
-                self._estop = {"source": source, "during": self.stage, "wall_time": time.time()}
+            if kind in LATCHING_STOPS and self._estop is None:
+                self._estop = {**(detail or {}), "kind": kind, "source": source, "during": self.stage,
+                               "wall_time": time.time()}
                 self._estop_at = time.monotonic()
 
     def pending(self) -> tuple[str, str] | None:
@@ -49,11 +57,12 @@ class StopControl:
             return None if self._kind is None else (self._kind, self._source)
 
     def estopped(self) -> bool:
-        """True once an e-stop was requested (cheap: polled every step of a blocking motion)."""
+        """True once a latching stop (an e-stop, or the console's dead-man) was requested (cheap: polled
+        every step of a blocking motion)."""
         return self._estop is not None
 
     def estop(self) -> dict | None:
-        """The first e-stop (source, during = the stage it came in, wall_time), or None."""
+        """The first latching stop (kind, source, during = the stage it came in, wall_time), or None."""
         with self._lock:
             return None if self._estop is None else dict(self._estop)
 
@@ -62,18 +71,24 @@ class StopControl:
         return self._estop_at
 
     def estop_message(self) -> str:
-        """What the operator reads after an e-stop (terminal output and the bench page alike)."""
+        """What the operator reads after an e-stop or a lost console (terminal output and the bench page
+        alike)."""
         info = self.estop() or {}
-        return (f"E-STOP ({info.get('source', '?')}) during {info.get('during') or 'the session'}: the arm "
+        during = info.get("during") or "the session"
+        if info.get("kind") == "console_lost":
+            return (f"CONSOLE LOST during {during}: {info.get('source', '?')}; the arm holds where it is; "
+                    "session stopped. Check the bench, then resume with the same command and keep the bench "
+                    "page open")
+        return (f"E-STOP ({info.get('source', '?')}) during {during}: the arm "
                 "holds where it is; session stopped. Check the bench, then resume with the same command")
 
     def clear(self) -> None:
-        """Forget operator_stop / abort before the next rollout; an e-stop stays latched."""
+        """Forget operator_stop / abort before the next rollout; a latching stop stays."""
         with self._lock:
             if self._estop is None:
                 self._kind, self._source = None, ""
-            else:
-                self._kind, self._source = "estop", self._estop["source"]
+            elif self._kind is None or _RANK[self._kind] < _RANK[self._estop["kind"]]:
+                self._kind, self._source = self._estop["kind"], self._estop["source"]
 
     @contextmanager
     def interruptible(self) -> Iterator[None]:

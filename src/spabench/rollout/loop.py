@@ -28,7 +28,7 @@ import numpy as np
 
 from spabench.bench.errors import MotionStopped
 from spabench.rollout.assist import _clamp_dict, run_assist
-from spabench.rollout.controls import StopControl
+from spabench.rollout.controls import LATCHING_STOPS, StopControl
 from spabench.rollout.faults import classify, describe
 from spabench.rollout.types import EpisodeMeta, EpisodeResult, Event, StepRecord
 from spabench.suite.vocabulary import CAMERAS
@@ -39,7 +39,7 @@ SPIN_S = 0.0015          # last part of each period is spun, not slept (sleep ov
 STALL_PERIODS = 2.0      # a gap between tick starts longer than this many periods is a 'stall' event
 _NAN6: np.ndarray = np.full(6, np.nan)
 
-_STOP_INVALID = {"abort": "operator_abort", "estop": "estop"}
+_STOP_INVALID = {"abort": "operator_abort", "estop": "estop", "console_lost": "console_lost"}
 
 
 def _image_shape(image: Any) -> tuple[int, int, int]:
@@ -373,17 +373,19 @@ class Rollout:
                 self.emit("hold", {})
         except Exception as exc:
             self.emit("hold_failed", {"error": describe(exc)})
-        # 2. home at bounded speed, unless e-stopped or a motor guard tripped (hold only) or the bus
-        #    is gone
-        if self.go_home_after and stop != "estop" and self._trip is None and reason not in ("bus_error",):
+        # 2. home at bounded speed, unless e-stopped (or the console was lost) or a motor guard tripped
+        #    (hold only) or the bus is gone
+        if self.go_home_after and stop not in LATCHING_STOPS and self._trip is None \
+                and reason not in ("bus_error",):
             self.controls.stage = "homing after the rollout"
             try:
                 with self.controls.interruptible():
                     self.bench.go_home(should_stop=self.controls.estopped)
                 self.emit("went_home", {})
-            except MotionStopped:  # an e-stop while going home: the bench already holds
-                self.emit("go_home_interrupted", {"request": "estop",
-                                                  "source": (self.controls.estop() or {}).get("source", "")})
+            except MotionStopped:  # an e-stop (or a lost console) while going home: the bench already holds
+                latch = self.controls.estop() or {}
+                self.emit("go_home_interrupted", {"request": latch.get("kind", "estop"),
+                                                  "source": latch.get("source", "")})
             except KeyboardInterrupt:  # Ctrl-C while going home: stop there and hold
                 self.emit("go_home_interrupted", {"source": "ctrl-c"})
                 with contextlib.suppress(Exception):

@@ -10,7 +10,9 @@ and ends the session; everything is disconnected in `close()`.
 An e-stop (console button or key, terminal key, a second Ctrl-C) is honoured at any moment of the
 session: the session's one StopControl latches it, every blocking motion polls it each step and
 holds, and the session ends at its next check with the arm held and an 'estop' ledger event saying
-during what (scene reset, homing before the trial, rollout, homing after the rollout, scoring).
+during what (scene reset, homing before the trial, rollout, homing after the rollout, scoring). The
+browser console's dead-man (no request from the bench page while the arm moves) latches the same way
+and ends the session likewise, with a 'console_lost' event and the attempt invalid (`console_lost`).
 
 The parts live beside it: `binding` (what the plan binds), `policies` (servers and their pre-flight),
 `leases` (which trial next, scene-set claims), `preflight` (disk and motors before a trial).
@@ -67,8 +69,8 @@ log = logging.getLogger(__name__)
 INVALID_EPISODE_WAIT_S = 10.0   # how long an invalid attempt's videos may take before the ledger names its folder
 # Faults after which the session stops: the bench can no longer be trusted, or a person said stop,
 # or nothing more can be recorded.
-STOP_SESSION_REASONS = frozenset({"estop", "bus_error", "camera_lost", "safety_error", "harness_error",
-                                  "storage_error", "undervoltage"})
+STOP_SESSION_REASONS = frozenset({"estop", "console_lost", "bus_error", "camera_lost", "safety_error",
+                                  "harness_error", "storage_error", "undervoltage"})
 # Faults after which the policy server's health is checked before the next attempt.
 SERVER_FAULT_REASONS = frozenset({"server_lost"})
 MAX_CONSECUTIVE_INVALID = 3
@@ -286,7 +288,8 @@ class Session:
         except Exception as exc:
             log.warning("bench disconnect failed: %s", exc)
         if held:
-            why = "e-stop" if self.controls.estopped() else "the arm is not at its home pose"
+            latch = (self.controls.estop() or {}).get("kind") or ""
+            why = {"estop": "e-stop", "console_lost": "console lost"}.get(latch, "the arm is not at its home pose")
             self.say(f"{why}: the arm is held where it stopped, torque on (it would drop with torque off). "
                      "Support it, then switch its power off or run the next session to home it.")
 
@@ -479,9 +482,11 @@ class Session:
 
     # ---- e-stop ---------------------------------------------------------------------------------
     def _log_estop(self, trial: Any = None, attempt_id: str | None = None) -> None:
-        """The ledger's 'estop' event (source, during, wall time, trial), once per session."""
+        """The ledger's 'estop' event, or 'console_lost' for the console's dead-man (source, during, wall
+        time, trial; the dead-man's silence), once per session."""
         info = self.controls.estop() or {"source": "?", "during": self.controls.stage, "wall_time": time.time()}
-        self.ledger.log_event(attempt_id, "estop", {**info, "trial_id": getattr(trial, "trial_id", None)})
+        self.ledger.log_event(attempt_id, info.get("kind", "estop"),
+                              {**info, "trial_id": getattr(trial, "trial_id", None)})
         self.estop_logged = True
 
     def end_by_estop(self, trial: Any = None, attempt_id: str | None = None, result: Any = None) -> int:

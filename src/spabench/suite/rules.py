@@ -32,15 +32,18 @@ def failure_modes_for(task: str, condition: str) -> list[str]:
     return [m for m in FAILURE_MODES if failure_mode_applies(m, task, condition) is None]
 
 
-# How an attempt ended. The rollout ends with one of the first five; "interrupted" is what the
-# ledger records for an attempt a crash or kill left running.
-STOP_REASONS: tuple[str, ...] = ("timer", "operator_stop", "abort", "estop", "fault", "interrupted")
+# How an attempt ended. The rollout ends with one of the first six ("console_lost": the browser
+# console's dead-man, no heartbeat from the bench page); "interrupted" is what the ledger records for
+# an attempt a crash or kill left running.
+STOP_REASONS: tuple[str, ...] = ("timer", "operator_stop", "abort", "estop", "console_lost", "fault",
+                                 "interrupted")
 VALID_STOPS: frozenset[str] = frozenset({"timer", "operator_stop"})
 
 # Why an attempt is invalid (it is re-run; it is never a policy failure).
 INVALID_REASONS: tuple[str, ...] = (
     "operator_abort",
     "estop",
+    "console_lost",   # the bench page stopped sending heartbeats during homing or the rollout (the arm holds)
     "server_lost",
     "protocol_error",
     "bus_error",
