@@ -80,6 +80,9 @@ class Bench:
     # A real arm moves in wall-clock time; a simulated one advances one period per act and needs
     # no sleeping (SimBench sets this False).
     paced = True
+    # Camera frames rendered from a model (the twin): a still scene gives identical frames and the
+    # rate is the loop's, so the camera check's frozen and slow rules do not apply (SimBench: True).
+    rendered_cameras = False
 
     def __init__(self, cfg: BenchConfig, *, workspace: ArmEnvelope | None = None):
         """`workspace`: the Cartesian envelope (the session passes its suite's hardware/bench.yaml

@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from spabench.console import live
+from spabench.console.camera_check import CameraWindow, steady
+from spabench.console.camera_check import problems as camera_problems
 from spabench.console.channel import BenchChannel
 from spabench.console.config import ConsoleConfig
 from spabench.console.frames import FramePublisher
@@ -137,43 +139,36 @@ class WebOperator(Operator):
         return obs.images
 
     def _camera_check(self) -> bool:
+        """Every camera live, not frozen and not slow (console.camera_check), measured again every
+        `camera_check_s`; the operator confirms once every camera passes, or ends the session."""
         names = list(getattr(self.bench, "camera_names", ()) or CAMERAS)
         cam_cfg = getattr(getattr(self.bench, "cfg", None), "cameras", {}) or {}
+        rendered = bool(getattr(self.bench, "rendered_cameras", False))
         fps = float(getattr(self.bench, "fps", 30) or 30)
-        counts = {n: 0 for n in names}
-        changed = {n: 0 for n in names}
-        last_sig: dict[str, bytes] = {}
-        shapes: dict[str, list[int]] = {}
+        window = CameraWindow(names)
+        previous: list[dict] | None = None
         t0 = time.monotonic()
-        self.channel.set_phase("camera_check", cameras=self._camera_rows(names, cam_cfg, counts, changed, shapes, 0.0),
-                               measuring=True, required=list(CAMERAS))
+        self.channel.set_phase("camera_check", cameras=window.rows(cam_cfg, 0.0), measuring=True,
+                               required=list(CAMERAS))
         measured = False
         while True:
             started = time.monotonic()
             try:
-                images = self._observe()
+                window.add(self._observe())
             except Exception as exc:  # a camera fault: shown, confirmation impossible
-                images = {}
+                window.loop_samples += 1
                 self.channel.update(error=str(exc))
-            for n in names:
-                img = images.get(n)
-                if img is None:
-                    continue
-                counts[n] += 1
-                shapes[n] = list(img.shape)
-                sig = img[::16, ::16].tobytes()
-                if sig != last_sig.get(n):
-                    changed[n] += 1
-                    last_sig[n] = sig
             span = time.monotonic() - t0
-            if span >= self.console_cfg.camera_check_s:
-                rows = self._camera_rows(names, cam_cfg, counts, changed, shapes, span)
-                self.channel.update(cameras=rows, measuring=False,
-                                    all_live=all(r["live"] for r in rows) and set(CAMERAS) <= set(names))
+            window_s = self.console_cfg.camera_check_s
+            if span >= window_s and (rendered or window.conclusive(cam_cfg, span) or span >= 10 * window_s):
+                raw = window.rows(cam_cfg, span, rendered=rendered)
+                rows, previous = steady(raw, previous), raw
+                self.channel.update(cameras=rows, measuring=False, problems=camera_problems(rows),
+                                    all_live=all(r["ok"] for r in rows) and set(CAMERAS) <= set(names))
                 if not measured:
                     measured = True
                     self.cameras = rows
-                t0, counts, changed = time.monotonic(), {n: 0 for n in names}, {n: 0 for n in names}
+                t0, window = time.monotonic(), CameraWindow(names, previous=window.last)
             cmd = self.channel.wait_command(max(0.0, 1.0 / fps - (time.monotonic() - started)))
             if self._estop_ends_wait():
                 return False
@@ -185,27 +180,14 @@ class WebOperator(Operator):
             if cmd[0] == "confirm_cameras":
                 snap = self.channel.snapshot()
                 if not snap.get("all_live"):
-                    self.channel.update(error="not every camera is live: fix it, or end the session")
+                    why = "; ".join(snap.get("problems") or []) or "not every camera is live"
+                    self.channel.update(error=f"camera check failed: {why}. Fix it, or end the session")
                     continue
                 self.cameras = snap["cameras"]
                 session = self.session
                 if session is not None and getattr(session, "ledger", None) is not None:
                     session.ledger.log_event(None, "camera_check", {"cameras": self.cameras, "rater": self.rater})
                 return True
-
-    @staticmethod
-    def _camera_rows(names, cam_cfg, counts, changed, shapes, span) -> list[dict]:
-        rows = []
-        for n in names:
-            cfg = cam_cfg.get(n)   # the bench config's CameraSpec (typed)
-            shape = shapes.get(n)
-            rows.append({"name": n, "live": bool(counts.get(n)) and shape is not None,
-                         "width": shape[1] if shape else getattr(cfg, "width", None),
-                         "height": shape[0] if shape else getattr(cfg, "height", None),
-                         "configured_fps": getattr(cfg, "fps", None),
-                         "measured_hz": round(counts[n] / span, 1) if span else None,
-                         "new_frames_hz": round(changed[n] / span, 1) if span else None})
-        return rows
 
     # ---- per trial ------------------------------------------------------------------------------
     def _progress(self) -> dict:

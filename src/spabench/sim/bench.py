@@ -59,6 +59,7 @@ class SimBench(Bench):
     kind = "sim"
     cfg: SimBenchConfig
     paced = False
+    rendered_cameras = True
 
     def __init__(self, cfg: SimBenchConfig, *, objects=None, geometry=None, suite=None, workspace=None):
         if not isinstance(cfg, SimBenchConfig):

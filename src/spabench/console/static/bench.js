@@ -47,14 +47,16 @@ function renderCameraCheck(s) {
   for (const c of s.cameras || []) {
     const box = $(`[data-camera="${c.name}"]`, grid);
     if (!box) continue;
-    box.classList.toggle("dead", !c.live && !s.measuring);
-    $(".info", box).textContent = `${c.live ? "live" : (s.measuring ? "measuring…" : "NO FRAMES")} · ` +
-      `${c.width || "?"}×${c.height || "?"} · ${fmtNum(c.measured_hz, 1, " Hz")} measured` +
+    const verdict = s.measuring ? "measuring…" : (!c.live ? "NO FRAMES" : (c.frozen ? "FROZEN" : (c.slow ? "SLOW" : "live")));
+    box.classList.toggle("dead", !s.measuring && c.ok === false);
+    $(".info", box).textContent = `${verdict} · ` +
+      `${c.width || "?"}×${c.height || "?"} · ${fmtNum(c.measured_hz, 1, " Hz")} measured, ${fmtNum(c.new_frames_hz, 1, " Hz")} new images` +
       (c.configured_fps ? ` (configured ${c.configured_fps} fps)` : "");
   }
   const missing = CAMERAS.filter(n => !(s.cameras || []).some(c => c.name === n && c.live));
+  const failed = (s.problems || []).length ? s.problems.join(" · ") : `Not live: ${missing.join(", ")}`;
   $("#cc-status").textContent = s.measuring ? "Measuring frame rates…" :
-    (s.all_live ? "All five cameras are live." : `Not live: ${missing.join(", ")}`);
+    (s.all_live ? "All five cameras are live." : `Camera check failed: ${failed}`);
   $("#cc-status").className = s.measuring ? "muted" : (s.all_live ? "ok" : "bad");
   $("#confirm-cameras").disabled = !s.all_live;
 }
