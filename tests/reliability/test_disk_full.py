@@ -62,21 +62,28 @@ def _run(folder: Path, timer_s: float = 20.0) -> tuple[int, str, float]:
         return proc.returncode, proc.stdout + proc.stderr, time.monotonic() - started
 
 
+def _flushed_rows(folder: Path) -> int:
+    """Rows the running attempt's episode.h5 holds on disk (0 before its first flush or while unreadable)."""
+    from spabench.errors import SpabenchError
+    from spabench.record.reader import open_h5
+
+    for h5 in (folder / "episodes").glob("*.partial/episode.h5"):
+        try:
+            with open_h5(h5) as f:
+                return int(f["timestamp"].shape[0]) if "timestamp" in f else 0
+        except (SpabenchError, OSError, KeyError):   # not yet in SWMR mode, or mid-write: look again
+            return 0
+    return 0
+
+
 def _fill_when_running(folder: Path, target: Path, stop: threading.Event) -> threading.Thread:
-    """Fill `target`'s file system once the running attempt has recorded its first second."""
+    """Fill `target`'s file system once the running attempt has flushed rows to its episode file (read
+    back from the file, not guessed from its size or a delay)."""
     def fill():
-        first_size = None
-        while not stop.is_set():   # wait until the episode file has grown past its first flush
-            files = list((folder / "episodes").glob("*.partial/episode.h5"))
-            size = files[0].stat().st_size if files else 0
-            if size > 0 and first_size is None:
-                first_size = size
-            elif first_size is not None and size > first_size:
-                break
+        while not stop.is_set() and _flushed_rows(folder) == 0:
             time.sleep(0.05)
         if stop.is_set():
             return
-        time.sleep(0.3)  # and a little more (the twin runs ~5x real time)
         chunk = b"\0" * (1 << 20)
         with open(target / "filler.bin", "wb") as fh:
             try:
