@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -261,25 +262,39 @@ def bench_session(tmp_path_factory, browser, policy_servers):
     return shown
 
 
-@pytest.fixture(scope="session")
-def review_console(bench_session):
-    """The console of the finished campaign (in this process), for the review pages."""
+def wait_encoded(campaign: Path, timeout: float = 60.0) -> None:
+    """Until every episode folder of the campaign is final (the last videos finish after the rollout)."""
+    from spabench.ledger import Ledger
+    from spabench.record.recorder import resolve_episode_dir
+
+    deadline = time.monotonic() + timeout
+    with Ledger.open(campaign / Ledger.FILENAME, readonly=True) as ledger:
+        paths = [a.episode_path for t in ledger.trials() for a in ledger.attempts_for(t.trial_id)]
+    while any(resolve_episode_dir(campaign / p).name.endswith(".partial") for p in paths) and time.monotonic() < deadline:
+        time.sleep(0.2)
+
+
+@contextmanager
+def review_server(campaign: Path):
+    """A console of a finished campaign (in this process), once its last videos are encoded; yields its URL."""
     from spabench.console.app import ConsoleContext, build_app
     from spabench.console.config import ConsoleConfig
     from spabench.console.server import ConsoleServer
     from spabench.suite import load_suite
 
-    campaign = bench_session["campaign"]
-    from spabench.ledger import Ledger
-    from spabench.record.recorder import resolve_episode_dir
-
-    deadline = time.monotonic() + 60  # the last videos finish encoding after the rollout
-    with Ledger.open(campaign / Ledger.FILENAME, readonly=True) as ledger:
-        paths = [a.episode_path for t in ledger.trials() for a in ledger.attempts_for(t.trial_id)]
-    while any(resolve_episode_dir(campaign / p).name.endswith(".partial") for p in paths) and time.monotonic() < deadline:
-        time.sleep(0.2)
+    wait_encoded(campaign)
     cfg = ConsoleConfig(port=free_port())
     server = ConsoleServer(build_app(ConsoleContext(campaign_dir=campaign, cfg=cfg, rater="operator",
                                                     suite=load_suite(REPO / "tasks", REPO / "hardware"))), cfg).start()
-    yield f"http://127.0.0.1:{server.port}", campaign
-    server.stop()
+    try:
+        yield f"http://127.0.0.1:{server.port}"
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def review_console(bench_session):
+    """The console of the finished campaign (in this process), for the review pages."""
+    campaign = bench_session["campaign"]
+    with review_server(campaign) as url:
+        yield url, campaign

@@ -38,9 +38,16 @@ def test_console_serves_and_scores_a_postgresql_campaign(tmp_path, pg_url, polic
         meta = httpx.get(base + "/api/meta").json()
         listed = httpx.get(base + "/api/attempts").json()["attempts"]
         assert [row["attempt_id"] for row in listed] == [done]
-        reply = httpx.post(f"{base}/api/attempts/{done}/score", json={"rater": "rita", "success": True},
+        version = httpx.get(f"{base}/api/attempts/{done}?rater=rita").json()["version"]
+        assert version == 0
+        reply = httpx.post(f"{base}/api/attempts/{done}/score", json={"rater": "rita", "success": True,
+                                                                     "version": version},
                            headers={meta["csrf_header"]: meta["csrf_token"], "origin": base})
         assert reply.status_code == 200, reply.text
+        again = httpx.post(f"{base}/api/attempts/{done}/score", json={"rater": "rita", "success": False,
+                                                                     "reason": "stale tab", "version": version},
+                           headers={meta["csrf_header"]: meta["csrf_token"], "origin": base})
+        assert again.status_code == 409 and again.json()["conflict"]["score"]["success"] is True, again.text
     finally:
         console.terminate()
         out = console.communicate(timeout=30)[0]

@@ -52,7 +52,8 @@ def console(campaign):
     server.stop()
 
 
-RESCORE = '{"rater": "operator", "success": false, "failure_mode": null, "note": "forged", "reason": "forged"}'
+RESCORE = ('{"rater": "operator", "success": false, "failure_mode": null, "note": "forged", "reason": "forged", '
+           '"version": 1}')  # the operator's one score so far
 
 
 def test_only_the_consoles_own_origin_with_its_token_rescores(console, campaign):
@@ -143,8 +144,8 @@ def test_bodies_and_notes_are_capped_before_anything_is_stored(console, campaign
         assert reply.status_code == 400 and f"{field} is 501 characters" in reply.json()["error"]
         assert "max_note_chars" in reply.json()["error"]
     assert _history(campaign) == before
-    reply = httpx.post(base + url, json={"rater": "operator", "success": False, "note": "y" * 500, "reason": "r"},
-                       headers=_own(base, csrf))
+    reply = httpx.post(base + url, json={"rater": "operator", "success": False, "note": "y" * 500, "reason": "r",
+                                         "version": 1}, headers=_own(base, csrf))
     assert reply.status_code == 200 and len(_history(campaign)) == len(before) + 1
 
 
@@ -204,3 +205,25 @@ def test_live_views_are_capped_per_page(console):
     codes = [httpx.get(base + "/api/bench/frame/middle.jpg", params={"viewer": f"v{k}"}).status_code for k in range(3)]
     assert codes[:2] == [204, 204] and codes[2] == 503  # max_stream_clients = 2 (no session: no frame)
     assert httpx.get(base + "/api/bench/frame/wrist.jpg", params={"viewer": "v0"}).status_code == 204
+
+
+def test_a_score_names_what_it_accepts_and_carries_its_version(console, campaign):
+    server, base = console
+    before = _history(campaign)
+    csrf = httpx.get(base + "/api/meta").json()["csrf_token"]
+    url = base + "/api/attempts/E0000-P1-a1/score"
+    assert httpx.get(base + "/api/attempts/E0000-P1-a1?rater=operator").json()["version"] == len(before)
+    refused = {
+        "an unknown field": ({"rater": "rita", "success": True, "version": 0, "verison": 1},
+                             "unknown field(s) 'verison' (accepted: rater, success, failure_mode, note, reason, version)"),
+        "no version": ({"rater": "rita", "success": True}, "version must be the count"),
+        "a version that is not a count": ({"rater": "rita", "success": True, "version": "0"}, "got '0'"),
+    }
+    for what, (body, message) in refused.items():
+        reply = httpx.post(url, json=body, headers=_own(base, csrf))
+        assert reply.status_code == 400 and message in reply.json()["error"], (what, reply.text)
+    stale = httpx.post(url, json={"rater": "operator", "success": True, "reason": "r", "version": len(before) - 1},
+                       headers=_own(base, csrf))
+    assert stale.status_code == 409 and stale.json()["conflict"]["version"] == len(before), stale.text
+    assert "not saved" in stale.json()["error"]
+    assert _history(campaign) == before

@@ -240,18 +240,26 @@ def build_app(ctx: ConsoleContext):
                                          rater=rater, blind=blind)
         return js(data)
 
+    score_keys = ("rater", "success", "failure_mode", "note", "reason", "version")
+
     async def score(request: Request):
         body = await json_object(request)
+        unknown = sorted(set(body) - set(score_keys))
+        if unknown:
+            return error(f"score: unknown field(s) {', '.join(map(repr, unknown))} (accepted: {', '.join(score_keys)})")
         why = too_long({k: body.get(k) for k in ("note", "reason", "rater", "failure_mode")})
         if why is not None:
             return error(why)
         from spabench.errors import SpabenchError
 
+        _, blind = viewer(request)
         try:
             with ctx.ledger(write=True) as ledger:
                 data = review.submit_score(ledger, request.path_params["attempt_id"], str(body.get("rater", "")),
                                            body.get("success"), body.get("failure_mode"), str(body.get("note") or ""),
-                                           body.get("reason"))
+                                           body.get("reason"), body.get("version"), blind=blind)
+        except review.ReviewConflict as exc:  # another tab saved first: say what, save nothing
+            return js({"error": str(exc), **exc.data}, 409)
         except review.ReviewError:
             raise
         except SpabenchError as exc:  # the ledger refused (bad mode for this trial, locked, storage error)

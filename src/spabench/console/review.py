@@ -2,7 +2,12 @@
 
 Everything here reads the ledger and the episode folders; the pages get plain JSON (no policy
 names: see views.Redactor). In second-rater (blind) mode nothing about another rater's score leaves
-the server: not the score, not the history, not the ledger's score events.
+the server: not the score, not the history, not the ledger's score events, and neither does what
+would lean the second rater one way: how the attempt was stopped (an operator's stop says what the
+operator judged) and the motion pre-fill.
+
+A score is saved against the version of the rater's scores its page was shown (the ledger's
+score_version): a page that is out of date is refused (ScoreConflict) and told what was saved.
 """
 
 from __future__ import annotations
@@ -15,8 +20,15 @@ import numpy as np
 
 from spabench.console.views import public_trial
 from spabench.errors import SpabenchError
+from spabench.ledger import ScoreConflict
 from spabench.operator.checklist import checklist, reference_frame
 from spabench.suite.vocabulary import CAMERAS, JOINTS
+
+# Hidden from a blind second rater: the events of the operator's stop and the motion pre-fill, and
+# the stop reason wherever it is written (attempt row, episode_end, attempt_finished, the rollout
+# summary's detail: "operator_stop by console button").
+BLIND_EVENT_KINDS = frozenset({"stop_requested", "score_prefill"})
+BLIND_KEYS = ("stop_reason", "request", "detail")
 
 
 def _other_raters_score(event: dict, rater: str) -> bool:
@@ -31,6 +43,29 @@ MAX_POINTS = 600  # joint-state samples sent to the timeline
 
 class ReviewError(SpabenchError):
     pass
+
+
+class ReviewConflict(ReviewError):
+    """The rater's scores of the attempt changed since the page was loaded: nothing was saved.
+    `data` is what the page shows (the score saved meanwhile, the new version, scores and history)."""
+
+    def __init__(self, message: str, data: dict):
+        super().__init__(message)
+        self.data = data
+
+
+def _blinded(event: dict) -> dict | None:
+    """An event as a blind second rater sees it (None: not at all)."""
+    if event.get("kind") in BLIND_EVENT_KINDS:
+        return None
+    out = {k: v for k, v in event.items() if k not in BLIND_KEYS}
+    if isinstance(out.get("payload"), dict):
+        out["payload"] = {k: v for k, v in out["payload"].items() if k not in BLIND_KEYS}
+    return out
+
+
+def _blind_events(events: list[dict]) -> list[dict]:
+    return [e for e in map(_blinded, events) if e is not None]
 
 
 def _score_dict(row: Any) -> dict:
@@ -65,7 +100,7 @@ def list_attempts(ledger: Any, *, rater: str, blind: bool, unscored: bool = Fals
                 continue
             out.append({"attempt_id": attempt.attempt_id, "trial_id": trial.trial_id, "alias": trial.alias,
                         "task": trial.task, "condition": trial.condition, "scene_id": trial.scene_id,
-                        "status": attempt.status, "stop_reason": attempt.stop_reason,
+                        "status": attempt.status, "stop_reason": None if blind else attempt.stop_reason,
                         "invalid_reason": attempt.invalid_reason, "scores": scores})
     return out
 
@@ -103,7 +138,8 @@ def attempt_detail(ledger: Any, campaign_dir: Path, suite: Any, attempt_id: str,
     except Exception:
         raise ReviewError(f"no attempt {attempt_id!r} in this campaign") from None
     trial = ledger.trial(attempt.trial_id)
-    data: dict[str, Any] = {"attempt_id": attempt_id, "status": attempt.status, "stop_reason": attempt.stop_reason,
+    data: dict[str, Any] = {"attempt_id": attempt_id, "status": attempt.status,
+                            "stop_reason": None if blind else attempt.stop_reason,
                             "invalid_reason": attempt.invalid_reason, "started_at": attempt.started_at,
                             "ended_at": attempt.ended_at, "trial": public_trial(trial), "rater": rater, "blind": blind}
     scene = None
@@ -118,7 +154,7 @@ def attempt_detail(ledger: Any, campaign_dir: Path, suite: Any, attempt_id: str,
         else [f"Scene {trial.scene_id} (no scene specification loaded)"]
     ledger_events = ledger.events(attempt_id)
     if blind:
-        ledger_events = [e for e in ledger_events if not _other_raters_score(e, rater)]
+        ledger_events = _blind_events([e for e in ledger_events if not _other_raters_score(e, rater)])
     data["ledger_events"] = ledger_events
     align = [e["payload"] for e in ledger_events if e["kind"] == "scene_alignment"]
     data["scene_alignment"] = align[-1] if align else None
@@ -126,7 +162,10 @@ def attempt_detail(ledger: Any, campaign_dir: Path, suite: Any, attempt_id: str,
     data["prefill"] = {k: prefill[-1].get(k) for k in ("success", "failure_mode", "note")} if prefill else None
     data["scores"] = _visible(current_scores(ledger, attempt_id), rater, blind)
     data["history"] = _visible(score_history(ledger, attempt_id), rater, blind)
+    data["version"] = ledger.score_version(attempt_id, rater)
     data["episode"] = _episode(campaign_dir, attempt)
+    if blind and data["episode"] is not None:
+        data["episode"]["events"] = _blind_events(data["episode"]["events"])
     data["references"] = {cam: path is not None for cam, path in refs.items()}
     return data
 
@@ -156,22 +195,61 @@ def _episode(campaign_dir: Path, attempt: Any) -> dict | None:
                 "duration_s": round(float(ts[-1]), 3) if n else 0.0}
 
 
+def next_unscored(ledger: Any, attempt_id: str, *, rater: str, blind: bool) -> str | None:
+    """The next attempt left to score after `attempt_id` in plan order (then from the start): without
+    any score, or in blind mode without one by `rater`. None when every attempt is scored."""
+    todo = [a for a in ledger.unscored_attempts(rater if blind else None) if a.attempt_id != attempt_id]
+    if not todo:
+        return None
+    order = {t.trial_id: t.order for t in ledger.trials()}
+    here = ledger.attempt(attempt_id)
+    key = (order.get(here.trial_id, -1), here.n)
+    later = [a for a in todo if (order.get(a.trial_id, -1), a.n) > key]
+    return (later or todo)[0].attempt_id
+
+
+def _own_scores(ledger: Any, attempt_id: str, rater: str) -> dict:
+    return {"scores": _visible(current_scores(ledger, attempt_id), rater, True),
+            "history": _visible(score_history(ledger, attempt_id), rater, True),
+            "version": ledger.score_version(attempt_id, rater)}
+
+
 def submit_score(ledger: Any, attempt_id: str, rater: str, success: Any, failure_mode: str | None, note: str,
-                 reason: str | None) -> dict:
-    """Score (or, with a reason, rescore) an attempt as `rater`. A rescore keeps the earlier score in
-    the history (the ledger's score-history API)."""
+                 reason: str | None, version: Any, *, blind: bool = False) -> dict:
+    """Score (or, with a reason, rescore) an attempt as `rater`, against the `version` of the rater's
+    scores the page was shown. A rescore keeps the earlier score in the history (the ledger's
+    score-history API); a stale version saves nothing (ReviewConflict, with the score saved meanwhile)."""
     if not isinstance(success, bool):
         raise ReviewError("success must be true or false")
     rater = (rater or "").strip()
     if not rater:
         raise ReviewError("rater is missing: enter your rater name")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 0:
+        raise ReviewError(f"version must be the count of your scores of this attempt that the page showed "
+                          f"(an int >= 0), got {version!r}: reload the attempt")
     own = [s for s in current_scores(ledger, attempt_id) if s["rater"] == rater]
     reason = (reason or "").strip() or None
-    if own and not reason:
-        raise ReviewError(f"attempt {attempt_id} is already scored by {rater!r}: a rescore needs a reason")
-    ledger.record_score(attempt_id, rater, success, failure_mode or None, note or "", reason=reason if own else None)
-    return {"scores": _visible(current_scores(ledger, attempt_id), rater, True),
-            "history": _visible(score_history(ledger, attempt_id), rater, True)}
+    try:
+        if own and not reason and ledger.score_version(attempt_id, rater) == version:
+            raise ReviewError(f"attempt {attempt_id} is already scored by {rater!r}: a rescore needs a reason")
+        ledger.record_score(attempt_id, rater, success, failure_mode or None, note or "",
+                            reason=reason if own else None, expect_version=version)
+    except ScoreConflict as exc:
+        saved = _score_dict(exc.current) if exc.current is not None else None
+        what = (f"{saved['rater']} saved {_score_text(saved)} at {saved['scored_at']}" if saved
+                else f"{rater}'s score was changed")
+        raise ReviewConflict(f"not saved: while this page was open, {what} (another tab or console). "
+                             "Look at it, then re-score if you mean to replace it (a rescore needs a reason)",
+                             {"conflict": {"score": saved, "version": exc.version},
+                              **_own_scores(ledger, attempt_id, rater)}) from None
+    return {**_own_scores(ledger, attempt_id, rater),
+            "next_unscored": next_unscored(ledger, attempt_id, rater=rater, blind=blind)}
+
+
+def _score_text(score: dict) -> str:
+    if score["success"]:
+        return "success"
+    return "failure" + (f" ({score['failure_mode']})" if score["failure_mode"] else "")
 
 
 def frame_at(campaign_dir: Path, attempt: Any, camera: str, which: str) -> np.ndarray:

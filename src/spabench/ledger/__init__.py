@@ -2,7 +2,14 @@
 for one bench, PostgreSQL for several); no LeRobot, no torch."""
 
 from spabench.ledger.integrity import LedgerDamaged, LedgerStorageError
-from spabench.ledger.ledger import BenchSessionActive, ClaimLost, Ledger, LedgerError, validate_plan
+from spabench.ledger.ledger import (
+    BenchSessionActive,
+    ClaimLost,
+    Ledger,
+    LedgerError,
+    ScoreConflict,
+    validate_plan,
+)
 from spabench.ledger.lock import CampaignLock, LedgerLocked
 from spabench.ledger.schema import (
     OUTCOME_COLUMNS,
@@ -14,7 +21,7 @@ from spabench.ledger.schema import (
 from spabench.suite.rules import STOP_REASONS
 
 __all__ = [
-    "Ledger", "LedgerError", "BenchSessionActive", "ClaimLost", "LedgerLocked", "LedgerDamaged", "LedgerStorageError",
+    "Ledger", "LedgerError", "BenchSessionActive", "ClaimLost", "ScoreConflict", "LedgerLocked", "LedgerDamaged", "LedgerStorageError",
     "CampaignLock", "validate_plan", "TrialRow", "AttemptRow", "ScoreRow",
     "TRIAL_COLUMNS", "OUTCOME_COLUMNS", "STOP_REASONS",
 ]

@@ -99,6 +99,16 @@ class BenchSessionActive(LedgerError):
     """Another live process already works this campaign under the same bench id."""
 
 
+class ScoreConflict(LedgerError):
+    """A score saved against a version of the rater's scores that is no longer the latest (another
+    tab, console or session saved first): nothing was written. `current` is the score saved
+    meanwhile (None if it was withdrawn), `version` the version to re-score against."""
+
+    def __init__(self, message: str, *, attempt_id: str, rater: str, current: ScoreRow | None, version: int):
+        super().__init__(message)
+        self.attempt_id, self.rater, self.current, self.version = attempt_id, rater, current, version
+
+
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
@@ -504,8 +514,11 @@ class Ledger:
         return ScoreRow(row["attempt_id"], row["rater"], bool(row["success"]), row["failure_mode"], row["note"],
                         row["scored_at"], row["reason"], row["superseded_at"])
 
-    def _attempt_row(self, tx: Tx, attempt_id: str) -> Row:
-        row = tx.one("SELECT * FROM attempts WHERE attempt_id = ?", (attempt_id,))
+    def _attempt_row(self, tx: Tx, attempt_id: str, lock: bool = False) -> Row:
+        """The attempt's row; `lock`: held until the transaction ends (PostgreSQL; SQLite's write
+        transaction already excludes every other writer)."""
+        row = tx.one("SELECT * FROM attempts WHERE attempt_id = ?" + (self.storage.for_update if lock else ""),
+                     (attempt_id,))
         if row is None:
             raise LedgerError(f"{self.path}: unknown attempt_id {attempt_id!r}")
         return row
@@ -743,12 +756,13 @@ class Ledger:
             "SELECT * FROM attempts WHERE trial_id = ? ORDER BY n", (trial_id,))]
 
     @_reconnecting
-    def unscored_attempts(self) -> list[AttemptRow]:
-        """Complete attempts without any score, in plan order."""
+    def unscored_attempts(self, rater: str | None = None) -> list[AttemptRow]:
+        """Complete attempts without any score (with `rater`: without a score by that rater), in plan order."""
+        by = "" if rater is None else " AND s.rater = ?"
         return [self._attempt(r) for r in self._query(
             "SELECT a.* FROM attempts a JOIN trials t USING (trial_id) WHERE a.status = 'complete' "
-            "AND NOT EXISTS (SELECT 1 FROM scores s WHERE s.attempt_id = a.attempt_id) "
-            'ORDER BY t."order", a.n')]
+            f"AND NOT EXISTS (SELECT 1 FROM scores s WHERE s.attempt_id = a.attempt_id{by}) "
+            'ORDER BY t."order", a.n', () if rater is None else (rater,))]
 
     @_reconnecting
     def first_complete_attempt(self, evaluation_id: str) -> AttemptRow | None:
@@ -762,11 +776,13 @@ class Ledger:
     # ------------------------------------------------------------------ scores and events
     @_reconnecting
     def record_score(self, attempt_id: str, rater: str, success: bool, failure_mode: str | None = None,
-                     note: str = "", *, reason: str | None = None) -> None:
+                     note: str = "", *, reason: str | None = None, expect_version: int | None = None) -> None:
         """The binary outcome of a complete attempt; failure_mode annotates failures only.
 
         A second score by the same rater is a correction: it needs `reason`, and the earlier score
-        stays in the history (superseded)."""
+        stays in the history (superseded). `expect_version` (see `score_version`) is what the caller
+        saw: if the rater's scores changed since, nothing is written and ScoreConflict says what was
+        saved meanwhile, so that a second tab cannot silently replace the first tab's score."""
         where = f"{self.path}: score for {attempt_id}"
         if not _is_bool(success):
             raise LedgerError(f"{where}: success must be a bool, got {success!r}")
@@ -779,8 +795,25 @@ class Ledger:
             raise LedgerError(f"{where}: rater must be a non-empty string")
         if reason is not None and (not isinstance(reason, str) or not reason.strip()):
             raise LedgerError(f"{where}: reason must be a non-empty string")
+        if expect_version is not None and (not isinstance(expect_version, int) or isinstance(expect_version, bool)
+                                           or expect_version < 0):
+            raise LedgerError(f"{where}: expect_version must be a count (int >= 0), got {expect_version!r}")
         with self._write() as tx:
-            row = self._attempt_row(tx, attempt_id)
+            row = self._attempt_row(tx, attempt_id, lock=True)   # PostgreSQL: one scorer of an attempt at a time
+            if expect_version is not None:
+                version = self._score_version(tx, attempt_id, rater)
+                if version != expect_version:
+                    latest = tx.one("SELECT * FROM scores WHERE attempt_id = ? AND rater = ? ORDER BY score_id DESC "
+                                    "LIMIT 1", (attempt_id, rater))
+                    mine = (rater, bool(success), failure_mode, note or "")
+                    if self._retrying and latest is not None and version == expect_version + 1 and \
+                            (latest["rater"], bool(latest["success"]), latest["failure_mode"], latest["note"]) == mine:
+                        return            # committed just before the connection broke
+                    current = self._score(latest) if latest is not None and latest["superseded_at"] is None else None
+                    raise ScoreConflict(
+                        f"{where}: rater {rater!r} saved a score of this attempt after this one was begun "
+                        f"(version {version}, expected {expect_version}); nothing was written",
+                        attempt_id=attempt_id, rater=rater, current=current, version=version)
             if row["status"] != "complete":
                 raise LedgerError(f"{where}: attempt is {row['status']}; only complete attempts are scored "
                                   "(invalid attempts are re-run, never failures)")
@@ -804,6 +837,19 @@ class Ledger:
             if current is not None:
                 payload["reason"] = (reason or "").strip()   # a rescore without a reason was refused above
             self._insert_event(tx, attempt_id, "scored" if current is None else "rescored", payload)
+
+    @staticmethod
+    def _score_version(tx: Tx, attempt_id: str, rater: str) -> int:
+        return int(tx.one("SELECT COUNT(*) AS n FROM scores WHERE attempt_id = ? AND rater = ?",
+                          (attempt_id, rater))["n"])
+
+    @_reconnecting
+    def score_version(self, attempt_id: str, rater: str) -> int:
+        """How many scores `rater` ever saved for the attempt (rows are never deleted): the version a
+        score form carries back to record_score. Per rater, because raters never replace each other's
+        scores, and a blind second rater must not learn from a refusal that someone else scored."""
+        return int(self._query("SELECT COUNT(*) AS n FROM scores WHERE attempt_id = ? AND rater = ?",
+                               (attempt_id, rater))[0]["n"])
 
     @_reconnecting
     def scores_for(self, attempt_id: str) -> list[ScoreRow]:

@@ -20,7 +20,12 @@ async function api(path, opts) {
   const res = await fetch(path, Object.assign({ cache: "no-store", credentials: "same-origin" }, opts || {}));
   let data = null;
   try { data = await res.json(); } catch (e) { data = { error: `HTTP ${res.status}` }; }
-  if (!res.ok) throw new Error((data && data.error) || `HTTP ${res.status}`);
+  if (!res.ok) {  // the status and the whole answer go with the error (a 409 says what was saved meanwhile)
+    const err = new Error((data && data.error) || `HTTP ${res.status}`);
+    err.status = res.status;
+    err.data = data;
+    throw err;
+  }
   return data;
 }
 

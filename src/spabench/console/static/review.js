@@ -82,6 +82,7 @@ function renderScores() {
     (blind ? "You have not scored this attempt yet." : "Not scored yet.");
   $("#reason-box").hidden = !own;
   $("#save").textContent = own ? "Save rescore" : "Save score";
+  $("#save").dataset.version = data.version;   // the version of this rater's scores the save is based on
   $("#history").replaceChildren(...data.history.map(h => el("tr", {},
     el("td", { text: h.rater }), el("td", { text: scoreText(h) }), el("td", { text: h.note || "" }),
     el("td", { text: h.scored_at || "" }), el("td", { text: h.reason || "" }), el("td", { text: h.superseded_at || "" }))));
@@ -94,7 +95,8 @@ function render() {
   $("#alias").textContent = tr.alias;
   $("#task").textContent = `${tr.task} / ${tr.condition} (scene ${tr.scene_id}, evaluation ${tr.evaluation_id})`;
   $("#instruction").textContent = `“${tr.instruction}”`;
-  $("#stop").textContent = `${data.stop_reason || "?"}` + (data.invalid_reason ? ` — INVALID: ${data.invalid_reason}` : " (valid)") +
+  const how = data.blind ? "hidden in second-rater mode (judge from the recording)" : `${data.stop_reason || "?"}`;
+  $("#stop").textContent = how + (data.invalid_reason ? ` — INVALID: ${data.invalid_reason}` : " (valid)") +
     (ep ? ` after ${ep.duration_s} s, ${ep.steps} steps` : "");
   const al = data.scene_alignment;
   $("#alignment").textContent = !al ? "not recorded" : (al.reference ?
@@ -133,16 +135,22 @@ function render() {
     el("figure", {}, el("img", { alt: `last ${cam}`, src: `/media/${data.attempt_id}/frame/last/${cam}.jpg` }), el("figcaption", { text: `${cam}: last frame` })),
     el("figure", {}, data.references[cam] ? el("img", { alt: `reference ${cam}`, src: `/media/${data.attempt_id}/reference/${cam}.png` })
       : el("p", { class: "muted", text: "no reference yet" }), el("figcaption", { text: `${cam}: reference (same evaluation)` }))])));
-  // score form
+  // score form (a mode's definition is its label's tooltip: the column stays short)
   const modes = $("#modes");
-  modes.replaceChildren(el("legend", { text: "Failure mode" }), ...tr.failure_modes.map(modeChoice));
+  modes.replaceChildren(el("legend", { text: "Failure mode" }), ...tr.failure_modes.map(m => {
+    const choice = modeChoice(m);
+    if (m.applicable) choice.title = m.definition;
+    return choice;
+  }));
   $("#scoring").hidden = data.status !== "complete";
+  $("#prefill").hidden = !data.prefill;
   if (data.prefill) {
-    $("#prefill").hidden = false;
     $("#prefill").textContent = `Motion pre-fill (${tr.condition}): ${data.prefill.success ? "success" : "failure"}` +
       (data.prefill.failure_mode ? ` — ${data.prefill.failure_mode}` : "");
   }
   renderScores();
+  // new videos start at 0: the scrubber, the time and the timeline say so too
+  $("#scrubber").value = 0;
   showTime(0);
 }
 
@@ -150,6 +158,98 @@ async function load() {
   try { data = await api(`/api/attempts/${encodeURIComponent(attemptId)}?${q()}`); render(); }
   catch (e) { $("#error").textContent = e.message; }
 }
+
+// After a save or a refused save: the scores, the history and the version again, the recording
+// (and the rater's place in it) untouched.
+async function refreshScores() {
+  const fresh = await api(`/api/attempts/${encodeURIComponent(attemptId)}?${q()}`);
+  for (const k of ["scores", "history", "version", "ledger_events"]) data[k] = fresh[k];
+  renderScores();
+}
+
+function showConflict(reply) {
+  const s = reply.conflict && reply.conflict.score;
+  $("#conflict").textContent = reply.error + (s ? `\nSaved meanwhile: ${s.rater}: ${scoreText(s)}` +
+    (s.note ? ` — “${s.note}”` : "") + ` at ${s.scored_at}` : "") +
+    "\nYour choices below are kept; to replace that score, give a reason and save again.";
+  $("#conflict").hidden = false;
+}
+
+function outcome(value) {
+  const input = $(`#score-form input[name=success][value=${value}]`);
+  input.checked = true;
+  $("#modes").hidden = value !== "no";
+}
+
+async function save(next) {
+  const f = $("#score-form");
+  $("#error").textContent = ""; $("#saved").textContent = "";
+  if (!f.success.value) { $("#error").textContent = "choose success or failure (keys y / n)"; return; }
+  const success = f.success.value === "yes";
+  const body = { rater: $("#rater").value, success, note: $("#note").value, reason: $("#reason").value || null,
+                 failure_mode: success ? null : ((f.querySelector("input[name=failure_mode]:checked") || {}).value || null),
+                 version: data.version };
+  let res;
+  try {
+    res = await post(`/api/attempts/${encodeURIComponent(attemptId)}/score?${q()}`, body);
+  } catch (e) {
+    if (e.status === 409 && e.data && e.data.conflict) {
+      await refreshScores();
+      showConflict(e.data);
+    } else $("#error").textContent = e.message;
+    return;
+  }
+  $("#conflict").hidden = true;
+  if (next && res.next_unscored) {
+    location.assign(`/review/${encodeURIComponent(res.next_unscored)}?${new URLSearchParams(
+      { rater: body.rater, ...(blind ? { blind: "1" } : {}) })}`);
+    return;
+  }
+  const rater = $("#rater").value;
+  f.reset();
+  $("#rater").value = rater;
+  $("#modes").hidden = true;
+  await refreshScores();
+  $("#saved").textContent = `saved: ${scoreText(body)}` + (next ? " — every attempt is scored (nothing left for you here)" : "");
+}
+
+// Keyboard-only scoring. Escape is never used here (it is the bench page's E-STOP key); keys typed
+// into a text field stay text, except Ctrl+Enter in the note.
+let digits = "", digitsAt = 0;
+function chooseMode(key) {
+  const now = performance.now();
+  digits = (now - digitsAt < 1000 ? digits : "") + key;
+  digitsAt = now;
+  const find = n => $$("#modes input[name=failure_mode]").find((input, i) => data.trial.failure_modes[i].number === n);
+  let input = find(Number(digits));
+  if (!input) { digits = key; input = find(Number(key)); }
+  if (!input) { $("#error").textContent = `no failure mode ${digits}`; return; }
+  if (input.disabled) { $("#error").textContent = `failure mode ${digits} does not apply to this trial`; return; }
+  $("#error").textContent = "";
+  outcome("no");
+  input.checked = true;
+}
+
+function typing(node) {
+  return node.tagName === "TEXTAREA" || node.tagName === "SELECT" || (node.tagName === "INPUT" && node.type === "text");
+}
+
+document.addEventListener("keydown", (ev) => {
+  const focus = document.activeElement || document.body;
+  if (ev.key === "Enter" && data && data.status === "complete") {
+    if (focus.tagName === "TEXTAREA" ? !(ev.ctrlKey || ev.metaKey) : ["BUTTON", "A", "SELECT"].includes(focus.tagName)) return;
+    ev.preventDefault();
+    save(ev.shiftKey);
+    return;
+  }
+  if (typing(focus) || ev.ctrlKey || ev.metaKey || ev.altKey) return;
+  if (ev.key === ",") step(-1);
+  else if (ev.key === ".") step(1);
+  else if (!data || data.status !== "complete") return;
+  else if (ev.key === "y") outcome("yes");
+  else if (ev.key === "n") outcome("no");
+  else if (/^[0-9]$/.test(ev.key)) chooseMode(ev.key);
+});
 
 $("#play").addEventListener("click", () => setPlaying(!playing));
 $("#back1").addEventListener("click", () => step(-1));
@@ -160,29 +260,10 @@ $("#timeline").addEventListener("click", (ev) => {
   const cv = $("#timeline"), r = cv.getBoundingClientRect(), pad = 30 * r.width / cv.width;
   seek(((ev.clientX - r.left - pad) / (r.width - 2 * pad)) * duration());
 });
-document.addEventListener("keydown", (ev) => {
-  if (["INPUT", "TEXTAREA"].includes(document.activeElement.tagName) && document.activeElement.type === "text") return;
-  if (ev.key === ",") step(-1); else if (ev.key === ".") step(1);
-});
 $("#score-form").addEventListener("change", (ev) => { if (ev.target.name === "success") $("#modes").hidden = ev.target.value !== "no"; });
 $("#rater").addEventListener("change", load);
-$("#score-form").addEventListener("submit", async (ev) => {
-  ev.preventDefault();
-  const f = ev.target;
-  $("#error").textContent = ""; $("#saved").textContent = "";
-  if (!f.success.value) { $("#error").textContent = "choose success or failure"; return; }
-  const success = f.success.value === "yes";
-  const body = { rater: $("#rater").value, success, note: $("#note").value, reason: $("#reason").value || null,
-                 failure_mode: success ? null : ((f.querySelector("input[name=failure_mode]:checked") || {}).value || null) };
-  try {
-    const res = await post(`/api/attempts/${encodeURIComponent(attemptId)}/score`, body);
-    $("#saved").textContent = `saved: ${scoreText(body)}`;
-    const rater = $("#rater").value;
-    f.reset();
-    $("#rater").value = rater;
-    await load();
-  } catch (e) { $("#error").textContent = e.message; }
-});
+$("#score-form").addEventListener("submit", (ev) => { ev.preventDefault(); save(false); });
+$("#save-next").addEventListener("click", () => save(true));
 $("#rater").value = params.get("rater") || "";
 $("#back").href = "/review?" + new URLSearchParams({ rater: params.get("rater") || "", ...(blind ? { blind: "1" } : {}) });
 api("/api/meta").then(m => { $("#campaign").textContent = m.campaign; if (!$("#rater").value) $("#rater").value = m.rater; load(); });
