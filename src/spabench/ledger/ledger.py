@@ -809,11 +809,11 @@ class Ledger:
                     if self._retrying and latest is not None and version == expect_version + 1 and \
                             (latest["rater"], bool(latest["success"]), latest["failure_mode"], latest["note"]) == mine:
                         return            # committed just before the connection broke
-                    current = self._score(latest) if latest is not None and latest["superseded_at"] is None else None
+                    meanwhile = self._score(latest) if latest is not None and latest["superseded_at"] is None else None
                     raise ScoreConflict(
                         f"{where}: rater {rater!r} saved a score of this attempt after this one was begun "
                         f"(version {version}, expected {expect_version}); nothing was written",
-                        attempt_id=attempt_id, rater=rater, current=current, version=version)
+                        attempt_id=attempt_id, rater=rater, current=meanwhile, version=version)
             if row["status"] != "complete":
                 raise LedgerError(f"{where}: attempt is {row['status']}; only complete attempts are scored "
                                   "(invalid attempts are re-run, never failures)")
@@ -840,8 +840,8 @@ class Ledger:
 
     @staticmethod
     def _score_version(tx: Tx, attempt_id: str, rater: str) -> int:
-        return int(tx.one("SELECT COUNT(*) AS n FROM scores WHERE attempt_id = ? AND rater = ?",
-                          (attempt_id, rater))["n"])
+        return int(tx.one_row("SELECT COUNT(*) AS n FROM scores WHERE attempt_id = ? AND rater = ?",
+                              (attempt_id, rater))["n"])
 
     @_reconnecting
     def score_version(self, attempt_id: str, rater: str) -> int:
