@@ -109,12 +109,13 @@ def test_the_emulated_so101_never_receives_a_goal_below_the_plane(tmp_path):
     env = load_objects_and_geometry()[1].arm_envelope
     plane, floor = env.table_z_cm, env.table_z_cm + env.table_margin_cm
     with EmulatedBus() as bus, DiveServer() as server:
+        # the servos' goals before anything is written are where they stand: the replay starts there
+        start = {n: bus.ticks_to_deg(n, bus.present_ticks(n)) for n in JOINTS}
         out = io.StringIO()
         code = run(make_cfg(campaign, bus.port, server.port, timer_s=3.0), out=out)
         assert code == EXIT_OK, out.getvalue()
         writes = bus.goal_writes()
         names = {i: n for n, i in bus.motor_ids.items()}
-        start = {n: bus.ticks_to_deg(n, bus.present_ticks(n)) for n in JOINTS}
     # replay every Goal_Position the servos received, one sync write (same time stamp) at a time
     by_time: dict[float, dict[str, float]] = defaultdict(dict)
     for w in writes:
@@ -123,10 +124,11 @@ def test_the_emulated_so101_never_receives_a_goal_below_the_plane(tmp_path):
     lows = []
     for t in sorted(by_time):
         goal.update(by_time[t])
-        lows.append(lowest_cm([goal[j] for j in JOINTS]))
+        lows.append((lowest_cm([goal[j] for j in JOINTS]), t, dict(goal), by_time[t]))
     assert len(lows) > 30
     # one encoder tick is 0.088 deg: a goal may sit a fraction of a millimetre under the cut's floor
-    assert min(lows) >= floor - 0.1, min(lows)
+    assert min(lows)[0] >= floor - 0.1, (min(lows), start)
+    lows = [low for low, *_ in lows]
     assert min(lows) > plane
     assert min(lows) < floor + 1.0                # the stand-in did reach the floor
 
