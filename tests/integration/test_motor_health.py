@@ -137,7 +137,7 @@ def test_hard_temperature_limit_mid_rollout_holds_the_arm(tmp_path):
     campaign = make_campaign(tmp_path, n=1)
     with EmulatedBus() as bus, WaveServer() as server:
         when(lambda: server.calls >= 3, bus.set_temperature, "shoulder_lift", 68.0)
-        cfg = make_cfg(campaign, bus.port, server.port, timer_s=4.0, max_trials=1, bench=_health())
+        cfg = make_cfg(campaign, bus.port, server.port, timer_s=30.0, max_trials=1, bench=_health())
         assert run(cfg, out=io.StringIO()) == EXIT_OK
         writes = bus.goal_writes()
         goal = np.array([bus.goal_deg(j) for j in JOINTS])
@@ -162,7 +162,7 @@ def test_servo_error_bit_ends_the_attempt(tmp_path):
     campaign = make_campaign(tmp_path, n=1)
     with EmulatedBus() as bus, WaveServer() as server:
         when(lambda: server.calls >= 3, bus.set_status_bits, "wrist_flex", 0x20)   # overload
-        cfg = make_cfg(campaign, bus.port, server.port, timer_s=4.0, max_trials=1, bench=_health())
+        cfg = make_cfg(campaign, bus.port, server.port, timer_s=30.0, max_trials=1, bench=_health())
         out = io.StringIO()
         assert run(cfg, out=out) == EXIT_OK, out.getvalue()
     attempts, _, _ = _attempts(campaign)
@@ -178,7 +178,7 @@ def test_supply_sag_stops_the_session(tmp_path):
     out = io.StringIO()
     with EmulatedBus() as bus, WaveServer() as server:
         when(lambda: server.calls >= 3, bus.set_supply_voltage, 4.0)
-        cfg = make_cfg(campaign, bus.port, server.port, timer_s=4.0, max_trials=2, bench=_health())
+        cfg = make_cfg(campaign, bus.port, server.port, timer_s=30.0, max_trials=2, bench=_health())
         assert run(cfg, out=out) == EXIT_BENCH, out.getvalue()
     attempts, _, _ = _attempts(campaign)
     assert [(a.status, a.invalid_reason) for a in attempts] == [("invalid", "undervoltage")], out.getvalue()

@@ -95,13 +95,16 @@ def test_benches_claim_whole_scene_sets_in_order(pg_ledger):
 def test_a_lapsed_lease_passes_the_set_on_and_interrupts_the_dead_attempt(pg_ledger):
     other = _second(pg_ledger)
     try:
-        assert pg_ledger.claim_scene_set("a", 0.3) == "E0001"
+        # a long lease while b looks (a loaded machine may take any time between the calls), then a
+        # short one that lapses: a sleep longer than the lease only makes sure it has lapsed
+        assert pg_ledger.claim_scene_set("a", 30) == "E0001"
         dead = pg_ledger.begin_attempt("E0001-P2", bench_id="a")
         assert other.claim_scene_set("b", 30) == "E0002"                 # a's lease is still live
         assert other.claim_scene_set("b", 30) == "E0002"
-        time.sleep(0.5)
-        assert pg_ledger.renew_claim("a", "E0001", 0.3) is True         # still a's: nobody took it yet
-        time.sleep(0.5)
+        assert pg_ledger.renew_claim("a", "E0001", 0.1) is True
+        time.sleep(0.3)
+        assert pg_ledger.renew_claim("a", "E0001", 0.1) is True         # lapsed, still a's: nobody took it yet
+        time.sleep(0.3)
         other.release_claim("b", "E0002")
         other.storage.conn.execute("UPDATE scene_sets SET bench_id = 'x', lease_expires = 1e12 "
                                    "WHERE evaluation_id = 'E0002'")     # E0002 busy elsewhere

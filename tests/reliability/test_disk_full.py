@@ -128,7 +128,9 @@ def test_disk_fills_during_the_rollout_the_attempt_is_invalid_storage_error(tmp_
             assert f["timestamp"].shape[0] > 0
     assert code == EXIT_STORAGE, text
     assert "storage_error" in text and "Traceback" not in text
-    assert elapsed < 60, elapsed   # no 300 s wait for videos that will never be written
+    # no wait_videos_s (300 s) for videos that will never be written; the bound only tells that
+    # wait apart from a slow loaded machine
+    assert elapsed < 200, elapsed
     with Ledger.open(folder, readonly=True) as reader:
         (attempt,) = reader.attempts()
         assert (attempt.status, attempt.invalid_reason) == ("invalid", "storage_error")
@@ -147,7 +149,7 @@ def test_ledger_on_the_full_disk_stops_cleanly(tmp_path):
         filler.join(30)
         assert code == EXIT_STORAGE, text
         assert "Traceback" not in text and ("cannot write the ledger" in text or "storage_error" in text), text
-        assert elapsed < 60, (elapsed, text)
+        assert elapsed < 200, (elapsed, text)   # not the 300 s video wait
         print(f"elapsed {elapsed:.1f}\n{text}")
         (disk / "filler.bin").unlink()
         with Ledger.open(folder, lock=True) as led:   # after freeing space: nothing counted as complete
