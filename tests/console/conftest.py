@@ -208,7 +208,8 @@ def bench_session(tmp_path_factory, browser, policy_servers):
             page.wait_for_function("() => document.querySelector('#card-alias').textContent !== ''")
             card = {key: page.text_content(f"#card-{key}") for key in ("alias", "trial", "task", "condition", "instruction", "eta")}
             card["first_attempt"] = page.is_visible("#first-attempt")
-            card["reference_images"] = page.locator("img.ref").count()
+            card["reference_images"] = page.locator("img.ref:not(.rendered)").count()
+            card["rendered_overlays"] = page.locator("img.ref.rendered").count()
             card["checklist"] = page.eval_on_selector_all("#card-checklist li", "els => els.map(e => e.textContent)")
             if k == 1:
                 page.wait_for_function("() => /threshold/.test(document.querySelector('#alignment').textContent) && "

@@ -25,8 +25,10 @@ def test_campaign_run_from_the_page_lands_in_the_ledger_as_shown(bench_session):
     for name, info in s["cameras"]:
         assert info.startswith("live") and "160×120" in info and "Hz measured" in info, (name, info)
     first, second = s["trials"]
-    assert first["first_attempt"] and first["reference_images"] == 0   # checklist only
+    assert first["first_attempt"] and first["reference_images"] == 0   # no real reference yet
+    assert first["rendered_overlays"] == 2                                # the twin's rendering instead
     assert not second["first_attempt"] and second["reference_images"] == 2  # middle + overhead overlays
+    assert second["rendered_overlays"] == 0
     assert "threshold 0.85" in second["alignment_text"]
     assert first["trial"].startswith("1 of 2") and second["trial"].startswith("2 of 2")
     assert "—" in first["eta"] and "s per trial" in second["eta"]  # measured after the first trial

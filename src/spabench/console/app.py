@@ -223,6 +223,15 @@ def build_app(ctx: ConsoleContext):
             return error(f"no reference image for camera {cam} in this trial", 404)
         return FileResponse(path, headers={"cache-control": "no-store"})
 
+    async def bench_rendered(request: Request):
+        """The current scene's rendered reference: placement (diagram), overhead, middle (twin)."""
+        view = request.path_params["view"]
+        op = ctx.operator
+        files = op.rendered.files() if op is not None and getattr(op, "rendered", None) is not None else {}
+        if view not in files:
+            return error(f"no rendered {view!r} for this scene (have: {', '.join(sorted(files)) or 'none'})", 404)
+        return FileResponse(files[view], headers={"cache-control": "no-store"})
+
     # ---- review ------------------------------------------------------------------------------
     async def attempts(request: Request):
         rater, blind = viewer(request)
@@ -316,6 +325,7 @@ def build_app(ctx: ConsoleContext):
         Route("/api/bench/state", bench_state), Route("/api/bench/command", bench_command, methods=["POST"]),
         Route("/api/bench/stop/{kind}", bench_stop, methods=["POST"]),
         Route("/api/bench/frame/{camera}.jpg", bench_frame), Route("/api/bench/reference/{camera}.png", bench_reference),
+        Route("/api/bench/rendered/{view}.png", bench_rendered),
         Route("/api/attempts", attempts), Route("/api/attempts/{attempt_id}", attempt),
         Route("/api/attempts/{attempt_id}/score", score, methods=["POST"]),
         Route("/media/{attempt_id}/video/{camera}.mp4", video),

@@ -36,6 +36,7 @@ from spabench.console.views import public_trial
 from spabench.operator.auto import register_operator
 from spabench.operator.base import Operator, Score
 from spabench.operator.checklist import reference_attempt, reference_frame
+from spabench.operator.scene_reference import RenderedReference, rendered_reference
 from spabench.operator.status import LoopStats
 from spabench.suite.vocabulary import CAMERAS
 
@@ -105,6 +106,7 @@ class WebOperator(Operator):
         self._said_from = 0   # the session's terminal lines from here on are shown when the session ends
         self.cameras: list[dict] = []
         self.references: dict[str, Path | None] = {}
+        self.rendered: RenderedReference | None = None
 
     def show(self, text: str) -> None:
         if self.out is not None:
@@ -223,9 +225,12 @@ class WebOperator(Operator):
         self.references = {} if first else {
             cam: reference_frame(ledger, campaign_dir, trial.evaluation_id, cam) for cam in OVERLAY_CAMERAS}
         self.publisher.set_references(self.references)
+        self.rendered = self._rendered(scene)
         card = {**public_trial(trial), "checklist": checklist_text.splitlines(), **self._progress(),
                 "first_attempt": first,
-                "references": {cam: p is not None for cam, p in self.references.items()}}
+                "references": {cam: p is not None for cam, p in self.references.items()},
+                "rendered": None if self.rendered is None else {
+                    "files": sorted(self.rendered.files()), "problem": self.rendered.problem}}
         self.channel.set_phase("reset", card=card, threshold=self.console_cfg.alignment_threshold,
                                roi=self.console_cfg.workspace_roi)
         period = 1.0 / self.console_cfg.stream_hz
@@ -257,6 +262,15 @@ class WebOperator(Operator):
                 self.channel.live = {}
                 self.channel.set_phase("homing", card=card)
                 return True
+
+    def _rendered(self, scene: Any) -> RenderedReference | None:
+        """The scene's rendered reference (twin views and placement diagram), drawn on its first
+        placement in this campaign; None without a scene specification."""
+        suite = getattr(self.session, "suite", None)
+        if scene is None or suite is None:
+            return None
+        home = getattr(getattr(self.bench, "cfg", None), "home_pose", None)
+        return rendered_reference(Path(self.session.campaign_dir), suite, scene, home=home)
 
     def attempt_events(self) -> list[tuple[str, dict]]:
         events, self._events = self._events, []

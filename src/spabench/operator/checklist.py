@@ -74,7 +74,8 @@ def checklist(scene: Any, suite_or_geometry: Any, reference_image: str | os.Path
     if reference_image:
         lines.append(f"Reference image (same evaluation, earlier attempt): {reference_image}")
     else:
-        lines.append("Reference image: none yet (first attempt of this evaluation); place from the numbers above.")
+        lines.append("Reference image: none yet (first attempt of this evaluation); place from the numbers above "
+                     "and the rendered reference (placement diagram, twin views).")
     if instruction:
         lines.append(f"Instruction the policy will get: \"{instruction}\"")
     if getattr(getattr(scene, "goal", None), "kind", None) == "relation":

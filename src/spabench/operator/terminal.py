@@ -1,7 +1,8 @@
 """The operator at the bench, in a terminal.
 
-Before each trial: the reset checklist and reference image, then a "scene ready" gate (Enter; q ends
-the campaign). During the rollout: a live status line (time left, achieved loop rate, last policy
+Before each trial: the reset checklist, the reference image and the scene's rendered reference
+(spabench.operator.scene_reference), then a "scene ready" gate (Enter; v opens the reference images
+in the desktop viewer when there is a display; q ends the campaign). During the rollout: a live status line (time left, achieved loop rate, last policy
 latency) and single keys read without Enter (termios cbreak): s = stop (valid), a = abort (invalid),
 space or e = e-stop (hold, no motion). When stdin is not a terminal no keys are read. After the
 rollout: the score prompt (success y/n, failure mode by number, note). While the arm goes home
@@ -17,6 +18,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TextIO
 
 from spabench.operator.base import Operator, Score
@@ -107,6 +109,22 @@ def status_renderable(stats: LoopStats, label: str = ""):
     return Text(f"{loop_text(stats, label)}\n{KEY_LEGEND}")
 
 
+def desktop_display() -> bool:
+    """Whether a desktop viewer can show an image here: an X11 or Wayland display, or macOS/Windows."""
+    return sys.platform in ("darwin", "win32") or bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
+def open_images(paths: list[Path]) -> str:
+    """Open each image in the desktop's viewer (the standard library's webbrowser: xdg-open, open,
+    $BROWSER); returns what to tell the operator."""
+    import webbrowser
+
+    failed = [p for p in paths if not webbrowser.open(Path(p).resolve().as_uri())]
+    if failed:
+        return "Could not start a viewer; open " + ", ".join(str(p) for p in failed) + " yourself."
+    return "Opened " + ", ".join(Path(p).name for p in paths) + " in the desktop viewer."
+
+
 class TerminalOperator(Operator):
     def __init__(self, config: Any = None, stdin: TextIO | None = None, stdout: TextIO | None = None):
         super().__init__(config)
@@ -117,6 +135,7 @@ class TerminalOperator(Operator):
         self.use_status = getattr(config, "status_line", True)
         self.stats = LoopStats()
         self.label = ""
+        self.session: Any = None
 
     # ---- text I/O ---------------------------------------------------------------------------
     def show(self, text: str) -> None:
@@ -131,19 +150,58 @@ class TerminalOperator(Operator):
             return None
         return line.strip()
 
+    def begin_session(self, session: Any) -> bool:
+        self.session = session      # its campaign folder and suite: the scenes' rendered references
+        return True
+
     # ---- per trial ----------------------------------------------------------------------------
     def wait_scene_ready(self, trial: Any, scene: Any, checklist_text: str) -> bool:
         self.label = getattr(trial, "trial_id", "")
         self.show("\n" + "=" * 78)
         self.show(f"Trial {self.label}  (alias {getattr(trial, 'alias', '?')}, order {getattr(trial, 'order', '?')})")
         self.show(checklist_text)
+        images = self._reference_images(trial, scene)
+        view = bool(images) and desktop_display()
+        prompt = "Scene ready? [Enter = start, " + ("v = view the reference images, " if view else "") + \
+            "q = end the campaign here] "
         while True:
-            answer = self.ask("Scene ready? [Enter = start, q = end the campaign here] ")
+            answer = self.ask(prompt)
             if answer is None or answer.lower() in ("q", "quit"):
                 return False
             if answer == "":
                 return True
+            if answer.lower() == "v" and images:
+                self.show(open_images(images) if view else "No desktop display here (DISPLAY/WAYLAND_DISPLAY unset): "
+                          "open " + ", ".join(str(p) for p in images) + " on a computer with a screen.")
+                continue
             self.show("Press Enter when the scene matches the checklist, or q to stop.")
+
+    def _reference_images(self, trial: Any, scene: Any) -> list[Path]:
+        """Shows the scene's rendered reference (drawn on its first placement in the campaign) and
+        returns the images "v" opens: the rendered sheet, then the real reference once it exists."""
+        session = self.session
+        suite = getattr(session, "suite", None)
+        if session is None or scene is None or suite is None:
+            return []
+        from spabench.operator.checklist import reference_image
+        from spabench.operator.scene_reference import rendered_reference
+
+        bench_cfg = getattr(getattr(session, "bench", None), "cfg", None)
+        rendered = rendered_reference(session.campaign_dir, suite, scene, home=getattr(bench_cfg, "home_pose", None))
+        self.show(f"Rendered reference (twin, from the specification): {rendered.sheet}")
+        self.show("  yaw 0 deg = the object's length points forward, away from the base; "
+                  "+ = counterclockwise seen from above (toward the robot's left)")
+        if rendered.problem:
+            self.show(f"  (placement diagram only: {rendered.problem})")
+        images = [rendered.sheet]
+        ledger = getattr(session, "ledger", None)
+        if ledger is not None:
+            cfg = self.config
+            real = reference_image(ledger, session.campaign_dir, trial.evaluation_id,
+                                   getattr(cfg, "reference_camera", "overhead"), getattr(cfg, "reference_fallback", "middle"))
+            if real is not None:
+                images.append(real)
+        return images
 
     @contextmanager
     def _keys(self, controls: Any, keys: dict[str, str]) -> Iterator[None]:

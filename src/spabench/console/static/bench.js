@@ -87,20 +87,53 @@ function roiBox(roi) {
 function renderReset(s) {
   const card = s.card || {};
   const first = !!card.first_attempt;
+  const rendered = (card.rendered && card.rendered.files) || [];
   show("first-attempt", first);
-  show("overlay-tools", !first);
   const box = $("#overlays");
   box.replaceChildren();
+  let overlaid = 0;
   for (const cam of ["middle", "overhead"]) {
     const parts = [stream(el("img", { class: "live", alt: `live ${cam}` }), cam)];
+    let label = "";
     if (!first && card.references && card.references[cam]) {
       parts.push(el("img", { class: "ref", id: `ref-${cam}`, alt: `reference ${cam}`, src: `/api/bench/reference/${cam}.png?v=${s.version}` }));
+      label = " + reference";
+    } else if (first && rendered.includes(cam)) {  // no real reference yet: the twin's rendering of the specification
+      parts.push(el("img", { class: "ref rendered", id: `ref-${cam}`, alt: `rendered reference ${cam}`, src: `/api/bench/rendered/${cam}.png?v=${s.version}` }));
+      label = " + rendered reference (twin)";
     }
+    if (label) overlaid++;
     parts.push(roiBox(s.roi));
-    box.append(el("div", { class: "cam" }, el("div", { class: "name", text: `${cam} — live` + (first ? "" : " + reference") }),
+    box.append(el("div", { class: "cam" }, el("div", { class: "name", text: `${cam} — live${label}` }),
       el("div", { class: "overlay" }, ...parts)));
   }
+  show("overlay-tools", overlaid > 0);
+  renderRendered(s, card, rendered);
   applyOverlay();
+}
+
+// The rendered reference beside the real one: the placement diagram, then per camera the twin's view
+// and (once the evaluation's first attempt exists) the real reference frame.
+function renderRendered(s, card, rendered) {
+  show("rendered-ref", rendered.length > 0);
+  const figure = (src, caption, id) => el("figure", {}, el("a", { href: src, target: "_blank" },
+    el("img", { src, alt: caption, id })), el("figcaption", { text: caption }));
+  const items = [];
+  if (rendered.includes("placement")) {
+    items.push(figure(`/api/bench/rendered/placement.png?v=${s.version}`, "Placement diagram (seen from above; 1 cm grid)", "rendered-placement"));
+  }
+  for (const cam of ["overhead", "middle"]) {
+    if (rendered.includes(cam)) items.push(figure(`/api/bench/rendered/${cam}.png?v=${s.version}`, `${cam}: rendered (twin)`, `rendered-${cam}`));
+    if (!card.first_attempt && card.references && card.references[cam]) {
+      items.push(figure(`/api/bench/reference/${cam}.png?v=${s.version}`, `${cam}: real reference (first attempt)`, `real-${cam}`));
+    }
+  }
+  $("#rendered-grid").replaceChildren(...items);
+  $("#rendered-grid").classList.toggle("few", items.length <= 3);
+  const problem = (card.rendered || {}).problem;
+  $("#rendered-note").textContent = (problem ? `No twin views: ${problem}. ` : "") +
+    "Yaw: 0° = the object's length points forward (away from the robot base); + turns counterclockwise seen from above " +
+    "(toward the robot's left). Click an image to open it full size.";
 }
 
 function applyOverlay() {
@@ -111,7 +144,7 @@ function applyOverlay() {
 function renderAlignment(s) {
   const out = $("#alignment");
   const card = s.card || {};
-  if (card.first_attempt) { out.textContent = "No reference yet: alignment is not scored for this attempt."; out.className = "score-line muted"; return; }
+  if (card.first_attempt) { out.textContent = "No real reference yet: alignment is not scored for this attempt (the overlay is rendered from the specification)."; out.className = "score-line muted"; return; }
   const a = s.alignment || {};
   const thr = s.threshold;
   const cams = Object.keys(a);
