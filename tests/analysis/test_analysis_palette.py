@@ -40,8 +40,8 @@ def test_simulation_collapses_red_green():
 def _series_lists() -> dict[str, list[str]]:
     policies = list(palette.POLICY_COLORS) + [palette.POLICY_COLORS[0]]  # cycled beyond eight
     shaded = [shade for c in palette.POLICY_COLORS[:5] for shade in palette.shades(c)]  # Fig. 6
-    modes = [palette.FAILURE_COLORS[i] for i, m in enumerate(FAILURE_MODE_ORDER[:-1])]
-    modes.append(palette.UNANNOTATED_COLOR)
+    modes = [palette.FAILURE_COLORS[i] for i, m in enumerate(FAILURE_MODE_ORDER[:-2])]
+    modes += [palette.UNSAFE_COLOR, palette.UNANNOTATED_COLOR]   # Fig. 11's order: ..., unsafe, unannotated
     return {"policies": policies, "policy shades (Fig. 6)": shaded,
             "paraphrase conditions (Fig. 7)": list(palette.PARAPHRASE_COLORS),
             "pair (Fig. 8)": list(palette.PAIR_COLORS), "failure modes (Fig. 11)": modes}

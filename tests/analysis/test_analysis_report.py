@@ -239,7 +239,7 @@ def test_failure_while_writing_leaves_no_partial_output(tmp_path, synthetic, mon
     def broken(*args, **kwargs):  # fault injection: a figure that cannot be drawn
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr("spabench.analysis.figures.write_figures", broken)
+    monkeypatch.setattr("spabench.analysis.figures.start_figures", broken)
     with pytest.raises(RuntimeError, match="disk full"):
         run_report(tmp_path, write_csv(tmp_path / "o2.csv", synthetic.rows[:200]))
     assert (out / "summary.csv").read_bytes() == before  # the earlier report is untouched

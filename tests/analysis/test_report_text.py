@@ -95,7 +95,7 @@ def test_invalid_attempts_by_policy_and_reason(tmp_path):
     path = tmp_path / "o.csv"
     path.write_text(",".join(columns) + "\n" + "\n".join(",".join(r) for r in rows) + "\n")
     got = invalid_attempt_table(load_outcomes(path)).set_index(["policy", "reason"])
-    assert got.loc[("a", "estop"), "attempts"] == 2 and got.loc[("a", "estop"), "kind"] == "operator: e-stop"
+    assert got.loc[("a", "estop"), "attempts"] == 2 and got.loc[("a", "estop"), "kind"] == "operator: e-stop, cause: not recorded"
     assert (got.loc[("a", "estop"), "trials_rerun"], got.loc[("a", "estop"), "trials_without_valid"]) == (1, 1)
     assert got.loc[("a", "server_lost"), "kind"] == "policy server fault"
     assert got.loc[("b", "operator_abort"), "kind"] == "operator: abort"

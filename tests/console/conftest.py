@@ -147,6 +147,15 @@ def _phase(page, phase: str, timeout: float = 90_000) -> None:
     page.wait_for_function(f"() => document.querySelector('#phase').textContent === '{phase}'", timeout=timeout)
 
 
+def answer_estop_cause(page, cause: str, text: str = "") -> None:
+    """After an e-stop the bench page asks why (issue 19): choose `cause`, say `text`, record it."""
+    _phase(page, "estop_cause", timeout=30_000)
+    page.check(f"#ec-causes input[value={cause}]")
+    if text:
+        page.fill("#ec-text", text)
+    page.click("#submit-cause")
+
+
 def _steps_at_least(page, n: int) -> None:
     page.wait_for_function(f"() => Number(document.querySelector('#steps').textContent) >= {n}", timeout=90_000)
 

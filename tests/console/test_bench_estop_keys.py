@@ -3,15 +3,17 @@
 Measured before: Space both ticked the focused checklist box (or chose "Failure") and e-stopped, so
 the session ended during scene reset or scoring. Each test drives a real `spabench run operator=web`
 on the twin from Chromium at 1366x768, presses Space on focused controls, then Escape; the ledger
-must hold exactly one e-stop, from the console key, in the phase where Escape was pressed."""
+must hold exactly one e-stop, from the console key, in the phase where Escape was pressed. After the
+e-stop the page asks why (issue 19), and the answer decides what the e-stopped attempt is."""
 
 from __future__ import annotations
 
 import pytest
 
 from spabench.ledger import Ledger
+from spabench.suite.rules import UNSAFE
 
-from .conftest import _phase, _steps_at_least, session_at_reset
+from .conftest import _phase, _steps_at_least, answer_estop_cause, session_at_reset
 
 pytestmark = [pytest.mark.sim, pytest.mark.slow]
 
@@ -83,13 +85,14 @@ def test_space_in_reset_does_not_estop_and_escape_in_the_rollout_does(tmp_path, 
         _steps_at_least(page, 10)
         page.locator("#estop").blur()
         page.keyboard.press("Escape")
+        answer_estop_cause(page, "operator")
         message = _closing_message(page)
     finally:
         log = _finish(proc, tmp_path, campaign, "rollout")
     _says_why_and_what_next(message, log, "rollout")
     with Ledger.open(campaign / Ledger.FILENAME, readonly=True) as ledger:
         (attempt,) = [a for t in ledger.trials() for a in ledger.attempts_for(t.trial_id)]
-        assert (attempt.status, attempt.stop_reason) == ("invalid", "estop")
+        assert (attempt.status, attempt.stop_reason, attempt.invalid_reason) == ("invalid", "estop", "estop: operator")
 
 
 def test_space_on_the_failure_choice_does_not_estop_and_escape_in_scoring_does(tmp_path, small_page, policy_servers):
@@ -111,7 +114,50 @@ def test_space_on_the_failure_choice_does_not_estop_and_escape_in_scoring_does(t
         assert page.evaluate("() => window.__lastStop === undefined")
         assert page.text_content("#phase") == "score"
         page.keyboard.press("Escape")
+        answer_estop_cause(page, "operator")
         message = _closing_message(page)
     finally:
         log = _finish(proc, tmp_path, campaign, "scoring")
     _says_why_and_what_next(message, log, "scoring")
+
+
+# issue 19: after the e-stop the page asks why; unsafe policy behaviour makes the attempt a failure
+def test_an_estop_for_unsafe_policy_behaviour_makes_the_attempt_a_failure(tmp_path, small_page, policy_servers):
+    page = small_page
+    campaign, proc = session_at_reset(page, tmp_path, policy_servers)
+    try:
+        page.click("#ready")
+        _phase(page, "rollout")
+        _steps_at_least(page, 10)
+        page.keyboard.press("Escape")
+        _phase(page, "estop_cause", timeout=30_000)
+        assert page.is_visible("#estop-cause")
+        assert page.eval_on_selector_all("#ec-causes input", "els => els.map(e => e.value)") == \
+            [UNSAFE, "operator", "other"]
+        assert "the policy's failure, not run again" in page.inner_text("#ec-causes")
+        page.check("#ec-causes input[value=other]")          # other without words is refused ...
+        page.click("#submit-cause")
+        page.wait_for_function("() => document.querySelector('#error').textContent.includes('a few words')",
+                               timeout=30_000)
+        assert page.text_content("#phase") == "estop_cause"   # ... and asked again
+        page.check(f"#ec-causes input[value={UNSAFE}]")
+        page.fill("#ec-text", "swung at the cup")
+        page.click("#submit-cause")
+        _phase(page, "ended", timeout=30_000)
+        proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(10)
+    log = (tmp_path / "run.log").read_text()
+    assert proc.returncode == 3, log[-3000:]   # the e-stop ends the session
+    assert "FAILURE (unsafe: e-stopped for unsafe policy behaviour)" in log, log[-3000:]
+    with Ledger.open(campaign / Ledger.FILENAME, readonly=True) as ledger:
+        (attempt,) = [a for t in ledger.trials() for a in ledger.attempts_for(t.trial_id)]
+        assert (attempt.status, attempt.stop_reason, attempt.invalid_reason) == ("complete", "estop", None)
+        (score,) = ledger.scores_for(attempt.attempt_id)
+        assert (score.success, score.failure_mode, score.note) == (False, UNSAFE, "swung at the cup")
+        (event,) = ledger.events(kind="estop")
+        assert (event["payload"]["source"], event["payload"]["during"], event["payload"]["cause"]) == \
+            ("console key", "rollout", UNSAFE)
+        assert attempt.trial_id not in [t.trial_id for t in ledger.pending_trials()]   # not run again

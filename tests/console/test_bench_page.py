@@ -77,11 +77,15 @@ def test_bench_page_never_names_a_policy(bench_session):
 def test_estop_key_at_the_scene_reset_ends_the_session(tmp_path, page, policy_servers):
     """The page's e-stop key (Escape) outside a rollout (measured before: the page sent nothing, and the
     API would have answered 409): the session ends as e-stopped, the arm held, nothing started."""
-    from .conftest import _phase, session_at_reset
+    from .conftest import _phase, answer_estop_cause, session_at_reset
 
     campaign, proc = session_at_reset(page, tmp_path, policy_servers)
     try:
         page.keyboard.press("Escape")
+        _phase(page, "estop_cause", timeout=30_000)
+        # no policy moved the arm: unsafe policy behaviour is not among the causes (issue 19)
+        assert page.eval_on_selector_all("#ec-causes input", "els => els.map(e => e.value)") == ["operator", "other"]
+        answer_estop_cause(page, "other", "checking the e-stop before the session")
         _phase(page, "ended", timeout=30_000)
         message = page.text_content("#message")
         proc.wait(60)
@@ -96,4 +100,6 @@ def test_estop_key_at_the_scene_reset_ends_the_session(tmp_path, page, policy_se
         (event,) = ledger.events(kind="estop")
         assert event["attempt_id"] is None and event["payload"]["source"] == "console key"
         assert event["payload"]["during"] == "scene reset"
+        assert (event["payload"]["cause"], event["payload"]["cause_text"]) == \
+            ("other", "checking the e-stop before the session")
         assert all(ledger.attempts_for(t.trial_id) == [] for t in ledger.trials())

@@ -22,7 +22,7 @@ import pytest
 
 from spabench.ledger import Ledger
 
-from .conftest import _phase, _steps_at_least, free_port, plan_small, start_run, wait_http
+from .conftest import _phase, _steps_at_least, answer_estop_cause, free_port, plan_small, start_run, wait_http
 
 pytestmark = [pytest.mark.sim, pytest.mark.slow]
 
@@ -155,6 +155,7 @@ def test_other_pages_cannot_drive_the_session_or_the_ledger(browser, page, polic
         assert attacker.statuses and {status for _, status in attacker.statuses} == {403}, attacker.statuses
         # the console's own page still works, and its e-stop ends the session
         page.click("#estop")
+        answer_estop_cause(page, "operator")
         _phase(page, "ended", 30_000)
         proc.wait(60)
     finally:

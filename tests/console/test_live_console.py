@@ -9,7 +9,7 @@ import pytest
 
 from spabench.ledger import Ledger
 
-from .conftest import _phase, _steps_at_least, free_port, session_at_reset
+from .conftest import _phase, _steps_at_least, answer_estop_cause, free_port, session_at_reset
 
 pytestmark = [pytest.mark.sim, pytest.mark.slow]
 
@@ -51,6 +51,7 @@ def test_review_console_sends_the_operator_to_the_live_estop(tmp_path, browser, 
         _steps_at_least(other, 10)
         assert other.is_visible("#estop")
         other.keyboard.press("Escape")                # ... and its e-stop reaches the arm:
+        answer_estop_cause(other, "operator")         # (either page may say why: the one that stopped it)
         # both pages show why the session ended (the console waits until each fetched the end)
         for shown in (other, live):
             _phase(shown, "ended", timeout=30_000)

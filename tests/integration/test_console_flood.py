@@ -70,6 +70,8 @@ def test_flood_during_a_rollout_keeps_the_loop_the_recording_and_the_estop(tmp_p
             t0 = time.monotonic()
             facts["estop"] = c.stop("estop")
             facts["estop_s"] = time.monotonic() - t0
+            c.wait("estop_cause", timeout=30)            # the page asks why (issue 19)
+            assert c.command("estop_cause", cause="operator").status_code == 200
             c.wait("ended", timeout=30)
             facts["attack"] = _line(attacker, 90)
         finally:

@@ -103,6 +103,8 @@ class Console:
                 self.command("end")
             elif phase == "score":
                 self.command("leave")
+            elif phase == "estop_cause":   # after an e-stop the page asks why (issue 19)
+                self.command("estop_cause", cause="operator")
             elif phase == "ended":
                 return
             time.sleep(0.1)
@@ -176,6 +178,11 @@ def test_console_estop_at_the_scene_reset_ends_the_session(tmp_path):
         c.wait("reset")
         replies["stop"] = c.stop("operator_stop")
         replies["estop"] = c.stop("estop")
+        causes = c.wait("estop_cause", timeout=10)["causes"]
+        replies["causes"] = [cause["name"] for cause in causes]
+        assert c.command("estop_cause", cause="other", text="").status_code == 200   # taken, then refused
+        assert "a few words" in c.wait("estop_cause", lambda s: bool(s.get("error")), timeout=10)["error"]
+        assert c.command("estop_cause", cause="other", text="testing the stop").status_code == 200
         replies["after"] = c.wait("ended", timeout=10)
 
     out = io.StringIO()
@@ -196,6 +203,8 @@ def test_console_estop_at_the_scene_reset_ends_the_session(tmp_path):
     (event,) = _estop_events(campaign)
     assert event["source"] == "console button" and event["during"] == "scene reset"
     assert event["trial_id"] == "E0000-P1" and event["attempt_id"] is None
+    assert replies["causes"] == ["operator", "other"]       # no policy moved the arm: no "unsafe"
+    assert (event["cause"], event["cause_text"]) == ("other", "testing the stop")
 
 
 def test_console_estop_while_homing_before_the_trial_stops_the_arm(tmp_path, monkeypatch):

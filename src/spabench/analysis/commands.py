@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from spabench.analysis.figures import FigureSettings
 from spabench.analysis.outcomes import load_outcomes, outcomes_from_frame
-from spabench.analysis.report import analyse, write_report
+from spabench.analysis.report import Analysis, analyse_and_write
 from spabench.errors import ConfigError, DataError
 from spabench.paths import campaign_folder
 
@@ -131,15 +131,17 @@ def report(cfg: SpabenchConfig) -> int:
     outcomes = one_bench_kind(outcomes, cfg.bench_kind)
     if outcomes.empty:
         raise DataError(source, "no rollouts: the outcomes table has a header but no data rows")
-    analysis = analyse(outcomes, n_resamples=cfg.bootstrap, seed=cfg.bootstrap_seed,
-                       names=_display_names(cfg.display_names), plan=plan, ratings=ratings,
-                       cards=policy_cards(outcomes, plan, cfg.group_dirs("policy")))
-    if cfg.campaign_dir is not None:
-        from spabench.analysis.health import campaign_health
-        from spabench.analysis.servers import campaign_server_provenance
+    def campaign_extras(analysis: Analysis) -> None:
+        if cfg.campaign_dir is not None:
+            from spabench.analysis.health import campaign_health
+            from spabench.analysis.servers import campaign_server_provenance
 
-        analysis.servers = campaign_server_provenance(cfg.campaign_dir)
-        analysis.health = campaign_health(campaign_folder(cfg.campaign_dir, "report"), url=cfg.ledger_url)
-    written = write_report(analysis, cfg.out, figure_settings=settings)
+            analysis.servers = campaign_server_provenance(cfg.campaign_dir)
+            analysis.health = campaign_health(campaign_folder(cfg.campaign_dir, "report"), url=cfg.ledger_url)
+
+    analysis, written = analyse_and_write(
+        outcomes, cfg.out, figure_settings=settings, complete=campaign_extras, n_resamples=cfg.bootstrap,
+        seed=cfg.bootstrap_seed, names=_display_names(cfg.display_names), plan=plan, ratings=ratings,
+        gathered=lambda: {"cards": policy_cards(outcomes, plan, cfg.group_dirs("policy"))})
     print(f"report: {len(outcomes)} rollouts, {len(analysis.policies)} policies -> {written[0].parent}")
     return 0

@@ -7,15 +7,22 @@ import pandas as pd
 from spabench.analysis.matching import valid_rollouts
 from spabench.analysis.outcomes import policies_in_order
 from spabench.analysis.rates import ALL_TASKS, order_rows
+from spabench.suite.rules import UNSAFE
 from spabench.suite.vocabulary import FAILURE_MODE_LABELS, FAILURE_MODES
 
 UNANNOTATED = "unannotated"
-FAILURE_MODE_ORDER: tuple[str, ...] = FAILURE_MODES + (UNANNOTATED,)
+# The annotated modes, then the failures the operator e-stopped as unsafe (apart: not an annotation
+# of a finished rollout but a stop), then the unannotated.
+FAILURE_MODE_ORDER: tuple[str, ...] = FAILURE_MODES + (UNSAFE, UNANNOTATED)
+UNSAFE_LABEL = "Unsafe (e-stopped)"
 FAILURE_COLUMNS: tuple[str, ...] = ("policy", "task", "condition", "failure_mode", "count", "label")
 
 
 def failure_mode_label(mode: str) -> str:
-    """The protocol's published label of a failure mode ('Wrong target', ...); 'Unannotated' for none."""
+    """The protocol's published label of a failure mode ('Wrong target', ...); 'Unannotated' for none,
+    'Unsafe (e-stopped)' for an e-stop for unsafe policy behaviour."""
+    if mode == UNSAFE:
+        return UNSAFE_LABEL
     return FAILURE_MODE_LABELS.get(mode, "Unannotated" if mode == UNANNOTATED else mode)
 
 

@@ -21,7 +21,7 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import pandas as pd
 
@@ -31,7 +31,8 @@ from spabench.analysis.rates import ALL_TASKS, NON_RELATIONAL, NON_RELATIONAL_TA
 from spabench.errors import ConfigError
 from spabench.escaping import printable
 from spabench.suite import vocabulary
-from spabench.suite.vocabulary import TASKS
+from spabench.suite.rules import UNSAFE
+from spabench.suite.vocabulary import FAILURE_MODES, TASKS
 
 FORMATS = ("png", "pdf", "svg")
 PNG_DPI = 300
@@ -213,9 +214,16 @@ def _wrapped(figure, text: str, size: float, weight: str = "bold") -> str:
     font = FontProperties(size=size, weight=weight)
     renderer = figure.canvas.get_renderer()
     room = 0.97 * figure.bbox.width
+    widths: dict[str, float] = {}   # neighbouring widths wrap into the same lines: each is measured once
+
+    def fits(line: str) -> bool:
+        if line not in widths:
+            widths[line] = renderer.get_text_width_height_descent(line, font, ismath=False)[0]
+        return widths[line] <= room
+
     for chars in range(len(text), 8, -1):
         lines = textwrap.wrap(text, chars) or [text]
-        if all(renderer.get_text_width_height_descent(line, font, ismath=False)[0] <= room for line in lines):
+        if all(fits(line) for line in lines):
             return "\n".join(lines)
     return textwrap.fill(text, 8)
 
@@ -295,21 +303,25 @@ def bar_chart(groups: Sequence[str], series: Sequence[Bar], title: str, settings
         whiskers = []  # (x, rate, below, above): one errorbar call per panel
         for i, bar in enumerate(series):
             offset = (i - (n_series - 1) / 2) * slot
-            edge = palette.darker(bar.color, 0.55)
+            drawn = []   # (x, bar height, cell): the series' bars of this panel, drawn in one call
             for position, j in enumerate(mine):
                 cell = bar.cells[j]
-                if cell is None:
-                    continue
+                if cell is not None:
+                    rate = 100 * cell[2]
+                    drawn.append((position + offset, rate if rate > 0 else ZERO_STUB, cell))  # 0%: a stub
+            if not drawn:
+                continue
+            patches = ax.bar([x for x, _, _ in drawn], [shown for _, shown, _ in drawn], width=0.9 * slot,
+                             color=bar.color, edgecolor=palette.darker(bar.color, 0.55), linewidth=0.5,
+                             hatch=bar.hatch, zorder=2).patches
+            for patch, (x, shown, cell) in zip(patches, drawn, strict=True):
                 successes, trials, share, wilson_low, wilson_high = cell
                 rate = 100 * share
                 low, high = min(100 * wilson_low, rate), max(100 * wilson_high, rate)   # float noise at 0/100
-                shown = rate if rate > 0 else ZERO_STUB   # a 0% bar stays visible
-                x = position + offset
-                patch = ax.bar(x, shown, width=0.9 * slot, color=bar.color, edgecolor=edge, linewidth=0.5,
-                               hatch=bar.hatch, zorder=2)[0]
                 whiskers.append((x, rate, rate - low, high - rate))
+                # inside its panel once _fit_counts raised the value axis: no part of the layout
                 label = ax.text(x, max(high, shown) + 1.5, f"{int(successes)}/{int(trials)}", rotation=90,
-                                ha="center", va="bottom", fontsize=count_size, color=COUNT_INK)
+                                ha="center", va="bottom", fontsize=count_size, color=COUNT_INK, in_layout=False)
                 bars.append((patch, label, cell))
                 counts.append((ax, label))
         if whiskers:
@@ -442,9 +454,8 @@ def fig11_failure_modes(failures: pd.DataFrame, policies: Sequence[str], names: 
             blocks.append((task, bars))
     if not blocks:
         return None
-    colors = {m: palette.UNANNOTATED_COLOR if m == UNANNOTATED
-              else palette.FAILURE_COLORS[i % len(palette.FAILURE_COLORS)]
-              for i, m in enumerate(FAILURE_MODE_ORDER)}
+    colors = {m: palette.FAILURE_COLORS[i % len(palette.FAILURE_COLORS)] for i, m in enumerate(FAILURE_MODES)}
+    colors |= {UNSAFE: palette.UNSAFE_COLOR, UNANNOTATED: palette.UNANNOTATED_COLOR}
     labels = {m: failure_mode_label(m) for m in modes} | dict(mode_labels or {})
     n_bars = sum(len(bars) for _, bars in blocks)
     height = n_bars * ROW_PITCH + len(blocks) * (1.6 * _rc("axes.titlesize") + 4) + 2 * _rc("xtick.labelsize") \
@@ -604,19 +615,19 @@ def _can_fork() -> bool:
     return hasattr(os, "fork") and threading.active_count() == 1
 
 
-def write_figures(summary: pd.DataFrame, failures: pd.DataFrame, policies: Sequence[str], out_dir: Path,
-                  names: Mapping[str, str] | None = None, formats: Sequence[str] = FORMATS,
-                  mode_labels: Mapping[str, str] | None = None,
-                  settings: FigureSettings | None = None, jobs: int | None = None) -> dict[str, list[Path]]:
-    """Every figure that has data, in every format; returns {figure name: written paths} in the
-    paper's order. With jobs > 1 (default: two on a machine with two CPUs) the figures are drawn by
-    forked worker processes, else one by one; the files are the same either way."""
-    global _JOB
-    settings = settings or FigureSettings()
-    args = (summary, failures, list(policies), dict(names or {}), Path(out_dir), tuple(formats), mode_labels,
-            settings)
-    jobs = default_jobs() if jobs is None else max(1, int(jobs))
-    if jobs > 1 and _can_fork():
+class FigureJob:
+    """Figures being drawn: by forked workers that started at `start_figures` (the caller computes
+    the rest of the report meanwhile), or, where forking is not possible, one by one at `result`."""
+
+    def __init__(self, args: tuple, jobs: int):
+        self._args = args
+        self._pool: Any = None      # multiprocessing.pool.Pool while workers draw
+        self._pending: Any = None   # its AsyncResult
+        if jobs > 1 and _can_fork():
+            self._fork(jobs)
+
+    def _fork(self, jobs: int) -> None:
+        global _JOB
         import multiprocessing
         import warnings
 
@@ -624,18 +635,53 @@ def write_figures(summary: pd.DataFrame, failures: pd.DataFrame, policies: Seque
         import matplotlib.backends.backend_pdf  # noqa: F401
         import matplotlib.backends.backend_svg  # noqa: F401
 
-        _JOB = args
+        _JOB = self._args
         try:
             with warnings.catch_warnings():   # Python counts the idle BLAS threads as threads too
                 warnings.filterwarnings("ignore", "This process .* is multi-threaded", DeprecationWarning)
-                pool = multiprocessing.get_context("fork").Pool(jobs)
-            with pool:
-                # the heaviest first, so the workers finish together
-                order = sorted(FIGURES, key=lambda n: n not in ("fig6_ood_direct_per_task", "fig11_failure_modes",
-                                                                "fig5_id_per_task"))
-                results = dict(pool.map(_render_forked, order, chunksize=1))
+                self._pool = multiprocessing.get_context("fork").Pool(jobs)
         finally:
-            _JOB = ()
-    else:
-        results = {name: _render(name, *args) for name in FIGURES}
-    return {name: results[name] for name in FIGURES if results.get(name)}
+            _JOB = ()   # the workers have their copy
+        # the heaviest first, so the workers finish together
+        order = sorted(FIGURES, key=lambda n: n not in ("fig6_ood_direct_per_task", "fig11_failure_modes",
+                                                        "fig5_id_per_task"))
+        self._pending = self._pool.map_async(_render_forked, order, chunksize=1)
+
+    def result(self) -> dict[str, list[Path]]:
+        """{figure name: written paths} in the paper's order, once every figure is written."""
+        if self._pool is None:
+            results = {name: _render(name, *self._args) for name in FIGURES}
+        else:
+            with self._pool:
+                results = dict(self._pending.get())
+            self._pool = None
+        return {name: results[name] for name in FIGURES if results.get(name)}
+
+    def cancel(self) -> None:
+        """Stop the workers (the report failed before it needed the figures)."""
+        if self._pool is not None:
+            self._pool.terminate()
+            self._pool.join()
+            self._pool = None
+
+
+def start_figures(summary: pd.DataFrame, failures: pd.DataFrame, policies: Sequence[str], out_dir: Path,
+                  names: Mapping[str, str] | None = None, formats: Sequence[str] = FORMATS,
+                  mode_labels: Mapping[str, str] | None = None, settings: FigureSettings | None = None,
+                  jobs: int | None = None) -> FigureJob:
+    """Start drawing every figure that has data, in every format, into `out_dir`. With jobs > 1
+    (default: two on a machine with two CPUs) forked workers draw while the caller goes on; else
+    they are drawn one by one when the result is asked for. The files are the same either way."""
+    args = (summary, failures, list(policies), dict(names or {}), Path(out_dir), tuple(formats), mode_labels,
+            settings or FigureSettings())
+    return FigureJob(args, default_jobs() if jobs is None else max(1, int(jobs)))
+
+
+def write_figures(summary: pd.DataFrame, failures: pd.DataFrame, policies: Sequence[str], out_dir: Path,
+                  names: Mapping[str, str] | None = None, formats: Sequence[str] = FORMATS,
+                  mode_labels: Mapping[str, str] | None = None,
+                  settings: FigureSettings | None = None, jobs: int | None = None) -> dict[str, list[Path]]:
+    """Every figure that has data, in every format; returns {figure name: written paths} in the
+    paper's order (`start_figures`, then its result)."""
+    return start_figures(summary, failures, policies, out_dir, names, formats, mode_labels, settings,
+                         jobs).result()

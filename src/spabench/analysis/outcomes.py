@@ -18,7 +18,7 @@ from typing import NoReturn
 import pandas as pd
 
 from spabench.errors import DataError
-from spabench.suite.rules import failure_mode_applies, failure_modes_for
+from spabench.suite.rules import UNSAFE, failure_mode_applies, failure_modes_for
 from spabench.suite.vocabulary import (
     INSTRUCTION_VARIANTS,
     allowed_labels,
@@ -214,11 +214,13 @@ def _validate_row(record: Mapping[str, str], row: int, source: str, has_matched_
 
     failure_text = record.get("failure_mode", "")
     failure_mode = failure_mode_name(failure_text) if failure_text else ""
+    if failure_text.strip().lower() == UNSAFE:   # e-stopped for unsafe policy behaviour (suite.rules)
+        failure_mode = UNSAFE
     if failure_text:
         if failure_mode is None:
             _fail(source, row, "failure_mode", f"unknown failure mode '{failure_text}'",
-                  ("(empty)",) + allowed_labels("failure_mode"))
-        problem = failure_mode_applies(failure_mode, task, condition)
+                  ("(empty)",) + allowed_labels("failure_mode") + (UNSAFE,))
+        problem = None if failure_mode == UNSAFE else failure_mode_applies(failure_mode, task, condition)
         if problem:
             _fail(source, row, "failure_mode", problem, ("(empty)",) + tuple(failure_modes_for(task, condition)))
         if success == 1 and valid:  # the ledger refuses the same (i10)

@@ -31,6 +31,7 @@ FAILURE_COLORS: tuple[str, ...] = (_O["vermillion"], _O["reddish_purple"], _O["b
                                    _O["blue"], _O["yellow"], _O["bluish_green"], _O["sky_blue"],
                                    "#DDCC77", "#AA4499", "#7A5A3A")
 UNANNOTATED_COLOR = "#E7E7E7"
+UNSAFE_COLOR = "#332288"   # Fig. 11: failures e-stopped as unsafe, apart from the annotated modes
 LIGHT_MIX = 0.65   # light shade = this share of white mixed into the colour
 DARK_FACTOR = 0.8  # dark shade = the colour scaled by this (sRGB)
 

@@ -7,6 +7,7 @@ written, so a failure never leaves a half-written report behind.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ import pandas as pd
 
 from spabench.analysis import figures
 from spabench.analysis.agreement import AGREEMENT_COLUMNS, rater_agreement
-from spabench.analysis.attempts import invalid_attempt_table
+from spabench.analysis.attempts import estop_table, invalid_attempt_table
 from spabench.analysis.comparisons import (
     between_policy_table,
     completeness_table,
@@ -40,8 +41,10 @@ from spabench.analysis.rates import (
 from spabench.analysis.servers import servers_section
 from spabench.escaping import csv_safe_frame, markdown_text, printable
 from spabench.outputs import replace_output
+from spabench.suite.rules import UNSAFE
 
 OUTPUT_FILES = ("summary.csv", "contrasts.csv", "failure_modes.csv", "invalid.csv", "invalid_by_reason.csv",
+                "estops.csv",
                 "comparisons.csv", "ranking.csv", "completeness.csv", "agreement.csv", "protocol_settings.csv",
                 "report.md", "report.html")
 
@@ -82,6 +85,7 @@ class Analysis:
     agreement: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(AGREEMENT_COLUMNS)))
     servers: list = field(default_factory=list)   # analysis.servers.ServerProvenance rows (campaign input)
     invalid_by_reason: pd.DataFrame = field(default_factory=pd.DataFrame)
+    estops: pd.DataFrame = field(default_factory=pd.DataFrame)   # e-stopped attempts by policy and cause
     settings: pd.DataFrame = field(default_factory=pd.DataFrame)  # per-policy protocol settings
     health: Any = None   # spabench.analysis.health.CampaignHealth (campaign input only)
 
@@ -92,13 +96,15 @@ class Analysis:
 def analyse(outcomes: pd.DataFrame, n_resamples: int = DEFAULT_RESAMPLES, seed: int = PUBLISHED_SEED,
             names: dict[str, str] | None = None, plan: pd.DataFrame | None = None,
             ratings: pd.DataFrame | None = None, plan_source: str | None = None,
-            cards: dict | None = None) -> Analysis:
+            cards: dict | None = None, summary: pd.DataFrame | None = None,
+            failures: pd.DataFrame | None = None) -> Analysis:
     """Compute every table of the report from a validated outcomes frame.
 
     `plan`: planned trials per policy x task x condition (a campaign's ledger); without it the
     protocol's counts for the cells each policy took part in. `ratings`: attempt_id, rater,
     success, failure_mode of attempts scored by more than one rater (for rater agreement). `cards`:
-    policy -> PolicyCard, for the protocol-differences section.
+    policy -> PolicyCard, for the protocol-differences section. `summary`, `failures`: the success
+    and failure tables when the caller computed them already (for the figures).
     """
     valid = outcomes[outcomes["valid"]]
     policies = policies_in_order(valid)  # a policy with invalid attempts only appears in invalid.csv
@@ -106,9 +112,9 @@ def analyse(outcomes: pd.DataFrame, n_resamples: int = DEFAULT_RESAMPLES, seed: 
                if set(valid.loc[valid["policy"] == p, "condition"]) == {"id"}]
     return Analysis(
         outcomes=outcomes,
-        summary=success_table(outcomes),
+        summary=success_table(outcomes) if summary is None else summary,
         contrasts=contrasts_with_holm(contrast_table(outcomes, n_resamples=n_resamples, seed=seed)),
-        failures=failure_mode_table(outcomes),
+        failures=failure_mode_table(outcomes) if failures is None else failures,
         invalid=invalid_rollouts(outcomes),
         policies=policies,
         n_resamples=n_resamples,
@@ -121,6 +127,7 @@ def analyse(outcomes: pd.DataFrame, n_resamples: int = DEFAULT_RESAMPLES, seed: 
         plan_source=plan_source or ("the campaign's plan" if plan is not None else "the protocol's trial counts"),
         agreement=rater_agreement(ratings if ratings is not None else pd.DataFrame(), seed=seed),
         invalid_by_reason=invalid_attempt_table(outcomes),
+        estops=estop_table(outcomes),
         settings=protocol_settings(policies_in_order(outcomes), plan, cards or {}),
     )
 
@@ -224,6 +231,7 @@ def render_markdown(analysis: Analysis, drawn: dict[str, list[Path]] | None = No
     for policy in analysis.policies:
         lines += _policy_lines(analysis, policy, cells)
     lines += failure_totals_lines(analysis)
+    lines += estop_lines(analysis)
     lines += invalid_lines(analysis)
     lines += protocol_lines(analysis)
     lines += servers_section(analysis.servers, analysis.name)
@@ -356,6 +364,25 @@ def failure_totals_lines(analysis: Analysis) -> list[str]:
             + _table(["task"] + [markdown_text(analysis.name(p)) for p in analysis.policies] + ["all policies"], rows))
 
 
+def estop_lines(analysis: Analysis) -> list[str]:
+    """E-stops per policy by the cause the operator gave: unsafe policy behaviour apart (failures)."""
+    table = analysis.estops
+    if table.empty:
+        return []
+    unsafe = table[table["cause"] == UNSAFE].groupby("policy", sort=False)["attempts"].sum()
+    lines = ["## E-stops by cause", "",
+             "At every e-stop the operator says why. One for unsafe policy behaviour ends the attempt as "
+             f"the policy's failure (failure mode `{UNSAFE}`: counted in every rate, its trial not run "
+             "again, shown apart from the annotated failure modes); one for the operator or another "
+             "cause leaves the attempt invalid and its trial is run again (Invalid attempts).", ""]
+    if not unsafe.empty:
+        lines += ["Unsafe e-stops per policy: " + ", ".join(
+            f"{_md(analysis, policy)} {int(n)}" for policy, n in unsafe.items()) + ".", ""]
+    return lines + _table(["policy", "cause", "counted as", "attempts"],
+                          [[_md(analysis, r.policy), r.label, r.counted_as, str(r.attempts)]
+                           for r in table.itertuples()])
+
+
 def invalid_lines(analysis: Analysis) -> list[str]:
     """Invalid attempts: by policy and reason, then listed one by one."""
     lines = ["## Invalid attempts", ""]
@@ -364,10 +391,10 @@ def invalid_lines(analysis: Analysis) -> list[str]:
     lines += [f"{len(analysis.invalid)} invalid attempts (attempts that did not run as planned), excluded "
               "from every rate and contrast; their trials are re-run. They are not all of one kind: the operator "
               "stopped some (an e-stop or an abort, or declared them invalid afterwards), a policy "
-              "server, the bench or the harness failed in others. None is scored as a policy failure. "
-              "The ledger does not record why the operator e-stopped: an e-stop may have been for unsafe "
-              "policy behaviour, which is a policy's failure, so read a policy's e-stop rows with that "
-              "in mind.", ""]
+              "server, the bench or the harness failed in others. None is scored as a policy failure: an "
+              "e-stop the operator made for unsafe policy behaviour is a failure (see E-stops by cause) "
+              "and is not among them; an e-stop whose cause was not recorded (an older ledger, or no "
+              "answer) is.", ""]
     by_reason = analysis.invalid_by_reason
     lines += _table(["policy", "reason", "kind", "attempts", "trials re-run to a valid rollout",
                      "trials without a valid rollout"],
@@ -525,8 +552,8 @@ def method_notes(analysis: Analysis) -> list[str]:
         "- Only valid, scored rollouts count. Invalid attempts (e-stops and aborts by the operator, "
         "faults of a policy server, the bench or the harness) are counted by policy and reason and "
         "listed above (`invalid_by_reason.csv`, `invalid.csv`); their trials are re-run, never scored "
-        "as failures. The cause of an e-stop is not recorded, so one for unsafe policy behaviour is "
-        "counted invalid too (see Invalid attempts).",
+        "as failures. The exception is an e-stop the operator made for unsafe policy behaviour: a "
+        f"failure (`{UNSAFE}`), reported apart (E-stops by cause, `estops.csv`).",
         "- Success rates use two-sided 95% Wilson score intervals (closed form; equal to statsmodels' "
         "`proportion_confint(method='wilson')`). `task=all` pools the counts of all tasks of a "
         "condition; `task=non_relational` pools `no_intervention` over "
@@ -603,24 +630,61 @@ def write_report(analysis: Analysis, out: str | Path,
     `figure_settings`: the figures' width and a lab's style sheet (default: single column)."""
     out = Path(out)
     with replace_output(out, "report") as staging:
-        csv_safe_frame(analysis.summary).to_csv(staging / "summary.csv", index=False)
-        csv_safe_frame(analysis.contrasts).to_csv(staging / "contrasts.csv", index=False)
-        csv_safe_frame(analysis.failures).to_csv(staging / "failure_modes.csv", index=False)
-        csv_safe_frame(analysis.invalid).to_csv(staging / "invalid.csv", index=False)
-        csv_safe_frame(analysis.invalid_by_reason).to_csv(staging / "invalid_by_reason.csv", index=False)
-        csv_safe_frame(analysis.settings).to_csv(staging / "protocol_settings.csv", index=False)
-        csv_safe_frame(analysis.comparisons).to_csv(staging / "comparisons.csv", index=False)
-        csv_safe_frame(analysis.ranking).to_csv(staging / "ranking.csv", index=False)
-        csv_safe_frame(analysis.completeness).to_csv(staging / "completeness.csv", index=False)
-        csv_safe_frame(analysis.agreement).to_csv(staging / "agreement.csv", index=False)
         drawn = figures.write_figures(analysis.summary, analysis.failures, analysis.policies, staging,
                                       names=analysis.names, settings=figure_settings)
-        markdown = render_markdown(analysis, drawn)
-        (staging / "report.md").write_text(markdown, encoding="utf-8")
-        inline = {p.name: p.with_suffix(".svg") for paths in drawn.values() for p in paths if p.suffix == ".png"}
-        (staging / "report.html").write_text(markdown_to_html(markdown, inline), encoding="utf-8")
-        names = [p.name for paths in drawn.values() for p in paths]
-        if analysis.health is not None:
-            csv_safe_frame(analysis.health.table).to_csv(staging / "health.csv", index=False)
-            names.append("health.csv")
+        names = _write_files(analysis, staging, drawn)
     return [out / name for name in OUTPUT_FILES] + [out / name for name in names]
+
+
+def analyse_and_write(outcomes: pd.DataFrame, out: str | Path,
+                      figure_settings: figures.FigureSettings | None = None,
+                      complete: Callable[[Analysis], None] | None = None,
+                      gathered: Callable[[], dict[str, Any]] | None = None,
+                      **options: Any) -> tuple[Analysis, list[Path]]:
+    """`analyse` (with `options`) and `write_report` in one step, the figures drawn by forked workers
+    while the statistics are computed: they need only the success and failure tables, computed
+    first. `gathered()`: more options that take time to read (the policy cards), read while the
+    figures are drawn. `complete(analysis)` adds what the caller knows beyond the outcomes (a
+    campaign's servers and motor health) before anything is written."""
+    out = Path(out)
+    with replace_output(out, "report") as staging:
+        summary, failures = success_table(outcomes), failure_mode_table(outcomes)
+        job = figures.start_figures(summary, failures, policies_in_order(outcomes[outcomes["valid"]]), staging,
+                                    names=display_names(policies_in_order(outcomes), options.get("names")),
+                                    settings=figure_settings)
+        try:
+            options |= gathered() if gathered is not None else {}
+            analysis = analyse(outcomes, summary=summary, failures=failures, **options)
+            if complete is not None:
+                complete(analysis)
+            drawn = job.result()
+        except BaseException:
+            job.cancel()
+            raise
+        names = _write_files(analysis, staging, drawn)
+    return analysis, [out / name for name in OUTPUT_FILES] + [out / name for name in names]
+
+
+def _write_files(analysis: Analysis, staging: Path, drawn: dict[str, list[Path]]) -> list[str]:
+    """The tables, report.md and report.html beside the drawn figures; returns the names of the
+    figure and health files (OUTPUT_FILES are always written)."""
+    csv_safe_frame(analysis.summary).to_csv(staging / "summary.csv", index=False)
+    csv_safe_frame(analysis.contrasts).to_csv(staging / "contrasts.csv", index=False)
+    csv_safe_frame(analysis.failures).to_csv(staging / "failure_modes.csv", index=False)
+    csv_safe_frame(analysis.invalid).to_csv(staging / "invalid.csv", index=False)
+    csv_safe_frame(analysis.invalid_by_reason).to_csv(staging / "invalid_by_reason.csv", index=False)
+    csv_safe_frame(analysis.estops).to_csv(staging / "estops.csv", index=False)
+    csv_safe_frame(analysis.settings).to_csv(staging / "protocol_settings.csv", index=False)
+    csv_safe_frame(analysis.comparisons).to_csv(staging / "comparisons.csv", index=False)
+    csv_safe_frame(analysis.ranking).to_csv(staging / "ranking.csv", index=False)
+    csv_safe_frame(analysis.completeness).to_csv(staging / "completeness.csv", index=False)
+    csv_safe_frame(analysis.agreement).to_csv(staging / "agreement.csv", index=False)
+    markdown = render_markdown(analysis, drawn)
+    (staging / "report.md").write_text(markdown, encoding="utf-8")
+    inline = {p.name: p.with_suffix(".svg") for paths in drawn.values() for p in paths if p.suffix == ".png"}
+    (staging / "report.html").write_text(markdown_to_html(markdown, inline), encoding="utf-8")
+    names = [p.name for paths in drawn.values() for p in paths]
+    if analysis.health is not None:
+        csv_safe_frame(analysis.health.table).to_csv(staging / "health.csv", index=False)
+        names.append("health.csv")
+    return names

@@ -20,10 +20,12 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-PHASES = ("starting", "camera_check", "reset", "homing", "rollout", "stopping", "score", "cooling", "ended")
+PHASES = ("starting", "camera_check", "reset", "homing", "rollout", "stopping", "score", "cooling", "estop_cause",
+          "ended")
 MAX_PAGES = 64   # pages whose last fetch is remembered (ids come from the pages)
 # Which commands each phase accepts (anything else is refused with a clear message).
-COMMANDS = {"camera_check": ("confirm_cameras", "end"), "reset": ("ready", "end"), "score": ("score", "leave")}
+COMMANDS = {"camera_check": ("confirm_cameras", "end"), "reset": ("ready", "end"), "score": ("score", "leave"),
+            "estop_cause": ("estop_cause",)}
 
 
 class CommandRefused(ValueError):
@@ -92,6 +94,12 @@ class BenchChannel:
     def beat(self) -> None:
         """A bench page's request arrived (see the module doc)."""
         self.last_beat = time.monotonic()
+
+    def watched(self, within_s: float) -> bool:
+        """True when some page fetched the state in the last `within_s` seconds."""
+        with self._cond:
+            now = time.monotonic()
+            return any(now - at <= within_s for _, at in self._seen.values())
 
     # ---- web side ----------------------------------------------------------------------------
     def snapshot(self, page: str | None = None) -> dict[str, Any]:

@@ -38,9 +38,16 @@ from spabench.operator.base import Operator, Score
 from spabench.operator.checklist import reference_attempt, reference_frame
 from spabench.operator.scene_reference import RenderedReference, rendered_reference
 from spabench.operator.status import LoopStats
+from spabench.suite.rules import (
+    ESTOP_CAUSE_EFFECTS,
+    ESTOP_CAUSE_LABELS,
+    estop_cause_problem,
+    estop_causes_for,
+)
 from spabench.suite.vocabulary import CAMERAS
 
 OVERLAY_CAMERAS = ("middle", "overhead")
+UNWATCHED_S = 30.0   # the e-stop cause is asked until answered, or until no bench page polled for this long
 # At the end the console stays up until a page fetched the final state (why the session ended), at
 # most LINGER_S; not at all when no page asked for anything in the last WATCHING_S (nobody watches).
 LINGER_S = 5.0
@@ -345,6 +352,32 @@ class WebOperator(Operator):
                 note = note or prefill.note
             self.channel.set_phase("stopping", message="scored")
             return Score(success, mode, note, self.rater, source)
+
+    def estop_cause(self, ended_rollout: bool, estop: dict) -> tuple[str, str] | None:
+        """The bench page asks why the operator e-stopped (phase 'estop_cause'); None when no page
+        has been watching for UNWATCHED_S (the cause is then not recorded, and the terminal says so)."""
+        causes = estop_causes_for(ended_rollout)
+        self.channel.live = {}
+        self.channel.set_phase("estop_cause", during=estop.get("during") or "the session",
+                               ended_rollout=ended_rollout,
+                               causes=[{"name": c, "label": ESTOP_CAUSE_LABELS[c],
+                                        "effect": ESTOP_CAUSE_EFFECTS[c] if ended_rollout else ""} for c in causes])
+        self.show("e-stop: the bench page asks why (" + " / ".join(ESTOP_CAUSE_LABELS[c] for c in causes) + ")")
+        while True:
+            cmd = self.channel.wait_command(0.5)
+            if cmd is None:
+                if not self.channel.watched(UNWATCHED_S):
+                    self.show(f"no bench page has been open for {UNWATCHED_S:g} s to say why: the e-stop's cause is "
+                              "not recorded")
+                    return None
+                continue
+            cause, text = str(cmd[1].get("cause") or ""), " ".join(str(cmd[1].get("text") or "").split())
+            problem = estop_cause_problem(cause, text, ended_rollout)
+            if problem:
+                self.channel.update(error=problem)
+                continue
+            self.channel.set_phase("stopping", message=f"e-stop cause recorded: {ESTOP_CAUSE_LABELS[cause]}")
+            return cause, text
 
     def end_text(self) -> str:
         """Why the session ended and what to do next: the lines its terminal printed at the end (the

@@ -37,7 +37,7 @@ from spabench.ledger.schema import (
     TrialRow,
 )
 from spabench.ledger.storage import Row, SQLiteStorage, Storage, Tx
-from spabench.suite.rules import STOP_REASONS, failure_mode_applies
+from spabench.suite.rules import STOP_REASONS, UNSAFE, failure_mode_applies, unsafe_applies
 from spabench.suite.vocabulary import (
     CONDITIONS,
     FAILURE_MODES,
@@ -616,8 +616,17 @@ class Ledger:
     @_reconnecting
     def finish_attempt(self, attempt_id: str, status: str, stop_reason: str | None,
                        episode_path: str | os.PathLike | None = None, *,
-                       invalid_reason: str | None = None) -> None:
-        """End a running attempt as 'complete' (to be scored) or 'invalid' (to be re-run)."""
+                       invalid_reason: str | None = None, unsafe_by: str | None = None,
+                       unsafe_note: str = "") -> None:
+        """End a running attempt as 'complete' (to be scored) or 'invalid' (to be re-run).
+
+        `unsafe_by` (a rater): the operator e-stopped it for unsafe policy behaviour, so it is complete
+        and, in the same transaction, scored as the policy's failure (failure mode 'unsafe')."""
+        if unsafe_by is not None and (status, stop_reason) != ("complete", "estop"):
+            raise LedgerError(f"{self.path}: attempt {attempt_id}: an unsafe e-stop finishes as complete with "
+                              f"stop_reason 'estop' (got {status!r}, {stop_reason!r})")
+        if unsafe_by is not None and (not isinstance(unsafe_by, str) or not unsafe_by.strip()):
+            raise LedgerError(f"{self.path}: attempt {attempt_id}: unsafe_by must name the rater")
         if status not in FINISH_STATUSES:
             raise LedgerError(f"{self.path}: attempt {attempt_id}: status {status!r} "
                               f"(allowed: {', '.join(FINISH_STATUSES)})")
@@ -653,6 +662,11 @@ class Ledger:
                 raise self._lost_claim(tx, attempt_id, status)
             self._insert_event(tx, attempt_id, "attempt_finished",
                                {"status": status, "stop_reason": stop_reason, "invalid_reason": invalid_reason})
+            if unsafe_by is not None:
+                tx.execute("INSERT INTO scores (attempt_id, rater, success, failure_mode, note, scored_at) "
+                           "VALUES (?, ?, 0, ?, ?, ?)", (attempt_id, unsafe_by, UNSAFE, unsafe_note or "", _now()))
+                self._insert_event(tx, attempt_id, "scored", {"rater": unsafe_by, "success": False,
+                                                              "failure_mode": UNSAFE, "source": "estop_cause"})
 
     def _lost_claim(self, tx: Tx, attempt_id: str, status: str) -> LedgerError:
         """Why a finish changed nothing: the attempt is no longer running (another bench took its scene
@@ -787,8 +801,9 @@ class Ledger:
         if not _is_bool(success):
             raise LedgerError(f"{where}: success must be a bool, got {success!r}")
         success = bool(success)
-        if failure_mode is not None and failure_mode not in FAILURE_MODES:
-            raise LedgerError(f"{where}: failure_mode {failure_mode!r} (allowed: {', '.join(FAILURE_MODES)})")
+        if failure_mode is not None and failure_mode not in FAILURE_MODES and failure_mode != UNSAFE:
+            raise LedgerError(f"{where}: failure_mode {failure_mode!r} (allowed: {', '.join(FAILURE_MODES)}; "
+                              f"{UNSAFE} after an e-stop for unsafe policy behaviour)")
         if success and failure_mode is not None:
             raise LedgerError(f"{where}: a successful attempt has no failure_mode (got {failure_mode!r})")
         if not isinstance(rater, str) or not rater.strip():
@@ -818,7 +833,10 @@ class Ledger:
                 raise LedgerError(f"{where}: attempt is {row['status']}; only complete attempts are scored "
                                   "(invalid attempts are re-run, never failures)")
             trial = tx.one_row("SELECT task, condition FROM trials WHERE trial_id = ?", (row["trial_id"],))
-            problem = failure_mode_applies(failure_mode, trial["task"], trial["condition"]) if failure_mode else None
+            if failure_mode == UNSAFE:
+                problem = unsafe_applies(row["stop_reason"])
+            else:
+                problem = failure_mode_applies(failure_mode, trial["task"], trial["condition"]) if failure_mode else None
             if problem:
                 raise LedgerError(f"{where}: {problem}")
             current = tx.one("SELECT score_id FROM scores WHERE attempt_id = ? AND rater = ? "

@@ -7,7 +7,8 @@ the attempt), `during_homing(controls)` (a context around going home before the 
 its keys may request an e-stop), `during_rollout(controls)` (a context in which its keys may request
 stops; the rollout goes home inside it), `observers()` (e.g. a status line), and
 `score(trial, result, prefill)` (a Score, or None to leave the attempt unscored for `spabench score`).
-Between trials `show_health(text)` tells it about a motor cool-down the session waits for.
+Between trials `show_health(text)` tells it about a motor cool-down the session waits for. After an
+e-stop, `estop_cause(ended_rollout, estop)` asks why (suite.rules.ESTOP_CAUSES): (cause, text), or None.
 """
 
 from __future__ import annotations
@@ -82,6 +83,11 @@ class Operator:
         already printed it to the terminal."""
 
     def score(self, trial: Any, result: Any, prefill: Score | None = None) -> Score | None:
+        return None
+
+    def estop_cause(self, ended_rollout: bool, estop: dict) -> tuple[str, str] | None:
+        """Why the operator e-stopped: (cause, text) with a cause from
+        suite.rules.estop_causes_for(ended_rollout); None: no answer (no person to ask)."""
         return None
 
     def close(self) -> None:

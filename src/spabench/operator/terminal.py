@@ -24,6 +24,12 @@ from typing import Any, TextIO
 from spabench.operator.base import Operator, Score
 from spabench.operator.failure_modes import FAILURE_MODE_LABELS, FAILURE_MODE_NUMBERS, failure_mode_choices
 from spabench.operator.status import LoopStats
+from spabench.suite.rules import (
+    ESTOP_CAUSE_EFFECTS,
+    ESTOP_CAUSE_LABELS,
+    estop_cause_problem,
+    estop_causes_for,
+)
 
 KEYS = {"s": "operator_stop", "a": "abort", " ": "estop", "e": "estop"}
 ESTOP_KEYS = {k: v for k, v in KEYS.items() if v == "estop"}
@@ -319,3 +325,26 @@ class TerminalOperator(Operator):
             source = "operator_confirmed_prefill"
             note = note or prefill.note
         return Score(success, mode, note, self.rater, source)
+
+    def estop_cause(self, ended_rollout: bool, estop: dict) -> tuple[str, str] | None:
+        """Why the operator e-stopped, by number (unsafe policy behaviour only when the e-stop ended a
+        rollout); 'other' asks for a few words. None at end of input."""
+        causes = estop_causes_for(ended_rollout)
+        self.show(f"\nE-stop during {estop.get('during') or 'the session'}: why?")
+        for number, cause in enumerate(causes, 1):
+            self.show(f"  {number}) {ESTOP_CAUSE_LABELS[cause]}" + (f" - {ESTOP_CAUSE_EFFECTS[cause]}"
+                                                                     if ended_rollout else ""))
+        while True:
+            answer = self.ask(f"Cause [1-{len(causes)}] ")
+            if answer is None:
+                return None
+            if not (answer.isdigit() and 1 <= int(answer) <= len(causes)):
+                self.show(f"Enter a number from 1 to {len(causes)}.")
+                continue
+            cause, text = causes[int(answer) - 1], ""
+            while estop_cause_problem(cause, text, ended_rollout) is not None:   # 'other': say what
+                line = self.ask("What happened? ")
+                if line is None:
+                    return None
+                text = line.strip()
+            return cause, text

@@ -59,6 +59,13 @@ from spabench.rollout.leases import SceneSetClaims
 from spabench.rollout.policies import PolicyServers, card_yaml, check_identity_override, load_cards
 from spabench.rollout.preflight import check_space, motors_ready
 from spabench.rollout.types import EpisodeMeta
+from spabench.suite.rules import (
+    ESTOP_CAUSE_LABELS,
+    ESTOP_CAUSE_NOT_RECORDED,
+    UNSAFE,
+    estop_invalid_reason,
+    estop_is_failure,
+)
 
 if TYPE_CHECKING:  # annotations only: spabench.config builds the groups and sits above every package
     from spabench.config import SpabenchConfig
@@ -114,6 +121,8 @@ class Session:
         self.operator: Any = None
         self.controls = StopControl()
         self.estop_logged = False
+        self.estop_cause: tuple[str, str] | None = None   # (cause, text) the operator gave (suite.rules)
+        self.estop_asked = False
         self.running_attempt: str | None = None
         self.blinder: Blinder | None = None
         self._blind_logging = blind_logging(None)
@@ -391,13 +400,29 @@ class Session:
             return rollout.run(meta, trial.instruction)
 
     def _finish_attempt(self, attempt_id: str, result: Any, rel_path: str) -> bool:
-        """The attempt's end in the ledger. False: this bench lost the scene set's claim meanwhile."""
-        if result.valid:
+        """The attempt's end in the ledger. False: this bench lost the scene set's claim meanwhile.
+
+        An attempt the e-stop ended is the policy's failure when the operator says it was for unsafe
+        policy behaviour (once its recording is complete), else invalid with the cause given."""
+        unsafe, text = False, ""
+        if result.stop_reason == "estop" and not result.valid:
+            cause, text = self.ask_estop_cause(ended_rollout=True) or (None, "")
+            if estop_is_failure(cause):
+                self.confirm_recorded(attempt_id, result)
+                unsafe = result.invalid_reason == "estop"   # not when the recording failed
+            if unsafe:   # a valid rollout: the policy's failure, scored below in the same transaction
+                result.valid, result.invalid_reason = True, None
+            elif result.invalid_reason == "estop":
+                result.invalid_reason = estop_invalid_reason(cause, text)
+        elif result.valid:
             self.confirm_recorded(attempt_id, result)
         if result.invalid_reason == "storage_error":
             self.running_reason = "storage_error"
         try:
-            if result.valid:
+            if unsafe:
+                self.ledger.finish_attempt(attempt_id, "complete", "estop", episode_path=rel_path,
+                                           unsafe_by=self.operator.rater, unsafe_note=text)
+            elif result.valid:
                 self.ledger.finish_attempt(attempt_id, "complete", result.stop_reason, episode_path=rel_path)
             else:
                 self.ledger.finish_attempt(attempt_id, "invalid", result.stop_reason,
@@ -481,21 +506,44 @@ class Session:
             return rel_path
 
     # ---- e-stop ---------------------------------------------------------------------------------
+    def ask_estop_cause(self, ended_rollout: bool) -> tuple[str, str] | None:
+        """Why the operator e-stopped (suite.rules.ESTOP_CAUSES; 'unsafe' only when the e-stop ended a
+        rollout), asked once per session; None when no answer came (an operator without a person, end
+        of input, no page watching)."""
+        if not self.estop_asked:
+            self.estop_asked = True
+            self.estop_cause = self.operator.estop_cause(ended_rollout, self.controls.estop() or {})
+        return self.estop_cause
+
     def _log_estop(self, trial: Any = None, attempt_id: str | None = None) -> None:
-        """The ledger's 'estop' event, or 'console_lost' for the console's dead-man (source, during, wall
-        time, trial; the dead-man's silence), once per session."""
+        """The ledger's 'estop' event (with the cause the operator gave), or 'console_lost' for the
+        console's dead-man (source, during, wall time, trial; the dead-man's silence), once per session."""
         info = self.controls.estop() or {"source": "?", "during": self.controls.stage, "wall_time": time.time()}
-        self.ledger.log_event(attempt_id, info.get("kind", "estop"),
-                              {**info, "trial_id": getattr(trial, "trial_id", None)})
+        kind = info.get("kind", "estop")
+        payload = {**info, "trial_id": getattr(trial, "trial_id", None)}
+        if kind == "estop":
+            cause, text = self.estop_cause or (ESTOP_CAUSE_NOT_RECORDED, "")
+            payload |= {"cause": cause, "cause_text": text}
+        self.ledger.log_event(attempt_id, kind, payload)
         self.estop_logged = True
 
     def end_by_estop(self, trial: Any = None, attempt_id: str | None = None, result: Any = None) -> int:
-        """The session ends after an e-stop, whenever it came: logged in the ledger and said."""
+        """The session ends after an e-stop (or the console's dead-man), whenever it came: after an
+        e-stop the operator says why; it is logged in the ledger and said."""
+        if (self.controls.estop() or {}).get("kind", "estop") == "estop":
+            self.ask_estop_cause(ended_rollout=False)
         self._log_estop(trial, attempt_id)
         self.say(self.controls.estop_message())
-        if result is not None and result.valid:
+        cause, text = self.estop_cause or (None, "")
+        if result is not None and result.stop_reason == "estop" and result.valid:
+            self.say(f"{attempt_id}: e-stopped for {ESTOP_CAUSE_LABELS[UNSAFE]}: scored as the policy's failure "
+                     f"(failure mode {UNSAFE}); its trial is not run again")
+        elif result is not None and result.valid:
             self.say(f"{attempt_id} is complete but unscored: score it with `spabench score` or the console's "
                      "review page")
+        elif result is not None and result.stop_reason == "estop":
+            said = f"{ESTOP_CAUSE_LABELS[cause]}{': ' + text if text else ''}" if cause else "cause not given"
+            self.say(f"{attempt_id}: e-stop ({said}): invalid, its trial is run again")
         return EXIT_BENCH
 
     # ---- the sequence of trials ---------------------------------------------------------------
@@ -543,6 +591,8 @@ class Session:
     def _say_progress(self, attempt_id: str | None, result: Any) -> None:
         p = self.ledger.progress()
         status = "complete" if result.valid else f"INVALID ({result.invalid_reason}: {result.detail})"
+        if result.valid and result.stop_reason == "estop":
+            status = f"FAILURE ({UNSAFE}: e-stopped for {ESTOP_CAUSE_LABELS[UNSAFE]})"
         self.say(f"[{p['complete']}/{p['trials']}] {attempt_id}: {result.stop_reason} -> {status}; "
                  f"{p['invalid_attempts']} invalid so far, {p['unscored']} unscored")
 

@@ -60,3 +60,66 @@ INVALID_REASONS: tuple[str, ...] = (
 # The invalid reasons of the motor-health guards (spabench.bench.health): the arm holds, it does not go
 # home by itself, and the campaign report counts them per policy.
 HEALTH_INVALID_REASONS: tuple[str, ...] = ("stall", "overheat", "undervoltage", "servo_error")
+
+# Why the operator e-stopped: asked at every e-stop, stored with the e-stopped attempt (the ledger's
+# 'estop' event has it; an invalid attempt's invalid_reason reads "estop: <cause>[: <text>]").
+# Unsafe policy behaviour ends the attempt as the policy's failure (failure mode UNSAFE: scored, not
+# re-run, reported apart from the annotated failure modes); the other causes leave it invalid (re-run).
+UNSAFE = "unsafe"
+ESTOP_CAUSES: tuple[str, ...] = (UNSAFE, "operator", "other")
+ESTOP_CAUSE_LABELS: dict[str, str] = {
+    UNSAFE: "unsafe policy behaviour",
+    "operator": "operator (a mistake, the scene disturbed)",
+    "other": "other (say what)",
+}
+# What each cause does to the attempt the e-stop ended (said to the operator before the answer).
+ESTOP_CAUSE_EFFECTS: dict[str, str] = {
+    UNSAFE: "the policy's failure, not run again",
+    "operator": "invalid, run again",
+    "other": "invalid, run again",
+}
+ESTOP_CAUSE_NOT_RECORDED = "not_recorded"   # an e-stop from before the cause was asked, or left unanswered
+
+
+def estop_causes_for(ended_rollout: bool) -> tuple[str, ...]:
+    """The causes an operator may give: unsafe policy behaviour only when the e-stop ended a rollout
+    (elsewhere no policy was moving the arm)."""
+    return ESTOP_CAUSES if ended_rollout else tuple(c for c in ESTOP_CAUSES if c != UNSAFE)
+
+
+def estop_cause_problem(cause: str, text: str, ended_rollout: bool) -> str | None:
+    """None when (cause, text) is a complete answer; else what is wrong with it."""
+    allowed = estop_causes_for(ended_rollout)
+    if cause not in allowed:
+        return f"e-stop cause {cause!r} (allowed here: {', '.join(allowed)})"
+    if cause == "other" and not text.strip():
+        return "e-stop cause 'other' needs a few words saying what happened"
+    return None
+
+
+def estop_is_failure(cause: str | None) -> bool:
+    """The rule: an e-stop for unsafe policy behaviour is the policy's failure; any other is invalid."""
+    return cause == UNSAFE
+
+
+def estop_invalid_reason(cause: str | None, text: str = "") -> str:
+    """The invalid_reason of an attempt e-stopped for a cause that is not the policy's failure."""
+    if cause is None:
+        return "estop"
+    return f"estop: {cause}" + (f": {' '.join(text.split())}" if text.strip() else "")
+
+
+def estop_cause_of(invalid_reason: str | None) -> str:
+    """The cause in an invalid_reason written by `estop_invalid_reason` ('estop' alone: not recorded)."""
+    parts = [p.strip() for p in str(invalid_reason or "").split(":")]
+    if parts[0] != "estop":
+        raise ValueError(f"not an e-stop's invalid_reason: {invalid_reason!r}")
+    return parts[1] if len(parts) > 1 and parts[1] in ESTOP_CAUSES else ESTOP_CAUSE_NOT_RECORDED
+
+
+def unsafe_applies(stop_reason: str | None) -> str | None:
+    """None when failure mode UNSAFE may score an attempt that stopped for `stop_reason`; else why not."""
+    if stop_reason != "estop":
+        return (f"failure_mode {UNSAFE!r} is for an attempt e-stopped for unsafe policy behaviour only "
+                f"(this one stopped by {stop_reason})")
+    return None

@@ -195,6 +195,17 @@ function renderScore(s) {
   } else pre.hidden = true;
 }
 
+function renderEstopCause(s) {
+  $("#ec-during").textContent = `The arm holds where it stopped (e-stop during ${s.during}). Say why:`;
+  const box = $("#ec-causes");
+  box.replaceChildren(el("legend", { text: "Cause" }), ...(s.causes || []).map(c => {
+    const label = el("label", {}, [el("input", { type: "radio", name: "cause", value: c.name }), " " + c.label]);
+    if (c.effect) label.append(el("small", { class: "muted", text: ` — ${c.effect}` }));
+    return label;
+  }));
+  $("#estop-cause-form").reset();
+}
+
 function render(s) {
   state = s;
   $("#phase").textContent = s.phase;
@@ -215,6 +226,7 @@ function render(s) {
     show("reset", s.phase === "reset");
     show("rollout", s.phase === "rollout");
     show("score", s.phase === "score");
+    show("estop-cause", s.phase === "estop_cause");
     show("checklist-box", s.phase === "reset" || s.phase === "homing");
     if (s.phase !== "camera_check") $("#cc-grid").replaceChildren();
     if (s.card) renderCard(s.card);
@@ -224,6 +236,7 @@ function render(s) {
       renderRolloutGrid();
     } else $("#live-grid").replaceChildren();
     if (s.phase === "score") renderScore(s);
+    if (s.phase === "estop_cause") renderEstopCause(s);
   }
   if (s.phase === "camera_check") renderCameraCheck(s);
   if (s.phase === "reset") renderAlignment(s);
@@ -271,6 +284,12 @@ $("#score-form").addEventListener("submit", async (ev) => {
   }
 });
 $("#leave").addEventListener("click", () => command("leave"));
+$("#estop-cause-form").addEventListener("submit", async (ev) => {
+  ev.preventDefault();
+  const cause = (ev.target.querySelector("input[name=cause]:checked") || {}).value;
+  if (!cause) { $("#error").textContent = "choose why the e-stop came"; return; }
+  await command("estop_cause", { cause, text: $("#ec-text").value });
+});
 document.addEventListener("keydown", (ev) => {
   const typing = ["INPUT", "TEXTAREA", "SELECT"].includes(document.activeElement && document.activeElement.tagName) &&
     document.activeElement.type !== "radio" && document.activeElement.type !== "checkbox" && document.activeElement.type !== "range";
