@@ -120,3 +120,15 @@ def synthetic_campaign(seed: int = 7) -> Synthetic:
         data.rows.extend(policy_rows[i] for i in order)
     return data
 
+
+def counting_trials(n_scenes: int, policies: tuple[str, ...]) -> list:
+    """Planned ledger rows: `n_scenes` counting scenes (E0000...), each run by every policy (aliases P0,
+    P1, ... in that order), for tests that write a small real ledger."""
+    from spabench.ledger import TrialRow
+
+    return [TrialRow(trial_id=f"E{i:04d}-P{p}", evaluation_id=f"E{i:04d}", policy=policy, card=policy,
+                     alias=f"P{p}", task="counting", condition="id", scene_id=f"s{i}", scene_condition="id",
+                     matched_group=None, cell="goal_2_by_addition|counting", withheld=False,
+                     instruction="Leave exactly two objects in the bowl.", instruction_variant="original",
+                     timer_s=60.0, order=len(policies) * i + p)
+            for i in range(n_scenes) for p, policy in enumerate(policies)]

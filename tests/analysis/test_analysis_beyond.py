@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from analysis_synthetic import FULL_POLICIES, ID_ONLY_TRIALS, write_csv
+from analysis_synthetic import FULL_POLICIES, ID_ONLY_TRIALS, counting_trials, write_csv
 from paired_reference import tango_brute_force
 
 from spabench.analysis.agreement import cohen_kappa, rater_agreement
@@ -16,7 +16,7 @@ from spabench.analysis.comparisons import between_policy_table, completeness_tab
 from spabench.analysis.outcomes import load_outcomes, validate_outcomes
 from spabench.analysis.ranking import _counts, bradley_terry_ranking, fit_davidson
 from spabench.config import SpabenchConfig
-from spabench.ledger import Ledger, TrialRow
+from spabench.ledger import Ledger
 from spabench.suite.vocabulary import TASKS
 
 COLUMNS = ["policy", "task", "condition", "evaluation_id", "success", "valid"]
@@ -199,12 +199,7 @@ def test_cohen_kappa_hand_computed():
 
 
 def _ledger_campaign(tmp_path):
-    rows = [TrialRow(trial_id=f"E{i:04d}-P{p}", evaluation_id=f"E{i:04d}", policy=policy, card=policy,
-                     alias=f"P{p}", task="counting", condition="id", scene_id=f"s{i}", scene_condition="id",
-                     matched_group=None, cell="goal_2_by_addition|counting", withheld=False,
-                     instruction="Leave exactly two objects in the bowl.", instruction_variant="original",
-                     timer_s=60.0, order=2 * i + p)
-            for i in range(12) for p, policy in enumerate(("pi05", "molmoact2"))]
+    rows = counting_trials(12, ("pi05", "molmoact2"))
     campaign = tmp_path / "camp"
     ledger = Ledger.create(campaign / "ledger.sqlite", rows, "ab" * 32, {"campaign": "unit"})
     second = [1, 1, 0, 0, 1, 0, 1, 1, 0, 0]

@@ -5,11 +5,12 @@ the way `spabench run` writes it (health_summary, rollout_summary.clamps, cool_d
 from __future__ import annotations
 
 import pandas as pd
+from analysis_synthetic import counting_trials
 
 from spabench.analysis.commands import report
 from spabench.analysis.health import campaign_health
 from spabench.config import SpabenchConfig
-from spabench.ledger import Ledger, TrialRow
+from spabench.ledger import Ledger
 from spabench.suite.vocabulary import JOINTS
 
 
@@ -21,12 +22,7 @@ def _summary(hottest: float, motor: str = "gripper", stalls: int = 0) -> dict:
 
 
 def _campaign(tmp_path):
-    rows = [TrialRow(trial_id=f"E{i:04d}-P{p}", evaluation_id=f"E{i:04d}", policy=policy, card=policy,
-                     alias=f"P{p}", task="counting", condition="id", scene_id=f"s{i}", scene_condition="id",
-                     matched_group=None, cell="goal_2_by_addition|counting", withheld=False,
-                     instruction="Leave exactly two objects in the bowl.", instruction_variant="original",
-                     timer_s=60.0, order=2 * i + p)
-            for i in range(6) for p, policy in enumerate(("squeezer", "gentle"))]
+    rows = counting_trials(6, ("squeezer", "gentle"))
     campaign = tmp_path / "camp"
     ledger = Ledger.create(campaign / "ledger.sqlite", rows, "ab" * 32, {"campaign": "unit"})
     for n, row in enumerate(rows):
