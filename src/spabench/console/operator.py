@@ -158,7 +158,7 @@ class WebOperator(Operator):
         previous: list[dict] | None = None
         t0 = time.monotonic()
         self.channel.set_phase("camera_check", cameras=window.rows(cam_cfg, 0.0), measuring=True,
-                               required=list(CAMERAS))
+                               required=list(CAMERAS), message=getattr(self.session, "resume_note", None) or "")
         measured = False
         while True:
             started = time.monotonic()

@@ -127,6 +127,7 @@ class Session:
         self.blinder: Blinder | None = None
         self._blind_logging = blind_logging(None)
         self.running_reason = "operator_abort"   # how close() ends an attempt left running
+        self.resume_note: str | None = None      # unscored attempts found at start, for the bench page too
 
     @property
     def open_policies(self) -> PolicyServers:
@@ -168,6 +169,9 @@ class Session:
         if not pending:
             self.say(f"campaign {self.campaign_dir}: every trial has a complete attempt")
             return False
+        self.resume_note = self.unscored_note("resuming")
+        if self.resume_note:
+            self.say(self.resume_note)
         self._blind(Blinder.for_trials(self.ledger.trials(), cards))
         names = set(t.card for t in pending)
         self.policies = PolicyServers(self.cfg, {n: c for n, c in cards.items() if n in names},
@@ -257,6 +261,10 @@ class Session:
         if self.policies is not None:
             self.policies.close()
         self._disconnect_bench()
+        if self.ledger is not None and self.running_reason != "storage_error":  # a lost ledger is not asked again
+            note = self.unscored_note("session end")
+            if note:
+                self.say(note)   # before the operator closes: the bench page shows it with the reason
         if self.operator is not None:
             self.operator.close()
         if self.ledger is not None:
@@ -267,6 +275,21 @@ class Session:
                     log.warning("the e-stop could not be logged in the ledger: %s", exc)
             self.ledger.close()
         self._blind_logging.__exit__()
+
+    def unscored_note(self, when: str) -> str | None:
+        """How many complete attempts of the campaign wait for a score and where to score them; None
+        when none do. Said at every session end and on resume, so that no attempt is forgotten."""
+        try:
+            waiting = self.ledger.unscored_attempts()
+        except Exception as exc:
+            log.warning("could not count the unscored attempts: %s", exc)
+            return None
+        if not waiting:
+            return None
+        named = ", ".join(a.attempt_id for a in waiting[:5]) + (", ..." if len(waiting) > 5 else "")
+        return (f"{when}: {len(waiting)} complete attempt(s) unscored ({named}); score them with "
+                f"`spabench score campaign={self.campaign_dir}` or on the console's review page (/review, "
+                "'Unscored only')")
 
     def _close_running_attempt(self) -> None:
         """An attempt still running at shutdown ends invalid with `running_reason`."""
