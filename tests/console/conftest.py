@@ -182,6 +182,25 @@ def session_at_reset(page, tmp_path: Path, policy_servers: dict) -> tuple[Path, 
     return campaign, proc
 
 
+def finish_estopped_session(proc: subprocess.Popen, tmp_path: Path, campaign: Path, during: str) -> tuple[str, dict]:
+    """Wait for a web run that a console e-stop key ended (exit 3, EXIT_BENCH) and check its one estop
+    event (source 'console key', in stage `during`); returns the run's log and that event."""
+    from spabench.ledger import Ledger
+
+    try:
+        proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(10)
+    log = (tmp_path / "run.log").read_text()
+    assert proc.returncode == 3, log[-3000:]   # EXIT_BENCH: the e-stop ended the session
+    with Ledger.open(campaign / Ledger.FILENAME, readonly=True) as ledger:
+        (event,) = ledger.events(kind="estop")   # exactly one e-stop
+    assert event["payload"]["source"] == "console key" and event["payload"]["during"] == during, event
+    return log, event
+
+
 @pytest.fixture(scope="session")
 def bench_session(tmp_path_factory, browser, policy_servers):
     """A two-trial twin campaign run end to end from the bench page; returns what the page showed."""

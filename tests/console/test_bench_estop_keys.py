@@ -13,7 +13,7 @@ import pytest
 from spabench.ledger import Ledger
 from spabench.suite.rules import UNSAFE
 
-from .conftest import _phase, _steps_at_least, answer_estop_cause, session_at_reset
+from .conftest import _phase, _steps_at_least, answer_estop_cause, finish_estopped_session, session_at_reset
 
 pytestmark = [pytest.mark.sim, pytest.mark.slow]
 
@@ -58,22 +58,6 @@ def _says_why_and_what_next(message: str, log: str, during: str) -> None:
         assert line in log, (line, log[-2000:])
 
 
-def _finish(proc, tmp_path, campaign, during: str) -> str:
-    try:
-        proc.wait(60)
-    finally:
-        if proc.poll() is None:
-            proc.terminate()
-            proc.wait(10)
-    log = (tmp_path / "run.log").read_text()
-    assert proc.returncode == 3, log[-3000:]   # EXIT_BENCH: the e-stop ended the session
-    with Ledger.open(campaign / Ledger.FILENAME, readonly=True) as ledger:
-        (event,) = ledger.events(kind="estop")  # one e-stop: the Space presses before it sent none
-        assert event["payload"]["source"] == "console key"
-        assert event["payload"]["during"] == during
-    return log
-
-
 def test_space_in_reset_does_not_estop_and_escape_in_the_rollout_does(tmp_path, small_page, policy_servers):
     page = small_page
     campaign, proc = session_at_reset(page, tmp_path, policy_servers)
@@ -88,7 +72,7 @@ def test_space_in_reset_does_not_estop_and_escape_in_the_rollout_does(tmp_path, 
         answer_estop_cause(page, "operator")
         message = _closing_message(page)
     finally:
-        log = _finish(proc, tmp_path, campaign, "rollout")
+        log = finish_estopped_session(proc, tmp_path, campaign, "rollout")[0]
     _says_why_and_what_next(message, log, "rollout")
     with Ledger.open(campaign / Ledger.FILENAME, readonly=True) as ledger:
         (attempt,) = [a for t in ledger.trials() for a in ledger.attempts_for(t.trial_id)]
@@ -117,7 +101,7 @@ def test_space_on_the_failure_choice_does_not_estop_and_escape_in_scoring_does(t
         answer_estop_cause(page, "operator")
         message = _closing_message(page)
     finally:
-        log = _finish(proc, tmp_path, campaign, "scoring")
+        log = finish_estopped_session(proc, tmp_path, campaign, "scoring")[0]
     _says_why_and_what_next(message, log, "scoring")
 
 

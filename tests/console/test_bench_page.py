@@ -77,7 +77,7 @@ def test_bench_page_never_names_a_policy(bench_session):
 def test_estop_key_at_the_scene_reset_ends_the_session(tmp_path, page, policy_servers):
     """The page's e-stop key (Escape) outside a rollout (measured before: the page sent nothing, and the
     API would have answered 409): the session ends as e-stopped, the arm held, nothing started."""
-    from .conftest import _phase, answer_estop_cause, session_at_reset
+    from .conftest import _phase, answer_estop_cause, finish_estopped_session, session_at_reset
 
     campaign, proc = session_at_reset(page, tmp_path, policy_servers)
     try:
@@ -88,18 +88,11 @@ def test_estop_key_at_the_scene_reset_ends_the_session(tmp_path, page, policy_se
         answer_estop_cause(page, "other", "checking the e-stop before the session")
         _phase(page, "ended", timeout=30_000)
         message = page.text_content("#message")
-        proc.wait(60)
     finally:
-        if proc.poll() is None:
-            proc.terminate()
-            proc.wait(10)
-    log = (tmp_path / "run.log").read_text()
-    assert proc.returncode == 3, log[-3000:]   # EXIT_BENCH: check the bench, then resume
+        _, event = finish_estopped_session(proc, tmp_path, campaign, "scene reset")
     assert "E-STOP (console key) during scene reset" in message, message
+    assert event["attempt_id"] is None
+    assert (event["payload"]["cause"], event["payload"]["cause_text"]) == \
+        ("other", "checking the e-stop before the session")
     with Ledger.open(campaign / Ledger.FILENAME, readonly=True) as ledger:
-        (event,) = ledger.events(kind="estop")
-        assert event["attempt_id"] is None and event["payload"]["source"] == "console key"
-        assert event["payload"]["during"] == "scene reset"
-        assert (event["payload"]["cause"], event["payload"]["cause_text"]) == \
-            ("other", "checking the e-stop before the session")
         assert all(ledger.attempts_for(t.trial_id) == [] for t in ledger.trials())
