@@ -46,7 +46,10 @@ def test_one_trial_campaign_end_to_end(tmp_path):
         # the timer (2 s) ended the rollout: the ticks span it, however many a loaded machine managed
         ts = ep.timestamps
         assert n >= 2 and np.all(np.diff(ts) > 0)
-        assert 2.0 - 0.2 <= ts[-1] - ts[0] + 1 / 30 <= 2.0 + 0.2, (ts[0], ts[-1])
+        # no tick after the 2 s timer, and the hold came when the timer had run (not earlier): measured
+        # on the loop's own clock, so a stalled last tick under load does not shorten the span
+        hold = next(e for e in ep.events() if e["kind"] == "hold")
+        assert ts[-1] < 2.0 <= hold["t"] < 2.0 + 10.0, (ts[0], ts[-1], hold)
         assert ep.states.shape == (n, 6) and ep.raw_actions.shape == (n, 6)
         attrs = ep.attrs
         assert attrs["attempt_id"] == "E0000-P1-a1" and attrs["evaluation_id"] == "E0000"
