@@ -92,10 +92,18 @@ def test_one_trial_campaign_end_to_end(tmp_path):
 
 def test_no_ema_card_executes_raw_actions(tmp_path):
     campaign = make_campaign(tmp_path)
+    out = io.StringIO()
     with EmulatedBus() as bus, WaveServer() as server:
-        assert run(make_cfg(campaign, bus.port, server.port, timer_s=1.0, ema_alpha=None), out=io.StringIO()) == 0
+        assert run(make_cfg(campaign, bus.port, server.port, timer_s=1.0, ema_alpha=None), out=out) == 0, out.getvalue()
     with EpisodeReader(campaign / "episodes" / "E0000-P1-a1") as ep:
         acted = ep.array("action/chunk_id") >= 0
+        times = ep.timestamps
+        # a tick whose target the safety layer cut (a step limit after a late tick) logs a clamp event:
+        # without EMA, every other executed action is the policy's raw one
+        for e in ep.events():
+            if e["kind"] == "clamp":
+                acted[int(np.searchsorted(times, e["t"], side="right")) - 1] = False
+        assert acted.sum() > 5, (acted.sum(), out.getvalue())
         np.testing.assert_allclose(ep.executed_actions[acted], ep.raw_actions[acted], atol=0.1)
 
 
