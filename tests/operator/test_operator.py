@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import pty
+import select
 import subprocess
 import sys
 import textwrap
@@ -391,3 +392,132 @@ def test_score_corrections_rescore_and_invalidate_then_report(tmp_path):
     assert int(first["success"]) == 0  # the latest score is the outcome
     assert score_audit(outcomes).startswith("Score corrections: 1 on 1 attempt(s)")
     assert "1 complete attempt(s) declared invalid afterwards" in score_audit(outcomes)
+
+
+# a session's terminal operator at its prompts, on a pty: the e-stop keys answer the gate and the
+# score prompts (issue 18; measured on main: only Enter/q and lines were read there, and space+Enter
+# at the gate started the rollout)
+_PROMPTS = textwrap.dedent("""
+    import sys
+    from types import SimpleNamespace
+    from spabench.operator.config import OperatorConfig
+    from spabench.operator.terminal import TerminalOperator
+    from spabench.rollout.controls import StopControl
+    from tests.operator.test_operator import _trial_rows
+    c = StopControl()
+    op = TerminalOperator(OperatorConfig(status_line=False))
+    op.begin_session(SimpleNamespace(controls=c))
+    trial = _trial_rows(1)[0]
+    which = sys.argv[1]
+    if which == "gate":
+        c.stage = "scene reset"
+        print("FIRST", op.wait_scene_ready(trial, None, "CHECKLIST"), c.estop(), flush=True)
+        print("SECOND", op.wait_scene_ready(trial, None, "CHECKLIST"), flush=True)
+    else:
+        c.stage = "scoring"
+        print("FIRST", op.score(trial, None), c.estop(), flush=True)
+        print("SECOND", op.score(trial, None), flush=True)
+    e = c.estop() or {}
+    print("ESTOP", e.get("source"), "|", e.get("during"), flush=True)
+""")
+
+
+def _prompted(term: PtyScript, prompt: bytes, times: int, timeout: float = 20.0) -> bool:
+    """The prompt has been shown `times` times (keys typed before it shows are dropped, as at a bench)."""
+    deadline = time.time() + timeout
+    while term.buf.count(prompt) < times and time.time() < deadline:
+        if select.select([term.master], [], [], 0.2)[0]:
+            try:
+                term.buf += os.read(term.master, 1024)
+            except OSError:
+                break
+    return term.buf.count(prompt) >= times
+
+
+def test_space_then_enter_at_the_gate_estops_and_never_starts_the_rollout():
+    term = PtyScript(_PROMPTS, "gate")
+    gate = b"space/e = e-stop] "
+    assert term.read_until(gate)
+    term.type(b"\n")                          # Enter alone starts, as before
+    assert term.read_until(b"FIRST True None")
+    assert _prompted(term, gate, 2)
+    term.type(b" \n")                         # space+Enter: the space e-stops at once
+    assert term.read_until(b"ESTOP key ' ' | scene reset"), term.buf
+    term.close()
+    assert b"SECOND False" in term.buf, term.buf
+
+
+def test_estop_keys_at_the_score_prompts_on_a_pty():
+    term = PtyScript(_PROMPTS, "score")
+    assert term.read_until(b"Success? [y/n, l = leave unscored] ")
+    term.type(b"n\n")                         # a failure ...
+    assert term.read_until(b"Failure mode [number")
+    term.type(b"e")                           # ... then e at the number: e-stop, left unscored
+    assert term.read_until(b"FIRST None {")
+    assert _prompted(term, b"Success? [y/n, l = leave unscored] ", 2)
+    term.type(b" ")                           # space at y/n: the same
+    assert term.read_until(b"ESTOP key 'e' | scoring"), term.buf   # the first e-stop is the one kept
+    term.close()
+    assert b"SECOND None" in term.buf, term.buf
+
+
+def test_typed_answers_still_work_at_a_session_terminal():
+    """Key by key, the answers are the same as the lines before: a two-digit failure number with a
+    backspace, then a free-text note in which e and space are letters."""
+    script = _PROMPTS.replace('print("FIRST", op.score(trial, None), c.estop(), flush=True)',
+                              'print("FIRST", op.score(trial, None), c.estop(), flush=True); sys.exit(0)')
+    term = PtyScript(script, "score")
+    assert term.read_until(b"Success? [y/n, l = leave unscored] ")
+    term.type(b"n\n")
+    assert term.read_until(b"Failure mode [number")
+    term.type(b"19\x7f1\n")                   # 19, backspace, 1: mode 11
+    assert term.read_until(b"Note (optional) ")
+    term.type(b"e stop not needed\n")
+    assert term.read_until(b"source='operator') None"), term.buf     # no e-stop
+    term.close()
+    from spabench.operator.failure_modes import FAILURE_MODE_NUMBERS
+
+    eleven = {n: m for m, n in FAILURE_MODE_NUMBERS.items()}[11]
+    assert f"failure_mode='{eleven}', note='e stop not needed'".encode() in term.buf, term.buf
+
+
+_WEB_KEYS = textwrap.dedent("""
+    import sys, time
+    from spabench.console.operator import WebOperator
+    from spabench.operator.config import OperatorConfig
+    from spabench.rollout.controls import StopControl
+    op = WebOperator(OperatorConfig(type="web"), out=sys.stdout, stdin=sys.stdin)
+    c = StopControl()
+    op.channel.controls = c
+    op.channel.set_phase("rollout")
+    op._read_terminal_keys()
+    print("ROLLOUT", flush=True)
+    t = time.time()
+    while c.pending() is None and time.time() - t < 10:
+        time.sleep(0.01)
+    print("GOT", c.pending(), flush=True)
+    op.channel.set_phase("reset")
+    op.channel.controls = c = StopControl()
+    print("RESET", flush=True)
+    t = time.time()
+    while not c.estopped() and time.time() - t < 10:
+        time.sleep(0.01)
+    print("GOT", c.pending(), c.estop()["during"] if c.estop() else None, flush=True)
+    op.close()
+""")
+
+
+def test_the_terminal_of_a_web_session_takes_the_stop_and_estop_keys():
+    """Measured on main: a web session's terminal took only Ctrl-C."""
+    term = PtyScript(_WEB_KEYS)
+    assert term.read_until(b"terminal keys: space or e = e-stop")
+    assert term.read_until(b"ROLLOUT")
+    term.type(b"s")                           # stop, as the page's S
+    assert term.read_until(b"RESET")
+    term.type(b"a")                           # abort outside a rollout: refused, said
+    assert term.read_until(b"no rollout is running (phase reset)")
+    term.type(b"e")
+    assert term.read_until(b"GOT ('estop'")
+    term.close()
+    assert b"GOT ('operator_stop', \"terminal key 's'\")" in term.buf, term.buf
+    assert b"GOT ('estop', \"terminal key 'e'\")" in term.buf, term.buf

@@ -177,6 +177,7 @@ def build_app(ctx: ConsoleContext):
     async def bench_command(request: Request):
         if ctx.channel is None:
             return error("no session is running", 409)
+        ctx.channel.beat()   # a request from a bench page: the dead-man hears it
         body = await json_object(request)
         payload = body.get("payload") or {}
         if not isinstance(payload, dict):
@@ -197,6 +198,7 @@ def build_app(ctx: ConsoleContext):
         source = request.query_params.get("source", "button")
         if ctx.channel is None:
             return error("no session is attached to this console: nothing to stop", 409)
+        ctx.channel.beat()
         try:
             ctx.channel.stop(kind, f"console {source}")
         except CommandRefused as exc:

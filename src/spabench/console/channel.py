@@ -7,9 +7,10 @@ control loop polls every tick and a motion going home every step. An e-stop is t
 and also wakes the session if it is waiting for the operator; stop and abort end a rollout, so
 they are refused when none is running.
 
-Every request of a bench page (its state polls, commands, stop requests) is a heartbeat: `last_beat`
-is when the latest one arrived, which the session's dead-man (WebOperator) watches during homing and
-rollouts, and which tells the closing console whether a page is still there to show the end.
+Every request of a bench page (its state polls, commands, stop requests; console.app calls `beat`)
+is a heartbeat: `last_beat` is when the latest one arrived, which the session's dead-man
+(WebOperator) watches during homing and rollouts. Each page polls with its own id, so the closing
+console can wait until every page that is watching fetched the end (wait_seen).
 """
 
 from __future__ import annotations
@@ -120,7 +121,6 @@ class BenchChannel:
         return state
 
     def post(self, command: str, payload: dict | None = None, version: int | None = None) -> None:
-        self.beat()
         with self._cond:
             phase = self._state["phase"]
             if command not in COMMANDS.get(phase, ()):
@@ -138,7 +138,6 @@ class BenchChannel:
     def stop(self, kind: str, source: str) -> None:
         """E-stop now, whatever the session is doing; stop / abort the running rollout. Raises
         NoSession without a session, CommandRefused for stop / abort outside a rollout."""
-        self.beat()
         controls = self.controls
         if controls is None:
             raise NoSession("no session is attached to this console (start one with "

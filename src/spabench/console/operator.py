@@ -12,12 +12,16 @@ While the arm moves (homing before a trial, the rollout and its homing after) a 
 bench page's requests: none for `operator.console.deadman_s` latches `console_lost` on the same
 StopControl, so the arm holds exactly as after an e-stop, the attempt is invalid (`console_lost`) and
 the session ends; nobody is left watching an arm that would otherwise run to the timer.
+
+The session's terminal takes the terminal operator's keys too (`operator.keys`, on a terminal): space
+or e e-stops in every phase, s and a stop or abort a running rollout, as the page's buttons do.
 """
 
 from __future__ import annotations
 
 import math
 import statistics
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -28,7 +32,7 @@ from typing import Any
 from spabench.console import live
 from spabench.console.camera_check import CameraWindow, steady
 from spabench.console.camera_check import problems as camera_problems
-from spabench.console.channel import BenchChannel
+from spabench.console.channel import BenchChannel, CommandRefused
 from spabench.console.config import ConsoleConfig
 from spabench.console.frames import FramePublisher
 from spabench.console.server import ConsoleServer
@@ -38,6 +42,7 @@ from spabench.operator.base import Operator, Score
 from spabench.operator.checklist import reference_attempt, reference_frame
 from spabench.operator.scene_reference import RenderedReference, rendered_reference
 from spabench.operator.status import LoopStats
+from spabench.operator.terminal import KEYS, KeyReader
 from spabench.suite.rules import (
     ESTOP_CAUSE_EFFECTS,
     ESTOP_CAUSE_LABELS,
@@ -97,8 +102,10 @@ def _iso_seconds(start: str | None, end: str | None) -> float | None:
 
 
 class WebOperator(Operator):
-    def __init__(self, config: Any = None, bench: Any = None, out=None):
+    def __init__(self, config: Any = None, bench: Any = None, out=None, stdin=None):
         super().__init__(config)
+        self.stdin = stdin
+        self.keys: KeyReader | None = None   # the session terminal's keys (begin_session to close)
         self.console_cfg = ConsoleConfig.from_mapping(config.console)
         self.rater = getattr(config, "rater", "") or "operator"
         self.bench, self.out = bench, out
@@ -132,7 +139,27 @@ class WebOperator(Operator):
         base, _, query = server.url.partition("?")
         live.record(Path(session.campaign_dir), base + "bench" + (f"?{query}" if query else ""))
         self.show(f"console: open {server.url} (bench page: /bench, review: /review)")
+        self._read_terminal_keys()
         return self._camera_check()
+
+    def _read_terminal_keys(self) -> None:
+        if not getattr(self.config, "keys", False) or self.stdin is None:
+            return
+        reader = KeyReader(self.stdin, self._terminal_key)
+        if reader.start():
+            self.keys = reader
+            self.show("terminal keys: space or e = e-stop (at any time); s = stop, a = abort (in a rollout)")
+
+    def _terminal_key(self, key: str) -> None:
+        """A key pressed in the session's terminal: the same stop path as the page's buttons (not a
+        heartbeat of the page)."""
+        kind = KEYS.get(key)
+        if kind is None:
+            return
+        try:
+            self.channel.stop(kind, f"terminal key {key!r}")
+        except CommandRefused as exc:
+            self.show(f"key {key!r}: {exc}")
 
     def _estop_ends_wait(self) -> bool:
         """True (and the page says so) when an e-stop came while the session waited for the operator."""
@@ -392,6 +419,9 @@ class WebOperator(Operator):
         return "\n".join(lines) or "session closed"
 
     def close(self) -> None:
+        if self.keys is not None:   # the terminal as it was
+            self.keys.stop()
+            self.keys = None
         # the page shows the terminal's closing lines: the reason and, after an e-stop, the held arm
         self.channel.set_phase("ended", message=self.end_text())
         if self.session is not None:
@@ -410,4 +440,4 @@ def _num(x: float) -> float | None:
 
 @register_operator("web")
 def _web(config: Any, bench: Any = None, stdin=None, stdout=None) -> WebOperator:
-    return WebOperator(config, bench=bench, out=stdout)
+    return WebOperator(config, bench=bench, out=stdout, stdin=stdin or sys.stdin)

@@ -7,6 +7,10 @@ latency) and single keys read without Enter (termios cbreak): s = stop (valid), 
 space or e = e-stop (hold, no motion). When stdin is not a terminal no keys are read. After the
 rollout: the score prompt (success y/n, failure mode by number, note). While the arm goes home
 before a trial only the e-stop keys are read (s and a end a rollout; none is running yet).
+
+In a session (after begin_session) the short answers (the gate, y/n, the failure number) are read
+key by key on a terminal, so space or e as the first key e-stops at once: space+Enter at the gate
+never starts a rollout. The note is free text: there space and e are letters.
 """
 
 from __future__ import annotations
@@ -33,6 +37,11 @@ from spabench.suite.rules import (
 
 KEYS = {"s": "operator_stop", "a": "abort", " ": "estop", "e": "estop"}
 ESTOP_KEYS = {k: v for k, v in KEYS.items() if v == "estop"}
+BACKSPACE = ("\x7f", "\b")
+
+
+class EStopAtPrompt(Exception):
+    """An e-stop key answered a prompt (the session's StopControl has the e-stop)."""
 
 
 class KeyReader:
@@ -142,6 +151,7 @@ class TerminalOperator(Operator):
         self.stats = LoopStats()
         self.label = ""
         self.session: Any = None
+        self.controls: Any = None   # the session's StopControl (begin_session): e-stop keys at the prompts
 
     # ---- text I/O ---------------------------------------------------------------------------
     def show(self, text: str) -> None:
@@ -149,15 +159,71 @@ class TerminalOperator(Operator):
 
     def ask(self, prompt: str) -> str | None:
         """One line from the operator; None at end of input."""
+        line = self._line(prompt)
+        return None if line is None else line.strip()
+
+    def _line(self, prompt: str) -> str | None:
         self.out.write(prompt)
         self.out.flush()
         line = self.inp.readline()
         if not line:
             return None
-        return line.strip()
+        return line.rstrip("\r\n")
+
+    def _estop(self, key: str) -> None:
+        self.controls.request("estop", f"key {key!r}")
+        raise EStopAtPrompt(key)
+
+    def answer(self, prompt: str) -> str | None:
+        """A short answer (Enter, a letter, a number): the e-stop keys as its first key e-stop (raises
+        EStopAtPrompt) in a session; None at end of input. On a terminal it is read key by key. Only
+        spaces are not an empty answer (space is an e-stop key: it never means Enter)."""
+        if self.controls is not None and self.use_keys and KeyReader.available(self.inp):
+            return self._typed(prompt)
+        line = self._line(prompt)
+        if line is None:
+            return None
+        if self.controls is not None and line[:1].lower() in ESTOP_KEYS:
+            self._estop(line[:1].lower())
+        return line.strip() or line
+
+    def _typed(self, prompt: str) -> str | None:
+        """The answer typed in cbreak mode (echoed here; backspace works). Entering cbreak mode drops
+        keys typed before the prompt."""
+        import termios
+        import tty
+
+        fd = self.inp.fileno()
+        saved = termios.tcgetattr(fd)
+        tty.setcbreak(fd)
+        try:
+            self.out.write(prompt)
+            self.out.flush()
+            typed = ""
+            while True:
+                key = os.read(fd, 1).decode(errors="ignore")
+                if not key:
+                    return None
+                if key in ("\r", "\n"):
+                    self.show("")
+                    return typed.strip()
+                if not typed and key.lower() in ESTOP_KEYS:
+                    self.show("")
+                    self._estop(key.lower())
+                if key in BACKSPACE:
+                    if typed:
+                        typed = typed[:-1]
+                        self.out.write("\b \b")
+                elif key.isprintable():
+                    typed += key
+                    self.out.write(key)
+                self.out.flush()
+        finally:
+            termios.tcsetattr(fd, termios.TCSADRAIN, saved)
 
     def begin_session(self, session: Any) -> bool:
         self.session = session      # its campaign folder and suite: the scenes' rendered references
+        self.controls = getattr(session, "controls", None)
         return True
 
     # ---- per trial ----------------------------------------------------------------------------
@@ -168,10 +234,14 @@ class TerminalOperator(Operator):
         self.show(checklist_text)
         images = self._reference_images(trial, scene)
         view = bool(images) and desktop_display()
+        legend = ", space/e = e-stop" if self.controls is not None else ""
         prompt = "Scene ready? [Enter = start, " + ("v = view the reference images, " if view else "") + \
-            "q = end the campaign here] "
+            f"q = end the campaign here{legend}] "
         while True:
-            answer = self.ask(prompt)
+            try:
+                answer = self.answer(prompt)
+            except EStopAtPrompt:
+                return False   # the session ends on the e-stop
             if answer is None or answer.lower() in ("q", "quit"):
                 return False
             if answer == "":
@@ -180,7 +250,7 @@ class TerminalOperator(Operator):
                 self.show(open_images(images) if view else "No desktop display here (DISPLAY/WAYLAND_DISPLAY unset): "
                           "open " + ", ".join(str(p) for p in images) + " on a computer with a screen.")
                 continue
-            self.show("Press Enter when the scene matches the checklist, or q to stop.")
+            self.show(f"Press Enter when the scene matches the checklist, or q to stop{legend}.")
 
     def _reference_images(self, trial: Any, scene: Any) -> list[Path]:
         """Shows the scene's rendered reference (drawn on its first placement in the campaign) and
@@ -274,7 +344,7 @@ class TerminalOperator(Operator):
             self.show(f"  {c['number']:2d}) {c['label']}" + ("" if c["applicable"] else "   - not for this trial"))
         hint = f", Enter = {FAILURE_MODE_NUMBERS[preset]} {FAILURE_MODE_LABELS[preset]}" if preset else ""
         while True:
-            answer = self.ask(f"Failure mode [number, ? = definitions{hint}] ")
+            answer = self.answer(f"Failure mode [number, ? = definitions{hint}] ")
             if answer is None:
                 return None
             answer = answer.strip()
@@ -294,6 +364,13 @@ class TerminalOperator(Operator):
                 return choice["name"]
 
     def score(self, trial: Any, result: Any, prefill: Score | None = None) -> Score | None:
+        """None: left unscored (end of input, l, or an e-stop key, which ends the session)."""
+        try:
+            return self._score(trial, result, prefill)
+        except EStopAtPrompt:
+            return None
+
+    def _score(self, trial: Any, result: Any, prefill: Score | None) -> Score | None:
         task, condition = getattr(trial, "task", ""), getattr(trial, "condition", "")
         self.show(f"\nScore attempt of trial {getattr(trial, 'trial_id', '?')}: task {task}, condition {condition}")
         self.show(f"Instruction: \"{getattr(trial, 'instruction', '')}\"")
@@ -305,7 +382,8 @@ class TerminalOperator(Operator):
             self.show(f"Pre-filled from motion detection: {'success' if prefill.success else 'failure'}"
                       + (f" ({prefill.failure_mode})" if prefill.failure_mode else "") + " - Enter accepts it.")
         while True:
-            answer = self.ask(f"Success? [y/n{', Enter = ' + default if default else ''}, l = leave unscored] ")
+            enter = f", Enter = {default}" if default else ""
+            answer = self.answer(f"Success? [y/n{enter}, l = leave unscored] ")
             if answer is None or answer.lower() == "l":
                 return None
             if answer == "" and default:
