@@ -130,7 +130,7 @@ def test_a_robot_campaign_defaults_to_the_terminal_operator(tmp_path, capsys, mo
     alias = _aliases(campaign)["scripted_compositional"]
     assert compose(COMMANDS["run"], [f"campaign={campaign}", "bench.port=/dev/x"]).operator.type == "terminal"
     server, port = _server("scripted_compositional", "compositional")
-    monkeypatch.setattr(sys, "stdin", io.StringIO("q\n"))
+    monkeypatch.setattr(sys, "stdin", io.StringIO("Ada\nq\n"))   # the rater's name, then q at the gate
     capsys.readouterr()
     with EmulatedBus() as bus, server:
         code = main(["run", f"campaign={campaign}", "bench=so101_emulated", f"bench.port={bus.port}",

@@ -120,8 +120,14 @@ def plan_small(out: Path) -> Path:
     return out
 
 
-def start_run(campaign: Path, ports: dict, console_port: int, log: Path) -> subprocess.Popen:
+RATER = "Ada Lovelace"   # operator.rater= of the harness's sessions (fills the page's rater field)
+
+
+def start_run(campaign: Path, ports: dict, console_port: int, log: Path, *extra: str,
+              rater: str | None = RATER) -> subprocess.Popen:
+    """`spabench run operator=web` of `campaign`; `rater=None`: the page asks for the name."""
     args = [sys.executable, "-m", "spabench.cli.main", "run", f"campaign={campaign}", "bench=sim_demo",
+            *([f"operator.rater={rater}"] if rater else []), *extra,
             "operator=web", f"operator.console.port={console_port}", "operator.timer_s=60",
             "operator.console.camera_check_s=0.5", *[f"cards.{n}.port={p}" for n, p in ports.items()]]
     return subprocess.Popen(args, cwd=REPO, env=env(), stdout=log.open("w"), stderr=subprocess.STDOUT, text=True)
@@ -313,7 +319,7 @@ def review_server(campaign: Path):
 
     wait_encoded(campaign)
     cfg = ConsoleConfig(port=free_port())
-    server = ConsoleServer(build_app(ConsoleContext(campaign_dir=campaign, cfg=cfg, rater="operator",
+    server = ConsoleServer(build_app(ConsoleContext(campaign_dir=campaign, cfg=cfg, rater=RATER,
                                                     suite=load_suite(REPO / "tasks", REPO / "hardware"))), cfg).start()
     try:
         yield f"http://127.0.0.1:{server.port}"

@@ -9,7 +9,7 @@ from spabench.ledger import Ledger
 from spabench.operator.failure_modes import FAILURE_MODE_LABELS
 from spabench.suite.vocabulary import CAMERAS
 
-from .conftest import policy_words
+from .conftest import RATER, policy_words
 
 pytestmark = [pytest.mark.sim, pytest.mark.slow]
 
@@ -48,7 +48,7 @@ def test_campaign_run_from_the_page_lands_in_the_ledger_as_shown(bench_session):
             assert (attempt.status, attempt.stop_reason) == ("complete", "operator_stop")
             (score,) = ledger.scores_for(attempt.attempt_id)
             assert (score.rater, score.success, score.failure_mode, score.note) == \
-                ("operator", saved["success"], saved["failure_mode"], saved["note"])
+                (RATER, saved["success"], saved["failure_mode"], saved["note"])
             (align,) = [e["payload"] for e in ledger.events(attempt.attempt_id, "scene_alignment")]
             if card["first_attempt"]:
                 assert align["reference"] is False and align["scores"] == {}

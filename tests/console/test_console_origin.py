@@ -22,7 +22,16 @@ import pytest
 
 from spabench.ledger import Ledger
 
-from .conftest import _phase, _steps_at_least, answer_estop_cause, free_port, plan_small, start_run, wait_http
+from .conftest import (
+    RATER,
+    _phase,
+    _steps_at_least,
+    answer_estop_cause,
+    free_port,
+    plan_small,
+    start_run,
+    wait_http,
+)
 
 pytestmark = [pytest.mark.sim, pytest.mark.slow]
 
@@ -145,10 +154,10 @@ def test_other_pages_cannot_drive_the_session_or_the_ledger(browser, page, polic
         _phase(page, "reset")
         ledger_before = _scores(campaign)
         ((attempt_id, status, history), *_) = ledger_before
-        assert status == "complete" and [h[:2] for h in history] == [("operator", False)]
+        assert status == "complete" and [h[:2] for h in history] == [(RATER, False)]
         # score (a new rater) and rescore (the operator, with a reason) from the review API
         for body in ({"rater": "mallory", "success": True, "note": "forged"},
-                     {"rater": "operator", "success": True, "note": "forged", "reason": "forged"}):
+                     {"rater": RATER, "success": True, "note": "forged", "reason": "forged"}):
             assert attacker.send(f"/api/attempts/{attempt_id}/score", body) == 4
         assert _scores(campaign) == ledger_before
         # every answer the console gave the attacking pages was a refusal

@@ -34,7 +34,7 @@ def campaign(tmp_path):
     with Ledger.create(tmp_path / Ledger.FILENAME, [ROW], "h", {"campaign": "req"}) as ledger:
         a = ledger.begin_attempt("E0000-P1")
         ledger.finish_attempt(a, "complete", "timer")
-        ledger.record_score(a, "operator", True, None, "clean")
+        ledger.record_score(a, "Ada", True, None, "clean")
     return tmp_path
 
 
@@ -52,7 +52,7 @@ def console(campaign):
     server.stop()
 
 
-RESCORE = ('{"rater": "operator", "success": false, "failure_mode": null, "note": "forged", "reason": "forged", '
+RESCORE = ('{"rater": "Ada", "success": false, "failure_mode": null, "note": "forged", "reason": "forged", '
            '"version": 1}')  # the operator's one score so far
 
 
@@ -139,12 +139,12 @@ def test_bodies_and_notes_are_capped_before_anything_is_stored(console, campaign
     assert reply.status_code == 413
     # a note (or reason) longer than max_note_chars: 400 naming the limit
     for field in ("note", "reason"):
-        body = {"rater": "operator", "success": False, "note": "n", "reason": "r", field: "y" * 501}
+        body = {"rater": "Ada", "success": False, "note": "n", "reason": "r", field: "y" * 501}
         reply = httpx.post(base + url, json=body, headers=_own(base, csrf))
         assert reply.status_code == 400 and f"{field} is 501 characters" in reply.json()["error"]
         assert "max_note_chars" in reply.json()["error"]
     assert _history(campaign) == before
-    reply = httpx.post(base + url, json={"rater": "operator", "success": False, "note": "y" * 500, "reason": "r",
+    reply = httpx.post(base + url, json={"rater": "Ada", "success": False, "note": "y" * 500, "reason": "r",
                                          "version": 1}, headers=_own(base, csrf))
     assert reply.status_code == 200 and len(_history(campaign)) == len(before) + 1
 
@@ -212,7 +212,7 @@ def test_a_score_names_what_it_accepts_and_carries_its_version(console, campaign
     before = _history(campaign)
     csrf = httpx.get(base + "/api/meta").json()["csrf_token"]
     url = base + "/api/attempts/E0000-P1-a1/score"
-    assert httpx.get(base + "/api/attempts/E0000-P1-a1?rater=operator").json()["version"] == len(before)
+    assert httpx.get(base + "/api/attempts/E0000-P1-a1?rater=Ada").json()["version"] == len(before)
     refused = {
         "an unknown field": ({"rater": "rita", "success": True, "version": 0, "verison": 1},
                              "unknown field(s) 'verison' (accepted: rater, success, failure_mode, note, reason, version)"),
@@ -222,7 +222,7 @@ def test_a_score_names_what_it_accepts_and_carries_its_version(console, campaign
     for what, (body, message) in refused.items():
         reply = httpx.post(url, json=body, headers=_own(base, csrf))
         assert reply.status_code == 400 and message in reply.json()["error"], (what, reply.text)
-    stale = httpx.post(url, json={"rater": "operator", "success": True, "reason": "r", "version": len(before) - 1},
+    stale = httpx.post(url, json={"rater": "Ada", "success": True, "reason": "r", "version": len(before) - 1},
                        headers=_own(base, csrf))
     assert stale.status_code == 409 and stale.json()["conflict"]["version"] == len(before), stale.text
     assert "not saved" in stale.json()["error"]

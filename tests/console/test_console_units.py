@@ -8,11 +8,11 @@ import time
 import numpy as np
 import pytest
 
-from spabench.console.alignment import alignment_score
 from spabench.console.channel import BenchChannel, CommandRefused, NoSession
 from spabench.console.config import ConsoleConfig
 from spabench.console.frames import FramePublisher
 from spabench.console.views import REDACTED, Redactor
+from spabench.operator.alignment import alignment_score
 from spabench.rollout.controls import StopControl
 
 

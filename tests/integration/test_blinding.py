@@ -41,7 +41,7 @@ def test_nothing_the_operator_sees_names_the_policy(tmp_path, caplog):
     with EmulatedBus() as bus, WaveServer() as server:
         when(lambda: server.server.resets >= 2, lambda: (time.sleep(0.3), server.server.stop()))
         cfg = make_cfg(campaign, bus.port, server.port, timer_s=1.0,
-                       operator={"type": "terminal", "keys": False, "status_line": False})
+                       operator={"type": "terminal", "keys": False, "status_line": False, "rater": "Ada"})
         cfg.policy.name = CARD
         out = io.StringIO()
         code = run(cfg, out=out, stdin=stdin)

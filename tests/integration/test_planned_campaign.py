@@ -29,6 +29,9 @@ def _plan(tmp_path, policies):
     return out
 
 
+REPLAYED = "replayed camera frames, not a placed scene"
+
+
 def test_two_policies_terminal_operator(tmp_path, monkeypatch):
     policies = [{"name": "scripted_compositional", "card": "scripted_compositional", "timer_s": 20.0},
                 {"name": "scripted_memorising", "card": "scripted_memorising", "timer_s": 20.0}]
@@ -39,14 +42,15 @@ def test_two_policies_terminal_operator(tmp_path, monkeypatch):
     assert len(trials) == 2 and trials[0].evaluation_id == trials[1].evaluation_id
     with EmulatedBus() as bus, WaveServer() as s1, WaveServer() as s2:
         cfg = make_cfg(campaign, bus.port, s1.port, timer_s=1.0,
-                       operator={"type": "terminal", "keys": True, "status_line": True})
+                       operator={"type": "terminal", "keys": True, "status_line": True, "rater": "Ada"})
         # both cards point at local servers (cfg.policy overrides its own card; the other by port)
         cfg.policy.name = trials[0].card
         from spabench.policy.card import load_card
 
         other = load_card(trials[1].card)
-        # trial 1: Enter at the gate, success "y", note; trial 2: Enter, "n", mode 1, note
-        stdin = io.StringIO("\ny\nfine\n\nn\n1\nmissed it\n")
+        # trial 1: Enter at the gate, success "y", note; trial 2: Enter, then the override reason (the
+        # replayed camera frames are not the reference scene: alignment about 0.5), "n", mode 1, note
+        stdin = io.StringIO(f"\ny\nfine\n\n{REPLAYED}\nn\n1\nmissed it\n")
         out = io.StringIO()
         import spabench.rollout.session as session
 
@@ -74,6 +78,8 @@ def test_two_policies_terminal_operator(tmp_path, monkeypatch):
     scores = [ledger.scores_for(ledger.attempts_for(t.trial_id)[0].attempt_id)[0] for t in trials]
     assert [(s.success, s.note) for s in scores] == [(True, "fine"), (False, "missed it")]
     assert ledger.next_trial() is None
+    gated = [ledger.attempts_for(t.trial_id)[0] for t in trials]
+    assert gated[0].alignment is None and gated[1].alignment < 0.85 and gated[1].alignment_override == REPLAYED
     ledger.close()
 
 

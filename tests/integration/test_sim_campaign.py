@@ -89,7 +89,7 @@ def test_the_twin_stages_the_scene_for_the_terminal_operator_too(tmp_path, monke
 
     monkeypatch.setattr(SimBench, "load_scene", load_scene)
     cfg, server = _smoke_on_the_twin(tmp_path, {"type": "terminal", "timer_s": 2.0, "keys": False,
-                                                "status_line": False})
+                                                "status_line": False, "rater": "Ada"})
     with server:
         # Enter = scene ready; l = leave the attempt unscored
         assert run(cfg, out=io.StringIO(), stdin=io.StringIO("\nl\n")) == EXIT_OK

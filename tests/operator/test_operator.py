@@ -119,19 +119,19 @@ def test_reference_image_is_first_overhead_frame_of_first_complete_attempt(tmp_p
 
 def test_terminal_ready_gate_and_score_prompt():
     out = io.StringIO()
-    op = TerminalOperator(OperatorConfig(), stdin=io.StringIO("\nwhat\nq\n"), stdout=out)
+    op = TerminalOperator(OperatorConfig(rater="Ada"), stdin=io.StringIO("\nwhat\nq\n"), stdout=out)
     trial = _trial_rows(1)[0]
     assert op.wait_scene_ready(trial, None, "CHECKLIST") is True
     assert op.wait_scene_ready(trial, None, "CHECKLIST") is False  # 'what' is re-asked, then q
     assert "CHECKLIST" in out.getvalue() and "Press Enter" in out.getvalue()
     modes = failure_modes_for("object_state", "ood")
     pick = modes.index("grasp_failure") + 1
-    op = TerminalOperator(OperatorConfig(), stdin=io.StringIO(f"x\nn\n99\n{pick}\nslipped\n"), stdout=io.StringIO())
+    op = TerminalOperator(OperatorConfig(rater="Ada"), stdin=io.StringIO(f"x\nn\n99\n{pick}\nslipped\n"), stdout=io.StringIO())
     s = op.score(trial, EpisodeResult("timer", True, None, 10, 1.0))
-    assert s == Score(False, "grasp_failure", "slipped", "operator", "operator")
-    op = TerminalOperator(OperatorConfig(), stdin=io.StringIO("y\n\n"), stdout=io.StringIO())
+    assert s == Score(False, "grasp_failure", "slipped", "Ada", "operator")
+    op = TerminalOperator(OperatorConfig(rater="Ada"), stdin=io.StringIO("y\n\n"), stdout=io.StringIO())
     assert op.score(trial, None).success is True
-    assert TerminalOperator(OperatorConfig(), stdin=io.StringIO(""), stdout=io.StringIO()).score(trial, None) is None
+    assert TerminalOperator(OperatorConfig(rater="Ada"), stdin=io.StringIO(""), stdout=io.StringIO()).score(trial, None) is None
 
 
 def test_a_failure_number_means_the_same_mode_for_every_task():
@@ -147,7 +147,7 @@ def test_a_failure_number_means_the_same_mode_for_every_task():
     for task in ("object_state", "relative_size", "counting"):
         trial = replace(base, task=task, condition="ood")
         out = io.StringIO()
-        op = TerminalOperator(OperatorConfig(), stdin=io.StringIO("n\n9\n\n"), stdout=out)
+        op = TerminalOperator(OperatorConfig(rater="Ada"), stdin=io.StringIO("n\n9\n\n"), stdout=out)
         got[task] = op.score(trial, None).failure_mode
         shown[task] = {m["number"]: m["name"] for m in public_trial(trial)["failure_modes"]}
         assert f" 9) {FAILURE_MODE_LABELS[got[task]]}" in out.getvalue()
@@ -164,10 +164,10 @@ def test_a_mode_that_does_not_apply_keeps_its_number_and_is_refused():
     trial = replace(_trial_rows(1)[0], task="counting", condition="id")
     n = FAILURE_MODE_NUMBERS["wrong_instance"]                               # object_state / referential only
     out = io.StringIO()
-    op = TerminalOperator(OperatorConfig(), stdin=io.StringIO(f"n\n{n}\n?\n1\n\n"), stdout=out)
+    op = TerminalOperator(OperatorConfig(rater="Ada"), stdin=io.StringIO(f"n\n{n}\n?\n1\n\n"), stdout=out)
     assert op.score(trial, None).failure_mode == "wrong_target"
     text = out.getvalue()
-    assert f"{n:2d}) {FAILURE_MODE_LABELS['wrong_instance']}   - not for this trial" in text
+    assert f"{n:2d}) {FAILURE_MODE_LABELS['wrong_instance']} (n/a)" in text
     assert "does not apply here" in text and FAILURE_MODE_DEFINITIONS["wrong_target"] in text
     (choice,) = [m for m in public_trial(trial)["failure_modes"] if m["name"] == "wrong_instance"]
     assert choice["number"] == n and not choice["applicable"] and "object_state" in choice["why_not"]
@@ -187,7 +187,7 @@ def test_motion_prefill_and_enter_accepts_it():
     moved = motion_prefill("no_movement", True, "r")
     assert (moved.success, moved.failure_mode) == (False, "unnecessary_intervention")
     trial = _trial_rows(2)[1]
-    op = TerminalOperator(OperatorConfig(), stdin=io.StringIO("\n\n\n"), stdout=io.StringIO())
+    op = TerminalOperator(OperatorConfig(rater="Ada"), stdin=io.StringIO("\n\n\n"), stdout=io.StringIO())
     s = op.score(trial, None, moved)
     assert (s.success, s.failure_mode, s.source) == (False, "unnecessary_intervention", "operator_confirmed_prefill")
 
@@ -310,7 +310,7 @@ def test_score_command_scores_unscored_attempts(tmp_path):
     out = io.StringIO()
     # first: a failure (mode 1), second (no_intervention, no motion recorded): Enter accepts the pre-fill
     code = score_command(SpabenchConfig.from_mapping({"campaign_dir": str(tmp_path), "operator": {"type": "terminal"}}, groups=("operator",)),
-                         stdin=io.StringIO("n\n1\nmissed\n\n\n"), stdout=out)
+                         stdin=io.StringIO("Grace Hopper\nn\n1\nmissed\n\n\n"), stdout=out)
     assert code == 0
     ledger = Ledger.open(tmp_path / "ledger.sqlite")
     assert ledger.unscored_attempts() == []
@@ -318,6 +318,7 @@ def test_score_command_scores_unscored_attempts(tmp_path):
     assert (s0.success, s0.failure_mode, s0.note) == (False, failure_modes_for("object_state", "ood")[0], "missed")
     assert s1.success is True and "no motion" in s1.note
     assert "Pre-filled from motion detection: success" in out.getvalue()
+    assert {s0.rater, s1.rater} == {"Grace Hopper"}   # the name asked once, on every score
     ledger.close()
 
 
@@ -361,10 +362,10 @@ def test_score_corrections_rescore_and_invalidate_then_report(tmp_path):
         a = ledger.begin_attempt(trial_id)
         _record(tmp_path, a)
         ledger.finish_attempt(a, "complete", "timer", episode_path=f"episodes/{a}")
-        ledger.record_score(a, "operator", True)
+        ledger.record_score(a, "Ada", True)
         ids.append(a)
     ledger.close()
-    base = {"campaign_dir": str(tmp_path), "operator": {"type": "terminal"}}
+    base = {"campaign_dir": str(tmp_path), "operator": {"type": "terminal", "rater": "Ada"}}
     out = io.StringIO()
     # a correction without a reason is refused, nothing changes
     assert score_command(SpabenchConfig.from_mapping({**base, "attempt": ids[0]}, groups=("operator",)), stdin=io.StringIO("n\n1\n\n"),
@@ -374,7 +375,7 @@ def test_score_corrections_rescore_and_invalidate_then_report(tmp_path):
     code = score_command(SpabenchConfig.from_mapping({**base, "attempt": ids[0], "reason": "gripper slipped on replay"}, groups=("operator",)),
                          stdin=io.StringIO("n\n1\nre-watched\n"), stdout=out)
     assert code == 0, out.getvalue()
-    assert "current: success by operator" in out.getvalue() and "(alias P1" in out.getvalue()
+    assert "current: success by Ada" in out.getvalue() and "(alias P1" in out.getvalue()
     out = io.StringIO()
     assert score_command(SpabenchConfig.from_mapping({**base, "attempt": ids[1], "invalidate": True,
                                            "reason": "cup was upright, scene wrong"}, groups=("operator",)), stdout=out) == 0
@@ -383,7 +384,7 @@ def test_score_corrections_rescore_and_invalidate_then_report(tmp_path):
     history = ledger.score_history(ids[0])
     assert [(s.success, s.reason, s.superseded_at is not None) for s in history] == [
         (True, None, True), (False, "gripper slipped on replay", False)]
-    assert all(s.rater == "operator" and s.scored_at for s in history)
+    assert all(s.rater == "Ada" and s.scored_at for s in history)
     assert ledger.attempt(ids[1]).status == "invalid" and ledger.pending_trials()[0].trial_id == "E0001-P1"
     assert ledger.score_history(ids[1])[0].success is True  # kept in the history
     ledger.close()
@@ -405,7 +406,7 @@ _PROMPTS = textwrap.dedent("""
     from spabench.rollout.controls import StopControl
     from tests.operator.test_operator import _trial_rows
     c = StopControl()
-    op = TerminalOperator(OperatorConfig(status_line=False))
+    op = TerminalOperator(OperatorConfig(status_line=False, rater="Ada"))
     op.begin_session(SimpleNamespace(controls=c))
     trial = _trial_rows(1)[0]
     which = sys.argv[1]
@@ -521,3 +522,62 @@ def test_the_terminal_of_a_web_session_takes_the_stop_and_estop_keys():
     term.close()
     assert b"GOT ('operator_stop', \"terminal key 's'\")" in term.buf, term.buf
     assert b"GOT ('estop', \"terminal key 'e'\")" in term.buf, term.buf
+
+
+def test_a_person_operator_is_asked_for_a_rater_name_once_and_machine_labels_are_refused():
+    """Measured before: every score was by "operator" and nothing asked for a name."""
+    from spabench.errors import ConfigError
+
+    out = io.StringIO()
+    op = TerminalOperator(OperatorConfig(), stdin=io.StringIO("\noperator\nx\n  Ada   Lovelace \ny\n\ny\n\n"), stdout=out)
+    assert op.begin_session(object()) and op.rater == "Ada Lovelace"
+    assert out.getvalue().count("Give your name or initials") == 3   # "", "operator", "x"
+    trial = _trial_rows(1)[0]
+    assert [op.score(trial, None).rater for _ in range(2)] == ["Ada Lovelace"] * 2   # asked once
+    assert out.getvalue().count("Your name as rater") == 4
+    # without a name (end of input) the session does not start, and no score is made
+    assert not TerminalOperator(OperatorConfig(), stdin=io.StringIO(""), stdout=io.StringIO()).begin_session(object())
+    assert TerminalOperator(OperatorConfig(), stdin=io.StringIO(""), stdout=io.StringIO()).score(trial, None) is None
+    # operator.rater= gives it up front; a machine label there is refused before anything starts
+    assert OperatorConfig(type="web", rater=" Grace  Hopper ").rater == "Grace Hopper"
+    for bad in ("operator", "sim_evaluator", "x", "42"):
+        with pytest.raises(ConfigError, match="names no person"):
+            OperatorConfig(type="terminal", rater=bad)
+    assert OperatorConfig(type="auto").rater == "sim_evaluator"   # the twin's labelled machine rater
+
+
+def test_a_score_prompt_fits_an_80x24_terminal():
+    """Measured before: the failure list took a line per mode (11, then the prompt); on 80x24 the
+    trial's lines scrolled away. Two columns under one suite-wide numbering: 7 lines, 79 wide."""
+    from spabench.operator.failure_modes import FAILURE_MODE_NUMBERS, failure_mode_choices
+    from spabench.operator.terminal import failure_mode_lines
+
+    for task, condition in (("object_state", "id"), ("counting", "ood"), ("relative_size", "no_intervention")):
+        lines = failure_mode_lines(failure_mode_choices(task, condition))
+        assert len(lines) <= 7 and max(map(len, lines)) <= 79, lines
+        text = "\n".join(lines)
+        for mode, n in FAILURE_MODE_NUMBERS.items():   # every mode, at its one number
+            assert f"{n:2d}) {FAILURE_MODE_LABELS[mode][:20]}" in text, (mode, text)
+    out = io.StringIO()
+    trial = _trial_rows(1)[0]
+    op = TerminalOperator(OperatorConfig(rater="Ada"), stdin=io.StringIO("n\n1\n\n"), stdout=out)
+    assert op.score(trial, EpisodeResult("timer", True, None, 10, 1.0)).failure_mode == "wrong_target"
+    shown = out.getvalue().splitlines()   # (the prompts share lines here: stdin is not echoed)
+    assert len(shown) <= 24 and max(len(line) for line in shown if "Success?" not in line) <= 80, shown
+
+
+def test_the_review_page_refuses_a_score_without_a_persons_name(tmp_path):
+    """The console's review API (spabench.console.review) stores a score only under a name that can
+    be a person's: the old default "operator" and the machine labels are refused, nothing written."""
+    from spabench.console.review import ReviewError, submit_score
+
+    ledger = Ledger.create(tmp_path / "ledger.sqlite", _trial_rows(1), "h")
+    a = ledger.begin_attempt("E0000-P1")
+    ledger.finish_attempt(a, "complete", "timer", episode_path=f"episodes/{a}")
+    for bad in ("", "operator", "Sim_Evaluator", "x"):
+        with pytest.raises(ReviewError, match="rater"):
+            submit_score(ledger, a, bad, True, None, "", None, 0)
+    assert ledger.score_history(a) == []
+    submit_score(ledger, a, "  Ada  ", True, None, "", None, 0)
+    assert [s.rater for s in ledger.score_history(a)] == ["Ada"]
+    ledger.close()

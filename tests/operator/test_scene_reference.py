@@ -111,7 +111,7 @@ def test_terminal_opens_the_reference_in_the_desktop_viewer(tmp_path, suite, mon
     monkeypatch.setattr(webbrowser, "_tryorder", None)     # read $BROWSER again (the module caches it)
     monkeypatch.setattr(webbrowser, "_browsers", {})
     out = io.StringIO()
-    op = TerminalOperator(OperatorConfig(keys=False, status_line=False), stdin=io.StringIO("v\n\n"), stdout=out)
+    op = TerminalOperator(OperatorConfig(keys=False, status_line=False, rater="Ada"), stdin=io.StringIO("v\n\n"), stdout=out)
     assert op.begin_session(_session(tmp_path, suite))
     assert op.wait_scene_ready(_trial(), suite.scenes[SCENE], "checklist") is True
     text = out.getvalue()
@@ -128,7 +128,7 @@ def test_terminal_without_a_display_prints_the_path(tmp_path, suite, monkeypatch
     for name in ("DISPLAY", "WAYLAND_DISPLAY"):
         monkeypatch.delenv(name, raising=False)
     out = io.StringIO()
-    op = TerminalOperator(OperatorConfig(keys=False, status_line=False), stdin=io.StringIO("v\n\n"), stdout=out)
+    op = TerminalOperator(OperatorConfig(keys=False, status_line=False, rater="Ada"), stdin=io.StringIO("v\n\n"), stdout=out)
     op.begin_session(_session(tmp_path, suite))
     assert op.wait_scene_ready(_trial(), suite.scenes[SCENE], "checklist") is True
     text = out.getvalue()

@@ -133,11 +133,14 @@ def report(cfg: SpabenchConfig) -> int:
         raise DataError(source, "no rollouts: the outcomes table has a header but no data rows")
     def campaign_extras(analysis: Analysis) -> None:
         if cfg.campaign_dir is not None:
+            from spabench.analysis.alignment import campaign_below_threshold
             from spabench.analysis.health import campaign_health
             from spabench.analysis.servers import campaign_server_provenance
 
             analysis.servers = campaign_server_provenance(cfg.campaign_dir)
             analysis.health = campaign_health(campaign_folder(cfg.campaign_dir, "report"), url=cfg.ledger_url)
+            analysis.below_threshold = campaign_below_threshold(campaign_folder(cfg.campaign_dir, "report"),
+                                                                url=cfg.ledger_url)
 
     analysis, written = analyse_and_write(
         outcomes, cfg.out, figure_settings=settings, complete=campaign_extras, n_resamples=cfg.bootstrap,

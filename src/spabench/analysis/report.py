@@ -88,6 +88,7 @@ class Analysis:
     estops: pd.DataFrame = field(default_factory=pd.DataFrame)   # e-stopped attempts by policy and cause
     settings: pd.DataFrame = field(default_factory=pd.DataFrame)  # per-policy protocol settings
     health: Any = None   # spabench.analysis.health.CampaignHealth (campaign input only)
+    below_threshold: list | None = None  # analysis.alignment.BelowThreshold rows (campaign input only)
 
     def name(self, policy: str) -> str:
         return self.names.get(policy, policy)
@@ -238,6 +239,10 @@ def render_markdown(analysis: Analysis, drawn: dict[str, list[Path]] | None = No
     lines += beyond_the_paper(analysis)
     if analysis.health is not None:
         lines += analysis.health.markdown(analysis.name)
+    if analysis.below_threshold is not None:
+        from spabench.analysis.alignment import below_threshold_lines
+
+        lines += below_threshold_lines(analysis.below_threshold, analysis.name)
     if drawn:
         lines += ["## Figures", "",
                   "Success rates with Wilson 95% whiskers; `k/n` above every bar; a 0% bar is drawn as a "

@@ -12,6 +12,7 @@ from typing import Any
 from spabench.configtools import from_known_fields
 from spabench.errors import ConfigError
 from spabench.network import is_loopback  # one loopback rule for policy servers and the console
+from spabench.operator.alignment import DEFAULT_ROI, DEFAULT_THRESHOLD
 
 
 @dataclass
@@ -45,8 +46,8 @@ class ConsoleConfig:
     stream_hz: float = 8.0
     jpeg_quality: int = 70
     stream_width: int = 320
-    alignment_threshold: float = 0.85
-    workspace_roi: list[float] = field(default_factory=lambda: [0.1, 0.1, 0.9, 0.9])
+    alignment_threshold: float = DEFAULT_THRESHOLD
+    workspace_roi: list[float] = field(default_factory=lambda: list(DEFAULT_ROI))
     camera_check_s: float = 1.0
     deadman_s: float = 1.0
     allowed_hosts: list[str] = field(default_factory=list)

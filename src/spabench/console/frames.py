@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from spabench.console.alignment import alignment_score, load_rgb
 from spabench.console.config import ConsoleConfig
+from spabench.operator.alignment import alignment_score, load_rgb
 
 WATCH_S = 2.0
 BACKGROUND_NICE = 10  # the console's threads yield the CPU to the control loop when it is scarce

@@ -20,7 +20,6 @@ or e e-stops in every phase, s and a stop or abort a running rollout, as the pag
 from __future__ import annotations
 
 import math
-import statistics
 import sys
 import threading
 import time
@@ -37,9 +36,17 @@ from spabench.console.config import ConsoleConfig
 from spabench.console.frames import FramePublisher
 from spabench.console.server import ConsoleServer
 from spabench.console.views import public_trial
+from spabench.operator.alignment import (
+    ALIGNMENT_CAMERAS,
+    AlignmentVerdict,
+    alignment_event,
+    override_needed,
+    override_reason,
+)
 from spabench.operator.auto import register_operator
-from spabench.operator.base import Operator, Score
+from spabench.operator.base import RATER_RULE, Operator, Score, person_rater
 from spabench.operator.checklist import reference_attempt, reference_frame
+from spabench.operator.progress import campaign_progress
 from spabench.operator.scene_reference import RenderedReference, rendered_reference
 from spabench.operator.status import LoopStats
 from spabench.operator.terminal import KEYS, KeyReader
@@ -51,7 +58,7 @@ from spabench.suite.rules import (
 )
 from spabench.suite.vocabulary import CAMERAS
 
-OVERLAY_CAMERAS = ("middle", "overhead")
+OVERLAY_CAMERAS = ALIGNMENT_CAMERAS
 UNWATCHED_S = 30.0   # the e-stop cause is asked until answered, or until no bench page polled for this long
 # At the end the console stays up until a page fetched the final state (why the session ended), at
 # most LINGER_S; not at all when no page asked for anything in the last WATCHING_S (nobody watches).
@@ -90,24 +97,14 @@ class DeadMan:
             self._stop.wait(last + self.deadman_s - now)
 
 
-def _iso_seconds(start: str | None, end: str | None) -> float | None:
-    from datetime import datetime
-
-    if start is None or end is None:
-        return None
-    try:
-        return (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
-    except (TypeError, ValueError):
-        return None
-
-
 class WebOperator(Operator):
     def __init__(self, config: Any = None, bench: Any = None, out=None, stdin=None):
         super().__init__(config)
         self.stdin = stdin
         self.keys: KeyReader | None = None   # the session terminal's keys (begin_session to close)
         self.console_cfg = ConsoleConfig.from_mapping(config.console)
-        self.rater = getattr(config, "rater", "") or "operator"
+        self.rater = person_rater(getattr(config, "rater", "")) or ""  # "" until given at the camera check
+        self.ctx: Any = None
         self.bench, self.out = bench, out
         self.channel = BenchChannel()
         self.stats = LoopStats()
@@ -132,9 +129,9 @@ class WebOperator(Operator):
 
         self.session = session
         self.channel.controls = getattr(session, "controls", None)  # the e-stop works from the first page load
-        ctx = ConsoleContext(campaign_dir=Path(session.campaign_dir), suite=getattr(session, "suite", None),
-                             cfg=self.console_cfg, rater=self.rater, channel=self.channel,
-                             publisher=self.publisher, operator=self)
+        ctx = self.ctx = ConsoleContext(campaign_dir=Path(session.campaign_dir), suite=getattr(session, "suite", None),
+                                        cfg=self.console_cfg, rater=self.rater, channel=self.channel,
+                                        publisher=self.publisher, operator=self)
         self.server = server = ConsoleServer(build_app(ctx), self.console_cfg).start()
         base, _, query = server.url.partition("?")
         live.record(Path(session.campaign_dir), base + "bench" + (f"?{query}" if query else ""))
@@ -185,7 +182,8 @@ class WebOperator(Operator):
         previous: list[dict] | None = None
         t0 = time.monotonic()
         self.channel.set_phase("camera_check", cameras=window.rows(cam_cfg, 0.0), measuring=True,
-                               required=list(CAMERAS), message=getattr(self.session, "resume_note", None) or "")
+                               required=list(CAMERAS), message=getattr(self.session, "resume_note", None) or "",
+                               rater=self.rater, rater_rule=RATER_RULE)
         measured = False
         while True:
             started = time.monotonic()
@@ -219,6 +217,11 @@ class WebOperator(Operator):
                     why = "; ".join(snap.get("problems") or []) or "not every camera is live"
                     self.channel.update(error=f"camera check failed: {why}. Fix it, or end the session")
                     continue
+                name = person_rater(cmd[1].get("rater", self.rater))
+                if name is None:   # asked once per session: every score of it carries this name
+                    self.channel.update(error=f"enter the rater's name: {RATER_RULE}")
+                    continue
+                self.rater = self.ctx.rater = name
                 self.cameras = snap["cameras"]
                 session = self.session
                 if session is not None and getattr(session, "ledger", None) is not None:
@@ -226,28 +229,6 @@ class WebOperator(Operator):
                 return True
 
     # ---- per trial ------------------------------------------------------------------------------
-    def _progress(self) -> dict:
-        ledger = self.session.ledger
-        p = ledger.progress()
-        pending = max(0, p["trials"] - p["complete"])
-        per: float | None
-        if self._cycle_s:
-            per, basis = statistics.median(self._cycle_s), "measured trial cycles this session"
-        else:
-            durations = [d for a in self._all_attempts(ledger) if (d := _iso_seconds(a.started_at, a.ended_at))]
-            per, basis = (statistics.median(durations), "measured rollout times (resets not yet measured)") \
-                if durations else (None, "no trial measured yet")
-        return {"k": p["complete"] + 1, "n": p["trials"], "pending": pending,
-                "time_left_s": None if per is None else round(per * pending, 1),
-                "per_trial_s": None if per is None else round(per, 1), "estimate_basis": basis}
-
-    @staticmethod
-    def _all_attempts(ledger) -> list:
-        out = []
-        for t in ledger.trials():
-            out += [a for a in ledger.attempts_for(t.trial_id) if a.status == "complete"]
-        return out
-
     def wait_scene_ready(self, trial: Any, scene: Any, checklist_text: str) -> bool:
         # the twin's scene is already staged by the run session (for every operator)
         self._said_from = max(0, len(getattr(self.session, "said", ())) - 1)  # from the last trial's status line
@@ -260,7 +241,8 @@ class WebOperator(Operator):
             cam: reference_frame(ledger, campaign_dir, trial.evaluation_id, cam) for cam in OVERLAY_CAMERAS}
         self.publisher.set_references(self.references)
         self.rendered = self._rendered(scene)
-        card = {**public_trial(trial), "checklist": checklist_text.splitlines(), **self._progress(),
+        card = {**public_trial(trial), "checklist": checklist_text.splitlines(),
+                **campaign_progress(ledger, trial, self._cycle_s),
                 "first_attempt": first,
                 "references": {cam: p is not None for cam, p in self.references.items()},
                 "rendered": None if self.rendered is None else {
@@ -285,13 +267,16 @@ class WebOperator(Operator):
                 self.channel.set_phase("ended", message="session ended by the operator")
                 return False
             if cmd[0] == "ready":
-                scores = self.publisher.score_now()
-                thr = self.console_cfg.alignment_threshold
-                self._events = [("scene_alignment", {
-                    "scores": scores, "threshold": thr, "roi": self.console_cfg.workspace_roi,
-                    "reference": not first, "matched": bool(scores) and all(v >= thr for v in scores.values()),
-                    "shown": cmd[1].get("shown"), "rater": self.rater,
-                    "note": "first attempt of this evaluation: its first frame becomes the reference" if first else ""})]
+                has_reference = any(p is not None for p in self.references.values())  # none on a first attempt
+                verdict = AlignmentVerdict(self.console_cfg.alignment_threshold, has_reference, self.publisher.score_now())
+                reason = override_reason(cmd[1].get("override_reason"))
+                if verdict.below and reason is None:   # the gate: no rollout below the threshold without a reason
+                    self.channel.update(error=override_needed(verdict), needs_override=True,
+                                        alignment=dict(verdict.scores))
+                    continue
+                self._events = [("scene_alignment", alignment_event(
+                    verdict, reason, roi=self.console_cfg.workspace_roi, shown=cmd[1].get("shown"), rater=self.rater,
+                    note="first attempt of this evaluation: its first frame becomes the reference" if first else ""))]
                 self._last_ready = time.monotonic()
                 self.channel.live = {}
                 self.channel.set_phase("homing", card=card)

@@ -21,6 +21,7 @@ import numpy as np
 from spabench.console.views import public_trial
 from spabench.errors import SpabenchError
 from spabench.ledger import ScoreConflict
+from spabench.operator.base import RATER_RULE, person_rater
 from spabench.operator.checklist import checklist, reference_frame
 from spabench.suite.vocabulary import CAMERAS, JOINTS
 
@@ -101,7 +102,8 @@ def list_attempts(ledger: Any, *, rater: str, blind: bool, unscored: bool = Fals
             out.append({"attempt_id": attempt.attempt_id, "trial_id": trial.trial_id, "alias": trial.alias,
                         "task": trial.task, "condition": trial.condition, "scene_id": trial.scene_id,
                         "status": attempt.status, "stop_reason": None if blind else attempt.stop_reason,
-                        "invalid_reason": attempt.invalid_reason, "scores": scores})
+                        "invalid_reason": attempt.invalid_reason, "scores": scores,
+                        "alignment": attempt.alignment, "alignment_override": attempt.alignment_override})
     return out
 
 
@@ -158,6 +160,7 @@ def attempt_detail(ledger: Any, campaign_dir: Path, suite: Any, attempt_id: str,
     data["ledger_events"] = ledger_events
     align = [e["payload"] for e in ledger_events if e["kind"] == "scene_alignment"]
     data["scene_alignment"] = align[-1] if align else None
+    data["alignment"] = {"value": attempt.alignment, "override_reason": attempt.alignment_override}
     prefill = [e["payload"] for e in ledger_events if e["kind"] == "score_prefill"]
     data["prefill"] = {k: prefill[-1].get(k) for k in ("success", "failure_mode", "note")} if prefill else None
     data["scores"] = _visible(current_scores(ledger, attempt_id), rater, blind)
@@ -221,9 +224,12 @@ def submit_score(ledger: Any, attempt_id: str, rater: str, success: Any, failure
     score-history API); a stale version saves nothing (ReviewConflict, with the score saved meanwhile)."""
     if not isinstance(success, bool):
         raise ReviewError("success must be true or false")
-    rater = (rater or "").strip()
-    if not rater:
+    given = (rater or "").strip()
+    if not given:
         raise ReviewError("rater is missing: enter your rater name")
+    rater = person_rater(given) or ""
+    if not rater:   # every score carries a name a person gave
+        raise ReviewError(f"rater {given!r} names no person: enter {RATER_RULE}")
     if not isinstance(version, int) or isinstance(version, bool) or version < 0:
         raise ReviewError(f"version must be the count of your scores of this attempt that the page showed "
                           f"(an int >= 0), got {version!r}: reload the attempt")

@@ -27,6 +27,7 @@ from spabench.ledger.lock import CampaignLock
 from spabench.ledger.schema import (
     DDL,
     FINISH_STATUSES,
+    LATER_COLUMNS,
     LATER_INDEXES,
     OPERATOR_INVALIDATED,
     OUTCOME_COLUMNS,
@@ -218,6 +219,7 @@ class Ledger:
         self.finish_checked: Callable[[str], None] | None = None
         self.reconnect_s = DEFAULT_RECONNECT_S   # a shared ledger: how long a lost connection is retried
         self._tl = threading.local()             # per thread: inside an operation, running it again
+        self._columns: list[str] | None = None    # the attempts table's columns (later ones may be missing)
 
     @property
     def location(self) -> str:
@@ -414,6 +416,8 @@ class Ledger:
         if not readonly and isinstance(storage, SQLiteStorage):
             for statement in LATER_INDEXES:
                 storage.conn.execute(statement)
+        if not readonly:
+            cls._add_later_columns(storage, where)
         if expect_hash is not None and meta.get("config_hash") != expect_hash:
             storage.close()
             name = meta.get("campaign") or "?"
@@ -426,6 +430,24 @@ class Ledger:
                 f"folder: `spabench plan campaign={name} out=<new dir>`"
             )
         return cls(where, storage)
+
+    @staticmethod
+    def _add_later_columns(storage: Storage, where: Path) -> None:
+        """Give a ledger planned before a later column that column (see schema.LATER_COLUMNS). A
+        PostgreSQL bench role may not alter the tables: then the attempts go without it (warned)."""
+        have: dict[str, list[str]] = {}
+        for table, column, sql_type in LATER_COLUMNS:
+            if column in have.setdefault(table, storage.columns(table)):
+                continue
+            try:
+                storage.add_column(table, column, sql_type)
+            except SpabenchError:
+                raise
+            except Exception as exc:
+                if isinstance(storage, SQLiteStorage):
+                    raise
+                log.warning("%s: cannot add column %s.%s (%s); ask the schema's owner to open it once",
+                            where, table, column, str(exc).strip().splitlines()[0])
 
     def release_reserve(self) -> bool:
         """Give back the ledger's reserve (SQLite) so the last writes fit on a full disk."""
@@ -577,11 +599,20 @@ class Ledger:
     @_reconnecting
     def begin_attempt(self, trial_id: str, episode_path: str | os.PathLike | None = None, *,
                       bench_id: str | None = None, bench_kind: str | None = None, operator: str | None = None,
-                      dry_run: bool = False) -> str:
+                      dry_run: bool = False, alignment: float | None = None,
+                      alignment_override: str | None = None) -> str:
         """Start an attempt (status running) and return its id, e.g. 'E0137-P2-a1'.
 
-        Refused while the same bench has another attempt running, and while another bench holds a
-        live claim on the trial's scene set."""
+        `alignment`: the scene's lowest alignment score at "scene ready" (None: no reference yet);
+        `alignment_override`: the person's reason to start below the alignment threshold. Refused while
+        the same bench has another attempt running, and while another bench holds a live claim on the
+        trial's scene set."""
+        if alignment is not None and not (isinstance(alignment, (int, float)) and 0.0 <= alignment <= 1.0):
+            raise LedgerError(f"{self.path}: begin_attempt: alignment {alignment!r} (allowed: null or 0..1)")
+        if alignment_override is not None and (not isinstance(alignment_override, str)
+                                               or not alignment_override.strip()):
+            raise LedgerError(f"{self.path}: begin_attempt: alignment_override must be null or a non-empty reason")
+        columns = self._attempt_columns()
         with self._write() as tx:
             trial = tx.one("SELECT evaluation_id FROM trials WHERE trial_id = ?", (trial_id,))
             if trial is None:
@@ -605,13 +636,25 @@ class Ledger:
             n = int(tx.one_row("SELECT COALESCE(MAX(n), 0) AS n FROM attempts WHERE trial_id = ?", (trial_id,))["n"]) + 1
             attempt_id = f"{trial_id}-a{n}"
             path = None if episode_path is None else str(episode_path)
-            tx.execute("INSERT INTO attempts (attempt_id, trial_id, n, status, started_at, episode_path, bench_id, "
-                       "bench_kind, operator, dry_run) VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?)",
-                       (attempt_id, trial_id, n, _now(), path, bench_id, bench_kind, operator, int(bool(dry_run))))
+            gate = {"alignment": None if alignment is None else float(alignment),
+                    "alignment_override": None if alignment_override is None else alignment_override.strip()}
+            # a shared ledger its bench role could not give the later columns keeps them in the event only
+            extra = [c for c, v in gate.items() if v is not None and c in columns]
+            names = ", ".join(["attempt_id", "trial_id", "n", "status", "started_at", "episode_path", "bench_id",
+                               "bench_kind", "operator", "dry_run", *extra])
+            tx.execute(f"INSERT INTO attempts ({names}) VALUES (?, ?, ?, 'running', ?, ?, ?, ?, ?, ?"
+                       + ", ?" * len(extra) + ")",
+                       (attempt_id, trial_id, n, _now(), path, bench_id, bench_kind, operator, int(bool(dry_run)),
+                        *(gate[c] for c in extra)))
             self._insert_event(tx, attempt_id, "attempt_started", {
                 "trial_id": trial_id, "episode_path": path, "bench_id": bench_id, "bench_kind": bench_kind,
-                "operator": operator, "dry_run": bool(dry_run)})
+                "operator": operator, "dry_run": bool(dry_run), **gate})
         return attempt_id
+
+    def _attempt_columns(self) -> list[str]:
+        if self._columns is None:
+            self._columns = self.storage.columns("attempts")
+        return self._columns
 
     @_reconnecting
     def finish_attempt(self, attempt_id: str, status: str, stop_reason: str | None,

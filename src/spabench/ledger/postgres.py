@@ -150,6 +150,9 @@ class PostgresStorage(Storage):
             with contextlib.suppress(Exception):
                 cur.execute("ROLLBACK")
 
+    columns_sql = ("SELECT column_name AS name FROM information_schema.columns WHERE table_schema = "
+                   "current_schema() AND table_name = ? ORDER BY ordinal_position")
+
     def schema_exists(self) -> bool:
         row = self.conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,)).fetchone()
         return row is not None

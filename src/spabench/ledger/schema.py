@@ -64,6 +64,8 @@ CREATE TABLE attempts (
     bench_kind     TEXT,                                  -- bench type (so101, sim, ...): never pooled
     operator       TEXT,                                  -- who reset and ran it
     dry_run        INTEGER NOT NULL DEFAULT 0 CHECK (dry_run IN (0, 1)),
+    alignment      {real},                                -- lowest scene alignment at "scene ready" (NULL: no reference)
+    alignment_override TEXT,                              -- the person's reason to start below the threshold
     UNIQUE (trial_id, n),
     CHECK (status != 'invalid' OR invalid_reason IS NOT NULL)
 );
@@ -107,6 +109,14 @@ CREATE INDEX events_attempt ON events (attempt_id);
 # complete attempt per trial: 0.37 s at 2,600 attempts, between every two trials.
 LATER_INDEXES: tuple[str, ...] = (
     "CREATE INDEX IF NOT EXISTS attempts_trial_status ON attempts (trial_id, status)",
+)
+
+# Columns added to the version-2 schema after it was first released, as (table, column, type with the
+# DDL's dialect words): a writable open adds those still missing (at the end of the table, where the
+# DDL also puts them), so a ledger planned earlier keeps working; until then its rows read as NULL.
+LATER_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("attempts", "alignment", "{real}"),
+    ("attempts", "alignment_override", "TEXT"),
 )
 
 
@@ -168,6 +178,8 @@ class AttemptRow:
     operator: str | None = None
     dry_run: bool = False
     n: int = 1
+    alignment: float | None = None           # the lowest camera's scene alignment at "scene ready"
+    alignment_override: str | None = None    # why it started below the threshold (a person's words)
 
 
 @dataclass(frozen=True)

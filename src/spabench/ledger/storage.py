@@ -121,6 +121,17 @@ class Storage(ABC):
     def create_schema(self, ddl: str) -> None:
         """Create the tables in an empty database (SQLite file / PostgreSQL schema)."""
 
+    def columns(self, table: str) -> list[str]:
+        """The columns of `table`, in order."""
+        return [r["name"] for r in self.query(self.columns_sql, (table,))]
+
+    columns_sql = "SELECT name FROM pragma_table_info(?) ORDER BY cid"
+
+    def add_column(self, table: str, column: str, sql_type: str) -> None:
+        """Add a column a later release of the schema has (its rows read NULL)."""
+        with self.write() as tx:
+            tx.execute(f'ALTER TABLE {table} ADD COLUMN "{column}" {self.ddl(sql_type)}')
+
     @abstractmethod
     def close(self) -> None: ...
 

@@ -87,7 +87,7 @@ def register_operator(name: str):
 def _terminal(config: Any, bench: Any = None, stdin=None, stdout=None) -> Operator:
     from spabench.operator.terminal import TerminalOperator
 
-    return TerminalOperator(config, stdin=stdin, stdout=stdout)
+    return TerminalOperator(config, stdin=stdin, stdout=stdout, bench=bench)
 
 
 @register_operator("unattended")

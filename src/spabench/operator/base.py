@@ -20,7 +20,27 @@ from typing import Any
 
 from spabench.suite.rules import NO_MOTION_CONDITIONS, failure_modes_for
 
-__all__ = ["Operator", "Score", "failure_modes_for", "motion_prefill", "NO_MOTION_CONDITIONS"]
+__all__ = ["Operator", "Score", "failure_modes_for", "motion_prefill", "NO_MOTION_CONDITIONS", "person_rater"]
+
+# Rater labels that name no person: the old anonymous default and the machine scorers. A person's
+# score always carries the name they gave (asked once per interactive session, or operator.rater=).
+MACHINE_RATERS = ("operator", "sim_evaluator", "motion_prefill", "auto")
+RATER_CHARS = (2, 64)
+
+
+def person_rater(name: Any) -> str | None:
+    """`name` as stored (whitespace collapsed) when it can name a person, else None."""
+    if not isinstance(name, str):
+        return None
+    name = " ".join(name.split())
+    low, high = RATER_CHARS
+    if not low <= len(name) <= high or not any(c.isalpha() for c in name) or name.lower() in MACHINE_RATERS:
+        return None
+    return name
+
+
+RATER_RULE = (f"your name or initials ({RATER_CHARS[0]}-{RATER_CHARS[1]} characters; not "
+              f"{', '.join(MACHINE_RATERS)}, which name no person)")
 
 
 @dataclass

@@ -75,11 +75,16 @@ def score(cfg: SpabenchConfig, stdin=None, stdout=None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=out)
         return 2
-    # a person scores (operator=terminal is the preset); operator.rater=NAME names them for the
-    # agreement statistics. The twin's evaluator name is never a person's.
-    rater = op_cfg.rater if op_cfg.type != "auto" else "operator"
+    # a person scores (operator=terminal is the preset), under the name they give (asked here unless
+    # operator.rater=NAME gives it): stored with every score, and the agreement statistics' raters.
     op = TerminalOperator(op_cfg, stdin=stdin, stdout=out)
-    op.rater = rater
+    if op_cfg.type == "auto":  # the twin's evaluator name is never a person's
+        op.rater = ""
+    if not op.ask_rater():
+        ledger.close()
+        print("score: no rater name given; nothing scored", file=out)
+        return 2
+    rater = op.rater
     attempt_id, reason, invalid = cfg.attempt, cfg.reason, cfg.invalidate
     if attempt_id or invalid or reason:
         try:

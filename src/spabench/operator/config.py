@@ -18,7 +18,10 @@ CODECS: tuple[str, ...] = ("libx264", "mpeg4")
 # libx264's presets (x264 --help); mpeg4 ignores the preset
 X264_PRESETS: tuple[str, ...] = ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower",
                                  "veryslow", "placebo")
-DEFAULT_RATERS = {"terminal": "operator", "unattended": "operator", "auto": "sim_evaluator", "web": "operator"}
+# A machine scorer's label; a person operator (terminal, web) is asked for their name at session start
+# unless operator.rater gives it. Unattended sessions never score.
+DEFAULT_RATERS = {"terminal": "", "unattended": "", "auto": "sim_evaluator", "web": ""}
+PERSON_OPERATORS = ("terminal", "web")
 
 
 @dataclass
@@ -33,6 +36,8 @@ class OperatorConfig:
     reference_camera / reference_fallback: the camera whose first frame is the scene reference.
     prefill_from_motion: pre-fill no-intervention / no-movement scores from motion onset.
     recorder: episode recorder options (flush_s, codec libx264|mpeg4, preset, crf, queue_frames, video).
+    rater: who scores (terminal, web): a person's name, stored with every score; left out, the
+    session asks for it once at its start (the terminal prompt, the browser's camera check).
     server_wait_s: after a policy server fault, how long `run` waits for the server to answer again
     before stopping (0: stop at once). No attempt is recorded while it is down.
     """
@@ -55,6 +60,13 @@ class OperatorConfig:
         where = "operator config, field"
         if self.type not in OPERATOR_TYPES:
             raise ConfigError(f"{where} 'type': {self.type!r} (allowed: {', '.join(OPERATOR_TYPES)})")
+        if self.rater and self.type in PERSON_OPERATORS:
+            from spabench.operator.base import RATER_RULE, person_rater
+
+            if person_rater(self.rater) is None:
+                raise ConfigError(f"{where} 'rater': {self.rater!r} names no person (allowed: {RATER_RULE}; "
+                                  "leave it out to be asked at the start of the session)")
+            self.rater = person_rater(self.rater) or ""
         if not self.rater:
             self.rater = DEFAULT_RATERS[self.type]
         if self.timer_s is not None:

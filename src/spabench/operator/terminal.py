@@ -20,13 +20,27 @@ import os
 import select
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
-from spabench.operator.base import Operator, Score
+from spabench.operator.alignment import (
+    ALIGNMENT_CAMERAS,
+    MIN_REASON_CHARS,
+    AlignmentVerdict,
+    alignment_event,
+    alignment_score,
+    alignment_settings,
+    load_rgb,
+    override_needed,
+    override_reason,
+)
+from spabench.operator.base import RATER_RULE, Operator, Score, person_rater
+from spabench.operator.checklist import reference_attempt, reference_frame
 from spabench.operator.failure_modes import FAILURE_MODE_LABELS, FAILURE_MODE_NUMBERS, failure_mode_choices
+from spabench.operator.progress import campaign_progress, progress_text
 from spabench.operator.status import LoopStats
 from spabench.suite.rules import (
     ESTOP_CAUSE_EFFECTS,
@@ -139,18 +153,48 @@ def open_images(paths: list[Path]) -> str:
         return "Could not start a viewer; open " + ", ".join(str(p) for p in failed) + " yourself."
     return "Opened " + ", ".join(Path(p).name for p in paths) + " in the desktop viewer."
 
+TERMINAL_WIDTH = 79   # an 80-column terminal, without writing into its last column (some wrap there)
+NOT_HERE = " (n/a)"
+
+
+def _cell(choice: dict, width: int) -> str:
+    """ " 4) Label", or " 4) Label (n/a)" for a mode that does not apply; the label is cut to fit."""
+    head, tail = f"{choice['number']:2d}) ", "" if choice["applicable"] else NOT_HERE
+    room = width - len(head) - len(tail)
+    label = choice["label"] if len(choice["label"]) <= room else choice["label"][: room - 1] + "…"
+    return f"{head}{label}{tail}".ljust(width)
+
+
+def failure_mode_lines(choices: list[dict], width: int = TERMINAL_WIDTH) -> list[str]:
+    """The suite-wide failure-mode list in two columns, numbers running across then down (1 2 / 3 4
+    / ...), with a legend: ceil(n / 2) + 1 lines, none wider than `width`."""
+    left = [c for i, c in enumerate(choices) if i % 2 == 0]
+    right = [c for i, c in enumerate(choices) if i % 2 == 1]
+    lw = min(max(len(_cell(c, 99).rstrip()) for c in left), (width - 2) // 2)
+    rw = width - 2 - lw
+    lines = [(_cell(a, lw) + "  " + (_cell(b, rw) if b is not None else "")).rstrip()
+             for a, b in zip(left, right + [None] * (len(left) - len(right)), strict=True)]
+    if not all(c["applicable"] for c in choices):
+        lines.append(f"{NOT_HERE.strip()} = does not apply to this trial (the numbers are the same for every task)")
+    return lines
+
 
 class TerminalOperator(Operator):
-    def __init__(self, config: Any = None, stdin: TextIO | None = None, stdout: TextIO | None = None):
+    def __init__(self, config: Any = None, stdin: TextIO | None = None, stdout: TextIO | None = None,
+                 bench: Any = None):
         super().__init__(config)
+        self.bench = bench
+        self.session: Any = None
+        self._events: list[tuple[str, dict]] = []
+        self._cycle_s: list[float] = []           # "scene ready" to "scene ready", this session
+        self._last_ready: float | None = None
         self.inp = stdin or sys.stdin
         self.out = stdout or sys.stdout
-        self.rater = getattr(config, "rater", "") or "operator"
+        self.rater = person_rater(getattr(config, "rater", "")) or ""   # "" until the person gives it
         self.use_keys = getattr(config, "keys", True)
         self.use_status = getattr(config, "status_line", True)
         self.stats = LoopStats()
         self.label = ""
-        self.session: Any = None
         self.controls: Any = None   # the session's StopControl (begin_session): e-stop keys at the prompts
 
     # ---- text I/O ---------------------------------------------------------------------------
@@ -221,16 +265,45 @@ class TerminalOperator(Operator):
         finally:
             termios.tcsetattr(fd, termios.TCSADRAIN, saved)
 
+    # ---- session start ------------------------------------------------------------------------
     def begin_session(self, session: Any) -> bool:
         self.session = session      # its campaign folder and suite: the scenes' rendered references
         self.controls = getattr(session, "controls", None)
-        return True
+        return self.ask_rater()
+
+    def ask_rater_once(self) -> bool:
+        """Before a score: the name is known (asked now if the session did not ask yet)."""
+        return bool(self.rater) or self.ask_rater()
+
+    def ask_rater(self) -> bool:
+        """The rater's name, asked once (operator.rater= gives it up front); False at end of input."""
+        if self.rater:
+            self.show(f"Rater: {self.rater} (stored with every score of this session)")
+            return True
+        while True:
+            answer = self.ask("Your name as rater (stored with every score of this session): ")
+            if answer is None:
+                return False
+            name = person_rater(answer)
+            if name is not None:
+                self.rater = name
+                return True
+            self.show(f"Give {RATER_RULE}.")
 
     # ---- per trial ----------------------------------------------------------------------------
     def wait_scene_ready(self, trial: Any, scene: Any, checklist_text: str) -> bool:
         self.label = getattr(trial, "trial_id", "")
+        self._events = []
         self.show("\n" + "=" * 78)
         self.show(f"Trial {self.label}  (alias {getattr(trial, 'alias', '?')}, order {getattr(trial, 'order', '?')})")
+        if getattr(self.session, "ledger", None) is not None:   # where the campaign stands; a re-run?
+            now = time.monotonic()
+            if self._last_ready is not None:
+                self._cycle_s.append(now - self._last_ready)
+            progress = campaign_progress(self.session.ledger, trial, self._cycle_s)
+            self.show(progress_text(progress))
+            if progress["rerun"]:
+                self.show(f"NOTE: {progress['rerun']}")
         self.show(checklist_text)
         images = self._reference_images(trial, scene)
         view = bool(images) and desktop_display()
@@ -244,13 +317,63 @@ class TerminalOperator(Operator):
                 return False   # the session ends on the e-stop
             if answer is None or answer.lower() in ("q", "quit"):
                 return False
-            if answer == "":
-                return True
             if answer.lower() == "v" and images:
                 self.show(open_images(images) if view else "No desktop display here (DISPLAY/WAYLAND_DISPLAY unset): "
                           "open " + ", ".join(str(p) for p in images) + " on a computer with a screen.")
                 continue
-            self.show(f"Press Enter when the scene matches the checklist, or q to stop{legend}.")
+            if answer != "":
+                self.show(f"Press Enter when the scene matches the checklist, or q to stop{legend}.")
+                continue
+            verdict = self._alignment(trial)
+            if verdict is None:   # no cameras or ledger to compare with (a bare operator in a test)
+                self._last_ready = time.monotonic()
+                return True
+            self.show(verdict.text())
+            reason = None
+            if verdict.below:   # the gate: no rollout below the threshold without a person's reason
+                self.show(override_needed(verdict))
+                answer = self.ask("Reason to start anyway [Enter = back to the scene] ")
+                if answer is None:
+                    return False
+                reason = override_reason(answer)
+                if reason is None:
+                    if answer.strip():
+                        self.show(f"A reason needs at least {MIN_REASON_CHARS} characters; nothing started.")
+                    continue
+            self._last_ready = time.monotonic()
+            _, roi = alignment_settings(getattr(self.config, "console", None))
+            self._events = [("scene_alignment", alignment_event(verdict, reason, roi=roi,
+                                                                rater=self.rater, via="terminal"))]
+            return True
+
+    def _alignment(self, trial: Any) -> AlignmentVerdict | None:
+        """The live scene against the evaluation's reference frames (as on the bench page), or None
+        when this operator has no session, bench cameras or config to judge with."""
+        session, bench = self.session, self.bench
+        if getattr(session, "ledger", None) is None or bench is None or self.config is None:
+            return None
+        threshold, roi = alignment_settings(getattr(self.config, "console", None))
+        ledger, campaign_dir = session.ledger, Path(session.campaign_dir)
+        refs: dict[str, Path] = {}
+        if reference_attempt(ledger, trial.evaluation_id) is not None:
+            for cam in ALIGNMENT_CAMERAS:
+                path = reference_frame(ledger, campaign_dir, trial.evaluation_id, cam)
+                if path is not None:
+                    refs[cam] = path
+        if not refs:
+            return AlignmentVerdict(threshold, False)
+        try:
+            images = bench.observe().images
+        except Exception as exc:  # a camera fault: not measured, so the gate asks for a reason
+            self.show(f"Cameras could not be read for the alignment check: {exc}")
+            images = {}
+        scores = {cam: round(alignment_score(images[cam], load_rgb(p), roi), 4)
+                  for cam, p in refs.items() if images.get(cam) is not None}
+        return AlignmentVerdict(threshold, True, scores)
+
+    def attempt_events(self) -> list[tuple[str, dict]]:
+        events, self._events = self._events, []
+        return events
 
     def _reference_images(self, trial: Any, scene: Any) -> list[Path]:
         """Shows the scene's rendered reference (drawn on its first placement in the campaign) and
@@ -340,8 +463,8 @@ class TerminalOperator(Operator):
         preset = prefill.failure_mode if prefill is not None and not prefill.success else None
         if preset is not None and not by_number[FAILURE_MODE_NUMBERS[preset]]["applicable"]:
             preset = None
-        for c in choices:   # one short line each: the list fits an 80x24 terminal
-            self.show(f"  {c['number']:2d}) {c['label']}" + ("" if c["applicable"] else "   - not for this trial"))
+        for line in failure_mode_lines(choices):   # two columns: 6 lines, so a score fits an 80x24 terminal
+            self.show(line)
         hint = f", Enter = {FAILURE_MODE_NUMBERS[preset]} {FAILURE_MODE_LABELS[preset]}" if preset else ""
         while True:
             answer = self.answer(f"Failure mode [number, ? = definitions{hint}] ")
@@ -365,6 +488,8 @@ class TerminalOperator(Operator):
 
     def score(self, trial: Any, result: Any, prefill: Score | None = None) -> Score | None:
         """None: left unscored (end of input, l, or an e-stop key, which ends the session)."""
+        if not self.ask_rater_once():
+            return None
         try:
             return self._score(trial, result, prefill)
         except EStopAtPrompt:

@@ -379,14 +379,18 @@ class Session:
         """The ledger's attempt (now running) with its scene-staging and operator events."""
         n_before = len(self.ledger.attempts_for(trial.trial_id))
         expected = f"{trial.trial_id}-a{n_before + 1}"  # the ledger's id scheme, so the path is known up front
+        events = self.operator.attempt_events()  # e.g. the scene alignment at "scene ready"
+        gate: dict[str, Any] = next((p for kind, p in events if kind == "scene_alignment"), {})  # stored with the attempt
         attempt_id = self.ledger.begin_attempt(trial.trial_id, episode_path=f"episodes/{expected}",
                                                bench_id=self.bench_id, bench_kind=self.bench.cfg.type,
-                                               operator=self.op_cfg.rater if self.op_cfg.type == "terminal"
-                                               else self.op_cfg.type, dry_run=self.dry_run)
+                                               operator=self.operator.rater if self.op_cfg.type == "terminal"
+                                               else self.op_cfg.type, dry_run=self.dry_run,
+                                               alignment=gate.get("alignment"),
+                                               alignment_override=gate.get("override_reason"))
         self.running_attempt = attempt_id
         self.ledger.log_event(attempt_id, SCENE_STAGED if staged_by else SCENE_UNSTAGED,
                               {"by": staged_by, "scene_id": trial.scene_id})
-        for kind, payload in self.operator.attempt_events():  # e.g. the scene alignment at "scene ready"
+        for kind, payload in events:
             self.ledger.log_event(attempt_id, kind, payload)
         return attempt_id
 

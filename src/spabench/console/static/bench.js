@@ -38,6 +38,8 @@ async function stopRollout(kind, source) {
 function renderCameraCheck(s) {
   const grid = $("#cc-grid");
   if (!grid.children.length) {
+    $("#rater-name").value = s.rater || "";   // operator.rater= fills it in; otherwise the person types it
+    $("#rater-name").title = s.rater_rule || "";
     for (const c of s.cameras || []) {
       grid.append(el("div", { class: "cam", "data-camera": c.name },
         el("div", { class: "name", text: c.name }), stream(el("img", { alt: c.name + " camera" }), c.name),
@@ -65,7 +67,7 @@ function renderCard(card) {
   if (!card) return;
   $("#card-k").textContent = `${card.k} of ${card.n}`;
   $("#card-alias").textContent = card.alias;
-  $("#card-trial").textContent = `${card.k} of ${card.n} (${card.pending} to go)`;
+  $("#card-trial").textContent = `${card.k} of ${card.n} (${card.pending} to go)` + (card.rerun ? ` — ${card.rerun}` : "");
   $("#card-eta").textContent = card.time_left_s === null ? `— (${card.estimate_basis})` :
     `${fmtSeconds(card.time_left_s)} (${fmtNum(card.per_trial_s, 0, " s")} per trial; ${card.estimate_basis})`;
   $("#card-task").textContent = card.task;
@@ -88,6 +90,8 @@ function renderReset(s) {
   const card = s.card || {};
   const first = !!card.first_attempt;
   const rendered = (card.rendered && card.rendered.files) || [];
+  show("override-box", false);
+  $("#override-reason").value = "";
   show("first-attempt", first);
   const box = $("#overlays");
   box.replaceChildren();
@@ -153,6 +157,8 @@ function renderAlignment(s) {
   out.textContent = "Alignment with the reference: " + cams.map(c => `${c} ${a[c].toFixed(3)}`).join(" · ") +
     ` — threshold ${thr} — ${ok ? "matches" : "does not match yet"}`;
   out.className = "score-line " + (ok ? "ok" : "bad");
+  // below the threshold "Scene ready" needs a reason (the session refuses it without one)
+  if (!ok || s.needs_override) show("override-box", true);
 }
 
 function renderRolloutGrid() {
@@ -256,10 +262,13 @@ async function poll() {
 $("#estop").addEventListener("click", () => stopRollout("estop", "button"));
 $("#stop").addEventListener("click", () => stopRollout("operator_stop", "button"));
 $("#abort").addEventListener("click", () => stopRollout("abort", "button"));
-$("#confirm-cameras").addEventListener("click", () => command("confirm_cameras"));
+$("#confirm-cameras").addEventListener("click", () => command("confirm_cameras", { rater: $("#rater-name").value.trim() }));
 $("#end-at-check").addEventListener("click", () => command("end"));
 $("#ready").addEventListener("click", () => {
-  command("ready", { shown: { alignment: state.alignment || {}, threshold: state.threshold } });
+  const payload = { shown: { alignment: state.alignment || {}, threshold: state.threshold } };
+  const reason = $("#override-box").hidden ? "" : $("#override-reason").value.trim();
+  if (reason) payload.override_reason = reason;
+  command("ready", payload);
 });
 $("#end-session").addEventListener("click", () => command("end"));
 $("#opacity").addEventListener("input", applyOverlay);

@@ -102,6 +102,9 @@ function render() {
   $("#alignment").textContent = !al ? "not recorded" : (al.reference ?
     Object.entries(al.scores).map(([c, v]) => `${c} ${Number(v).toFixed(3)}`).join(" · ") + ` (threshold ${al.threshold}; ${al.matched ? "matched" : "below threshold"})` :
     "no reference (first attempt of this evaluation)");
+  const over = (data.alignment || {}).override_reason;
+  if (over) $("#alignment").textContent += ` — started below the threshold; override reason: ${over}`;
+  $("#alignment").classList.toggle("bad", !!over);
   $("#checklist").replaceChildren(...data.checklist.map(l => el("li", { text: l })));
   // episode events (clamps summarised: there can be hundreds), then the ledger's audit events
   const evs = ep ? ep.events : [];

@@ -8,6 +8,14 @@ function fillSelect(sel, values, current) {
   sel.value = current || "";
 }
 
+// the scene's alignment at "scene ready"; an attempt started below the threshold shows its override reason
+function alignmentCell(a) {
+  if (a.alignment === null || a.alignment === undefined) return el("td", { class: "muted", text: "—" });
+  const over = a.alignment_override;
+  return el("td", { class: over ? "bad" : "", title: over ? `started below the threshold: ${over}` : "",
+    text: Number(a.alignment).toFixed(3) + (over ? ` — override: ${over}` : "") });
+}
+
 async function load() {
   const q = new URLSearchParams();
   for (const k of ["rater", "task", "condition", "alias"]) if ($("#" + k).value) q.set(k, $("#" + k).value);
@@ -27,6 +35,7 @@ async function load() {
     el("td", { text: a.alias }), el("td", { text: a.task }), el("td", { text: a.condition }),
     el("td", { text: a.status + (a.invalid_reason ? ` (${a.invalid_reason})` : "") }),
     el("td", { text: a.stop_reason || "" }),
+    alignmentCell(a),
     el("td", { text: a.status !== "complete" ? "— (invalid: re-run)" : (a.scores.length ? a.scores.map(s => `${s.rater}: ${scoreText(s)}`).join("; ") : "unscored") }))));
   $("#count").textContent = `${data.attempts.length} attempt(s)`;
 }
