@@ -42,7 +42,10 @@ def test_two_policies_terminal_operator(tmp_path, monkeypatch):
     assert len(trials) == 2 and trials[0].evaluation_id == trials[1].evaluation_id
     with EmulatedBus() as bus, WaveServer() as s1, WaveServer() as s2:
         cfg = make_cfg(campaign, bus.port, s1.port, timer_s=1.0,
-                       operator={"type": "terminal", "keys": True, "status_line": True, "rater": "Ada"})
+                       operator={"type": "terminal", "keys": True, "status_line": True, "rater": "Ada",
+                                 # the gate always asks on trial 2 (replayed frames score about 0.5, but
+                                 # a frame that happened to score above 0.85 would eat the reason line)
+                                 "console": {"alignment_threshold": 1.0}})
         # both cards point at local servers (cfg.policy overrides its own card; the other by port)
         cfg.policy.name = trials[0].card
         from spabench.policy.card import load_card
@@ -79,7 +82,7 @@ def test_two_policies_terminal_operator(tmp_path, monkeypatch):
     assert [(s.success, s.note) for s in scores] == [(True, "fine"), (False, "missed it")]
     assert ledger.next_trial() is None
     gated = [ledger.attempts_for(t.trial_id)[0] for t in trials]
-    assert gated[0].alignment is None and gated[1].alignment < 0.85 and gated[1].alignment_override == REPLAYED
+    assert gated[0].alignment is None and gated[1].alignment < 1.0 and gated[1].alignment_override == REPLAYED
     ledger.close()
 
 

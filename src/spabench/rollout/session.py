@@ -28,7 +28,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from spabench.bench.errors import MotionStopped
-from spabench.ledger import ClaimLost, LedgerStorageError
+from spabench.ledger import ClaimLost, LedgerStorageError, ScoreConflict
 from spabench.operator.base import motion_prefill
 from spabench.operator.blinding import Blinder, BlindStream, blind_logging
 from spabench.operator.checklist import (
@@ -475,9 +475,22 @@ class Session:
             prefill = motion_prefill(trial.condition, moved, self.operator.rater)
         if prefill is not None:
             self.ledger.log_event(attempt_id, "score_prefill", dataclasses.asdict(prefill))
+        rater = self.operator.rater
+        version = self.ledger.score_version(attempt_id, rater)  # what this prompt is asked against
         score = self.operator.score(trial, result, prefill)
-        if score is not None:
-            self.ledger.record_score(attempt_id, score.rater, score.success, score.failure_mode, score.note)
+        if score is None:
+            return
+        try:
+            self.ledger.record_score(attempt_id, score.rater, score.success, score.failure_mode, score.note,
+                                     expect_version=version if score.rater == rater else None)
+        except ScoreConflict as conflict:  # a review tab scored it under the same name meanwhile
+            kept = conflict.current
+            said = "withdrawn" if kept is None else ("success" if kept.success else f"failure ({kept.failure_mode})")
+            self.ledger.log_event(attempt_id, "score_conflict", {"rater": score.rater, "kept": said,
+                                                                 "refused": dataclasses.asdict(score)})
+            self.say(f"NOTE: {attempt_id} was scored meanwhile by {score.rater} in the review console ({said}); "
+                     "that score is kept and this one was not saved. Re-score it there with a reason if it "
+                     "is wrong.")
 
     def run_trial(self, trial: Any) -> tuple[Any, str | None]:
         """Returns (result or None when the operator ended the session, attempt_id)."""
