@@ -29,7 +29,7 @@ def test_the_bench_page_shows_the_cool_down_until_the_motors_cooled(tmp_path, br
     with EmulatedBus(initial_deg=DEFAULT_HOME_POSE) as bus, WaveServer() as server:
         when(lambda: server.calls >= 3, bus.set_temperature, "elbow_flex", 57.0)   # hot, below the hard limit
         data = cfg_data(campaign, bus.port, server.port, timer_s=1.5,
-                        operator={"type": "web", "console": {"port": port, "camera_check_s": 0.3}},
+                        operator={"type": "web", "rater": "Ada", "console": {"port": port, "camera_check_s": 0.3}},
                         bench={"health": {"cool_poll_s": 0.2}})
         out = io.StringIO()
         result: dict = {}

@@ -44,7 +44,8 @@ def _at_rest(bus: EmulatedBus) -> None:
 def _cfg(campaign, bus, server, *, console_port: int | None = None, home_speed: float | None = None,
          timer_s: float = 2.0) -> SpabenchConfig:
     """The harness's run config; operator=web on `console_port` when given; a slower homing speed."""
-    operator = {"type": "web", "console": {"port": console_port, "camera_check_s": 0.3}} if console_port else None
+    operator = ({"type": "web", "rater": "Ada", "console": {"port": console_port, "camera_check_s": 0.3}}
+                if console_port else None)  # the rater a person gives (operator.rater=), asked otherwise
     data = cfg_data(campaign, bus.port, server.port, timer_s=timer_s, operator=operator)
     if home_speed is not None:
         data["bench"]["home_speed_deg_s"] = home_speed
