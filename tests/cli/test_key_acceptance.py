@@ -157,7 +157,8 @@ def test_free_text_is_taken_verbatim(tmp_path, text):
 def test_the_readme_score_line_reaches_the_ledger_not_the_grammar(tmp_path, capsys):
     campaign = _plan(tmp_path)
     capsys.readouterr()
-    assert main(["score", f"campaign={campaign}", "attempt=E0001-P1-a1", "reason=gripper slipped, re-watched"]) == 2
+    assert main(["score", f"campaign={campaign}", "attempt=E0001-P1-a1", "reason=gripper slipped, re-watched",
+                 "operator.rater=ada"]) == 2
     out = capsys.readouterr()
     assert "Ambiguous value" not in out.err + out.out and "no such attempt" in out.err + out.out
 

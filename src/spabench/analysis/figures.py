@@ -599,8 +599,25 @@ def _render(name: str, summary, failures, policies, names, out_dir, formats, mod
 _JOB: tuple = ()  # the arguments of the figures being drawn, inherited by forked workers
 
 
+def _written_or_oserror(name: str, args: tuple) -> list[Path]:
+    """One figure drawn and saved. A write that fails (a full disk) can leave matplotlib's PDF writer
+    raising an unrelated error while it cleans up; the OSError under it is what the report's output
+    guard turns into one clear message, so that is what is raised."""
+    try:
+        return _render(name, *args)
+    except OSError:
+        raise
+    except Exception as exc:
+        cause = exc.__context__
+        while cause is not None and not isinstance(cause, OSError):
+            cause = cause.__context__
+        if cause is None:
+            raise
+        raise OSError(cause.errno, cause.strerror, cause.filename) from exc
+
+
 def _render_forked(name: str):
-    return name, _render(name, *_JOB)
+    return name, _written_or_oserror(name, _JOB)
 
 
 def default_jobs() -> int:
@@ -650,7 +667,7 @@ class FigureJob:
     def result(self) -> dict[str, list[Path]]:
         """{figure name: written paths} in the paper's order, once every figure is written."""
         if self._pool is None:
-            results = {name: _render(name, *self._args) for name in FIGURES}
+            results = {name: _written_or_oserror(name, self._args) for name in FIGURES}
         else:
             with self._pool:
                 results = dict(self._pending.get())
