@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["plain_container", "from_known_fields", "typed_fields", "field_kind", "MISSING_VALUE", "overlay",
-           "load_option"]
+           "load_option", "number_in", "int_in"]
 
 MISSING_VALUE = "???"   # OmegaConf's mark of a required value
 
@@ -31,6 +31,27 @@ def required[T](value: T | None, key: str, command: str, what: str) -> T:
         from spabench.errors import ConfigError
 
         raise ConfigError(f"{command}: {key} is missing ({what})")
+    return value
+
+
+def number_in(where: str, value: Any, lo: float, hi: float) -> float:
+    """`value` as a float when it is a finite real number in [lo, hi] (an int is accepted, a bool is
+    not); otherwise one ConfigError "<where>: <value> (allowed: a number from lo to hi)"."""
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+            or not lo <= value <= hi):
+        from spabench.errors import ConfigError
+
+        raise ConfigError(f"{where}: {value!r} (allowed: a number from {lo:g} to {hi:g})")
+    return float(value)
+
+
+def int_in(where: str, value: Any, lo: int, hi: int, note: str = "") -> int:
+    """`value` when it is an integer in [lo, hi] (a bool is not); otherwise one ConfigError
+    "<where>: <value> (allowed: an integer lo..hi<note>)"."""
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        from spabench.errors import ConfigError
+
+        raise ConfigError(f"{where}: {value!r} (allowed: an integer {lo}..{hi}{note})")
     return value
 
 

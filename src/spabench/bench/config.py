@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
-from spabench.configtools import plain_container, typed_fields
+from spabench.configtools import int_in, plain_container, typed_fields
 from spabench.errors import ConfigError
 from spabench.suite.vocabulary import CAMERAS, GRIPPER, JOINTS
 
@@ -361,8 +361,7 @@ class SO101BenchConfig(BenchConfig):
 
 
 def _int_in(name: str, value: Any, lo: int, hi: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        raise ConfigError(f"{_where(name)}: {value!r} (allowed: an integer {lo}..{hi})")
+    int_in(_where(name), value, lo, hi)
 
 
 def bench_config(data: Any) -> BenchConfig:

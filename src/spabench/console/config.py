@@ -5,11 +5,10 @@ group (spabench.config.GROUP_SECTIONS), before anything starts, without loading 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from spabench.configtools import from_known_fields
+from spabench.configtools import from_known_fields, int_in, number_in
 from spabench.errors import ConfigError
 from spabench.network import is_loopback  # one loopback rule for policy servers and the console
 from spabench.operator.alignment import DEFAULT_ROI, DEFAULT_THRESHOLD
@@ -63,19 +62,17 @@ class ConsoleConfig:
         where = "operator.console, field"
         if not isinstance(self.host, str) or not self.host:
             raise ConfigError(f"{where} 'host': {self.host!r} (allowed: an address to bind, e.g. 127.0.0.1)")
-        if isinstance(self.port, bool) or not isinstance(self.port, int) or not 0 <= self.port <= 65535:
-            raise ConfigError(f"{where} 'port': {self.port!r} (allowed: 0..65535; 0 = a free port)")
+        int_in(f"{where} 'port'", self.port, 0, 65535, "; 0 = a free port")
         self.token = "" if self.token is None else str(self.token)
         for name, lo, hi in (("stream_hz", 0.5, 30.0), ("alignment_threshold", 0.0, 1.0),
-                             ("camera_check_s", 0.1, 30.0), ("deadman_s", 0.5, 30.0)):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not lo <= v <= hi:
-                raise ConfigError(f"{where} '{name}': {v!r} (allowed: a number from {lo:g} to {hi:g})")
-            setattr(self, name, float(v))
-        if isinstance(self.jpeg_quality, bool) or not isinstance(self.jpeg_quality, int) or not 10 <= self.jpeg_quality <= 95:
-            raise ConfigError(f"{where} 'jpeg_quality': {self.jpeg_quality!r} (allowed: an integer 10..95)")
-        if isinstance(self.stream_width, bool) or not isinstance(self.stream_width, int) or not 64 <= self.stream_width <= 1920:
-            raise ConfigError(f"{where} 'stream_width': {self.stream_width!r} (allowed: an integer 64..1920)")
+                             ("camera_check_s", 0.1, 30.0), ("deadman_s", 0.5, 30.0),
+                             ("idle_timeout_s", 0.5, 600.0), ("request_timeout_s", 1.0, 3600.0)):
+            setattr(self, name, number_in(f"{where} '{name}'", getattr(self, name), lo, hi))
+        for name, ilo, ihi in (("jpeg_quality", 10, 95), ("stream_width", 64, 1920),
+                               ("max_body_bytes", 1024, 64 * 2**20), ("max_note_chars", 100, 100_000),
+                               ("max_connections", 8, 1024), ("max_stream_clients", 1, 64),
+                               ("fd_reserve", 64, 65536)):
+            int_in(f"{where} '{name}'", getattr(self, name), ilo, ihi)
         roi = list(self.workspace_roi or [])
         ok = len(roi) == 4 and all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1 for v in roi)
         if not ok or roi[0] >= roi[2] or roi[1] >= roi[3]:
@@ -86,16 +83,6 @@ class ConsoleConfig:
         if not isinstance(hosts, (list, tuple)) or not all(isinstance(h, str) and h.strip() for h in hosts):
             raise ConfigError(f"{where} 'allowed_hosts': {hosts!r} (allowed: a list of host names, e.g. [bench1.lab])")
         self.allowed_hosts = [h.strip().lower() for h in hosts]
-        for name, lo, hi in (("max_body_bytes", 1024, 64 * 2**20), ("max_note_chars", 100, 100_000),
-                             ("max_connections", 8, 1024), ("max_stream_clients", 1, 64), ("fd_reserve", 64, 65536)):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-                raise ConfigError(f"{where} '{name}': {v!r} (allowed: an integer {lo}..{hi})")
-        for name, lo, hi in (("idle_timeout_s", 0.5, 600.0), ("request_timeout_s", 1.0, 3600.0)):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or not lo <= v <= hi:
-                raise ConfigError(f"{where} '{name}': {v!r} (allowed: a number from {lo:g} to {hi:g})")
-            setattr(self, name, float(v))
 
     @property
     def needs_token(self) -> bool:

@@ -495,6 +495,13 @@ class Ledger:
         with storage_errors(self.path, self.storage):
             return self.storage.query(sql, params)
 
+    def _one(self, table: str, key: str, value: str) -> Row:
+        """The row of `table` whose `key` is `value`, or the ledger's error naming the unknown id."""
+        rows = self._query(f"SELECT * FROM {table} WHERE {key} = ?", (value,))
+        if not rows:
+            raise LedgerError(f"{self.path}: unknown {key} {value!r}")
+        return rows[0]
+
     @property
     def _retrying(self) -> bool:
         """This thread runs an operation again after a reconnect (its first run may have committed)."""
@@ -572,10 +579,7 @@ class Ledger:
 
     @_reconnecting
     def trial(self, trial_id: str) -> TrialRow:
-        rows = self._query("SELECT * FROM trials WHERE trial_id = ?", (trial_id,))
-        if not rows:
-            raise LedgerError(f"{self.path}: unknown trial_id {trial_id!r}")
-        return self._trial(rows[0])
+        return self._trial(self._one("trials", "trial_id", trial_id))
 
     _PENDING = ('SELECT t.* FROM trials t WHERE NOT EXISTS (SELECT 1 FROM attempts a '
                 "WHERE a.trial_id = t.trial_id AND a.status = 'complete')")
@@ -796,10 +800,7 @@ class Ledger:
 
     @_reconnecting
     def attempt(self, attempt_id: str) -> AttemptRow:
-        rows = self._query("SELECT * FROM attempts WHERE attempt_id = ?", (attempt_id,))
-        if not rows:
-            raise LedgerError(f"{self.path}: unknown attempt_id {attempt_id!r}")
-        return self._attempt(rows[0])
+        return self._attempt(self._one("attempts", "attempt_id", attempt_id))
 
     @_reconnecting
     def attempts(self) -> list[AttemptRow]:

@@ -163,6 +163,13 @@ class HttpPolicyClient(PolicyClient):
     def _probe(self) -> dict:
         """One liveness request; the server's status map, or PolicyFault."""
 
+    def _get(self, path: str, what: str) -> HttpReply:
+        """GET `path` (any status); PolicyFault "<server>: <what> failed: ..." when nothing answered."""
+        try:
+            return self.http.request("GET", path)
+        except TransportFailure as exc:
+            raise PolicyFault(f"{self.server}: {what} failed: {exc}") from None
+
     def _probe_until_ready(self, failure: str) -> dict:
         """`_probe()` with `connect_attempts` tries; PolicyFault "<server>: <failure> after ..."."""
         return probe_with_retries(self._probe, self.connect_attempts, f"{self.server}: {failure}")

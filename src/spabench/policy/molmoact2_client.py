@@ -33,7 +33,7 @@ import numpy as np
 from spabench.errors import ConfigError, ProtocolError
 from spabench.policy.adapters import decode_action_chunk, policy_images, state_vector
 from spabench.policy.client import ActionChunk, PolicyFault
-from spabench.policy.http_transport import HttpPolicyClient, TransportFailure
+from spabench.policy.http_transport import HttpPolicyClient
 from spabench.policy.wire_common import (
     card_extra,
     card_key,
@@ -143,10 +143,7 @@ class MolmoAct2Client(HttpPolicyClient):
         self._open_http(card, extra)
 
     def _status(self) -> dict:
-        try:
-            reply = self.http.request("GET", "/act")
-        except TransportFailure as exc:
-            raise PolicyFault(f"{self.server}: status request failed: {exc}") from None
+        reply = self._get("/act", "status request")
         if reply.status != 200:
             raise PolicyFault(f"{self.server}: GET /act answered HTTP {reply.status}: {_snippet(reply.body)}")
         status = json_numpy_loads(reply.body, self.server)

@@ -25,7 +25,7 @@ import numpy as np
 from spabench.errors import ProtocolError
 from spabench.policy.adapters import decode_action_chunk, policy_images, state_vector
 from spabench.policy.client import ActionChunk, PolicyFault
-from spabench.policy.http_transport import HttpPolicyClient, TransportFailure
+from spabench.policy.http_transport import HttpPolicyClient
 from spabench.policy.wire_common import card_extra, npy_bytes, require_cameras, require_protocol
 
 __all__ = ["Vla0Client", "npy_b64"]
@@ -48,10 +48,7 @@ class Vla0Client(HttpPolicyClient):
         self._open_http(card, extra)
 
     def _health(self) -> dict:
-        try:
-            reply = self.http.request("GET", "/health")
-        except TransportFailure as exc:
-            raise PolicyFault(f"{self.server}: health check failed: {exc}") from None
+        reply = self._get("/health", "health check")
         try:
             body = json.loads(reply.body)
         except ValueError:
