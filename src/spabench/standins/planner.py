@@ -90,6 +90,11 @@ def _quat_mat(quat) -> np.ndarray:
     return mat.reshape(3, 3)
 
 
+# A pick-and-place job's phases in order: the method that starts the next phase once one is reached.
+_NEXT_PHASE = {"approach": "_descend", "descend": "_close", "close": "_lift", "lift": "_transport",
+               "transport": "_lower", "lower": "_release", "release": "_retreat"}
+
+
 class Planner:
     """Turns jobs into joint-target chunks, one call per policy request."""
 
@@ -212,20 +217,8 @@ class Planner:
                 if self.jobs:
                     return self._next_job(state, objects)
                 return self._set("idle", [self._home.copy()])
-            if name == "approach":
-                return self._descend(state)
-            if name == "descend":
-                return self._close(state)
-            if name == "close":
-                return self._lift(state)
-            if name == "lift":
-                return self._transport(state, objects)
-            if name == "transport":
-                return self._lower(state)
-            if name == "lower":
-                return self._release(state)
-            if name == "release":
-                return self._retreat(state)
+            if name in _NEXT_PHASE:
+                return getattr(self, _NEXT_PHASE[name])(state, objects)
             if name == "retreat":
                 self.done.add(self._job.object_id)
                 return self._finish_job(state, objects)
@@ -500,13 +493,13 @@ class Planner:
         g = self._grasp
         return g["point"][:2] - g["jaw"][:2] * (g["width"] / 2 + GRASP_CLEARANCE_M)
 
-    def _descend(self, state) -> None:
+    def _descend(self, state, objects=None) -> None:
         g = self._grasp
         pts = self._cartesian(g["pre"], g["z"] + g["dz"], g["z"], self._face_xy(), g["jaw"], g["opening"])
         path = densify(pts, self.max_step * 0.6)
         self._set("descend", path + [path[-1]] * SETTLE_STEPS)
 
-    def _close(self, state) -> None:
+    def _close(self, state, objects=None) -> None:
         start = self._start(state)
         closed = start.copy()
         closed[5] = 0.0
@@ -514,7 +507,7 @@ class Planner:
         path += [closed] * 8
         self._set("close", path)
 
-    def _lift(self, state) -> None:
+    def _lift(self, state, objects=None) -> None:
         g = self._grasp
         start = self._start(state)
         start[5] = 0.0
@@ -639,20 +632,20 @@ class Planner:
                           self._pose_units(res, 0.0), symmetric=False)
         return self._pose_units(res, 0.0), face_xy, jaw
 
-    def _lower(self, state) -> None:
+    def _lower(self, state, objects=None) -> None:
         c = self._carry
         z_release = self._release_z()
         pts = self._cartesian(c["above"], CARRY_Z_M, z_release, c["xy"], c["jaw"], 0.0)
         path = densify(pts, self.max_step * 0.6)
         self._set("lower", path + [path[-1]] * SETTLE_STEPS)
 
-    def _release(self, state) -> None:
+    def _release(self, state, objects=None) -> None:
         start = self._start(state)
         opened = start.copy()
         opened[5] = self._grasp["opening"]
         self._set("release", densify([start, opened], self.max_step, gripper_step=GRIPPER_STEP) + [opened] * 6)
 
-    def _retreat(self, state) -> None:
+    def _retreat(self, state, objects=None) -> None:
         c = self._carry
         start = self._start(state)
         z_release = self._release_z()
