@@ -25,7 +25,7 @@ def make_obs(state=None, height: int = 48, width: int = 64) -> Observation:
 
 def make_card(protocol: str, port: int, **overrides) -> PolicyCard:
     fields = dict(name=f"test_{protocol}", protocol=protocol, host="127.0.0.1", port=port,
-                  horizon=16, execute_steps=8, timeout_s=2.0, extra={"connect_attempts": 1})
+                  horizon=16, execute_steps=8, timeout_s=10.0, extra={"connect_attempts": 1})
     fields.update(overrides)
     return PolicyCard(**fields)
 
@@ -51,10 +51,20 @@ def wait_until(predicate, timeout_s: float = 5.0) -> None:
         time.sleep(0.01)
 
 
-def interrupt_main_after(delay_s: float) -> threading.Timer:
-    """Deliver a real SIGINT (Ctrl-C) to the main thread after `delay_s`."""
+def interrupt_main_when(predicate, timeout_s: float = 30.0) -> threading.Thread:
+    """Deliver a real SIGINT (Ctrl-C) to the main thread as soon as `predicate()` holds (e.g. the
+    server has the request), not after a fixed delay a loaded machine may spend before the request
+    is even sent. The timeout only bounds a hang: then no SIGINT is sent and the test fails."""
     main_id = threading.main_thread().ident
-    timer = threading.Timer(delay_s, signal.pthread_kill, args=(main_id, signal.SIGINT))
-    timer.daemon = True
-    timer.start()
-    return timer
+
+    def watch() -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if predicate():
+                signal.pthread_kill(main_id, signal.SIGINT)
+                return
+            time.sleep(0.005)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
