@@ -156,6 +156,7 @@ import sys, time, numpy as np
 from spabench.serve.openpi_server import OpenPiServer
 def infer(request):
     if request.get("prompt") == "hang":
+        print("hanging", flush=True)   # the request arrived: the test kills the server from here on
         time.sleep(30)
     return {"actions": np.zeros((10, 6), np.float32)}
 server = OpenPiServer(infer, {"kind": "subprocess"}, host="127.0.0.1", port=0).start()
@@ -192,10 +193,18 @@ def test_server_killed_mid_request(server_process):
     proc, port = server_process
     client = OpenPiClient(make_card(port, timeout_s=20.0))
     client.connect()
-    threading.Timer(0.3, proc.kill).start()
+
+    def kill_once_the_request_arrived() -> None:
+        # (measured before: a 0.3 s timer, which a loaded machine can fire before the request is sent)
+        if proc.stdout.readline().strip() == "hanging":
+            proc.kill()
+
+    killer = threading.Thread(target=kill_once_the_request_arrived, daemon=True)
+    killer.start()
     with pytest.raises(PolicyFault, match="connection lost during inference"):
         client.infer(make_obs(), "hang")
-    assert not client.connected
+    killer.join(10)
+    assert proc.poll() is not None and not client.connected
 
 
 def test_reset_uses_the_endpoint_when_declared(served):
