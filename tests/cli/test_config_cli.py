@@ -143,19 +143,17 @@ def test_robot_campaign_without_bench_argument_tries_the_robot_not_the_twin(tmp_
 
 
 def _scripted_server():
-    import socket
-
+    """The scripted stand-in, already bound to a port of its own (measured before: a port found free
+    by a closed probe socket, which another test's server could take before this one bound it)."""
     from spabench.config import SpabenchConfig
     from spabench.policy.card import load_card
     from spabench.standins.serve import build_server
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
     _, server = build_server(SpabenchConfig.from_mapping(
         {"policy": load_card("scripted_compositional"), "suite": {"root": "tasks", "hardware": "hardware"},
-         "port": port}, groups=("policy", "suite")))
-    return server, port
+         "port": 0}, groups=("policy", "suite")))
+    server.listen()
+    return server, server.port
 
 
 @pytest.mark.slow

@@ -78,9 +78,11 @@ def test_repeats_and_skips_match_the_injected_stalls(stalled_episode):
             capture = ep.capture_times(camera)
             assert np.all(capture <= ep.timestamps + ep.array("timing/work_s") + 1e-6)
             assert np.array_equal(np.diff(capture) == 0, steps == 0)
-        # the frozen wrist camera: at least two stalls of ~9 frames inside the 3 s rollout
+        # the frozen wrist camera: at least two stalls of ~6 frames inside the 3 s rollout. Skips are
+        # camera frames never delivered (a slower loop only adds to them); repeats are ticks that ran
+        # during a freeze, fewer when a loaded machine runs fewer ticks: one per stall is asked for
         wrist = counts["wrist"]
-        assert wrist["skipped"] >= 2 * 4 and wrist["repeated"] >= 2 * 3
+        assert wrist["skipped"] >= 2 * 4 and wrist["repeated"] >= 2
         assert wrist["longest_gap_s"] >= STALL_S - 0.05
         gaps = [e for e in ep.events() if e["kind"] == "camera_gap" and e["camera"] == "wrist"]
         assert len(gaps) >= 2 and all(g["gap_s"] > 2 / FPS for g in gaps)

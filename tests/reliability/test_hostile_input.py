@@ -35,7 +35,9 @@ def test_yaml_alias_bomb_is_refused_quickly(tmp_path):
     started = time.monotonic()
     with pytest.raises(DataError, match="anchors and aliases"):
         read_yaml(path)
-    assert time.monotonic() - started < 2
+    # refused before anything walks the 1e9 shared leaves (minutes): 30 s is no latency target, it only
+    # tells a refusal from a walk on a loaded machine (measured before: < 2 s)
+    assert time.monotonic() - started < 30
 
 
 def test_a_5000_digit_number_is_one_error(tmp_path):
