@@ -12,7 +12,7 @@ from spabench.bench.so101 import SO101Bench
 from spabench.errors import DataError, SafetyError
 from spabench.suite.vocabulary import CAMERAS, JOINTS
 from tests.bench.conftest import ROBOT_ID
-from tests.support.feetech_bus import INST_PING, INST_SYNC_READ, EmulatedBus
+from tests.support.feetech_bus import INST_PING, INST_SYNC_READ, REG, EmulatedBus
 
 TICK_DEG = 360.0 / 4095  # one encoder tick in LeRobot degrees
 
@@ -377,3 +377,23 @@ def test_the_so101_bench_neither_builds_scenes_nor_keeps_a_clock_nor_scores(bus,
         op = AutoOperator(OperatorConfig(type="auto"), bench=bench)
         assert op.wait_scene_ready(None, scene, "")
         assert op.score(None, None) is None   # left unscored, for `spabench score`
+
+
+def test_a_late_answer_to_another_read_never_passes_for_the_joint_positions(bus, make_cfg):
+    """A status packet that arrives after LeRobot's packet timeout stays in the serial input buffer
+    (scservo_sdk's clearPort only flushes output), and scservo_sdk takes the first bytes of the next
+    packet with the right id as the answer. A late health answer (Present_Load first, near 0 at rest)
+    read as a position is a joint ~180 degrees away: found on a loaded machine as a goal below the
+    table (tests/integration/test_workspace_envelope.py). The bench must skip it, for the state
+    and for the hold that copies the present positions into the goals."""
+    health = REG["Present_Current"][0] + REG["Present_Current"][1] - REG["Present_Load"][0]
+    with make_bench(make_cfg(bus)) as bench:
+        truth = present_deg(bus)
+        bus.late_reply("shoulder_pan", "Present_Load", health)
+        np.testing.assert_allclose(bench.measure(), truth, atol=TICK_DEG)
+        bus.late_reply("elbow_flex", "Present_Load", health)
+        bench.hold()
+        np.testing.assert_allclose(goals_deg(bus), truth, atol=TICK_DEG)
+        # a late answer of the same size (an earlier position read) is a true, older reading: taken
+        bus.late_reply("wrist_flex", "Present_Position")
+        np.testing.assert_allclose(bench.measure(), truth, atol=TICK_DEG)

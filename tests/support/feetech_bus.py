@@ -18,7 +18,8 @@ limits like the real servo does in position mode.
 
 The servos run in a child process by default (mode="thread" runs them in a thread of this process);
 EmulatedBus talks to them over a socket: inspection (goal_ticks, present_deg, register, snapshot,
-goal_writes, register_writes, instruction_counts) and fault injection: go_silent()/resume(), remove_motor(id)/
+goal_writes, register_writes, instruction_counts) and fault injection: go_silent()/resume(), late_reply(id, reg, length) (an answer the client gave up on
+arrives just before the answer to its next instruction), remove_motor(id)/
 restore_motor(id), set_model_number(id, n), set_stored_calibration(id, ...) (the motors' EEPROM no
 longer matches the calibration file), move_by_hand(), set_rate(). Every inspection first lets the
 servos handle all bytes the client already wrote, so the effect of a reply-less SYNC_WRITE is visible.
@@ -275,6 +276,7 @@ class ServoBusCore:
         self.rate_ticks_per_s = rate_ticks_per_s
         self.electrical = Electrical()
         self.silent = False
+        self.stray = bytearray()                 # late status packets, sent before the next reply
         self.goal_log: list[list] = []           # [t, motor_id, ticks]
         self.write_log: list[list] = []          # [t, motor_id, address, [bytes]]: every write received
         self.counts: dict[int, int] = {}         # instruction -> packets received
@@ -343,6 +345,13 @@ class ServoBusCore:
 
     def set_silent(self, silent: bool) -> None:
         self.silent = bool(silent)
+
+    def late_reply(self, key: str | int, addr: int, length: int) -> None:
+        """Queue motor `key`'s status packet for a READ of `length` bytes at `addr`, sent ahead of the
+        next instruction's reply (or alone, for an instruction without one): what a reply looks like
+        that came after the client's packet timeout, from a servo or a host too slow to meet it."""
+        motor = self._motor(key)
+        self.stray += status_packet(motor.motor_id, 0, self._read_bytes(motor, addr, length, time.monotonic()))
 
     def set_present_on_bus(self, key: str | int, present: bool) -> None:
         self._motor(key).present = bool(present)
@@ -515,7 +524,12 @@ class ServoBusCore:
         return motor if motor is not None and motor.present else None
 
     def handle(self, motor_id: int, inst: int, params: bytes) -> bytes:
-        """Execute one instruction packet; return the bytes to send back (possibly none)."""
+        """Execute one instruction packet; return the bytes to send back (possibly none), after any
+        late reply queued by late_reply()."""
+        stray, self.stray = bytes(self.stray), bytearray()
+        return stray + self._handle(motor_id, inst, params)
+
+    def _handle(self, motor_id: int, inst: int, params: bytes) -> bytes:
         now = time.monotonic()
         self.counts[inst] = self.counts.get(inst, 0) + 1
         if self.silent:
@@ -825,6 +839,12 @@ class EmulatedBus:
 
     def resume(self) -> None:
         self._call("set_silent", False)
+
+    def late_reply(self, key: str | int, reg: str, length: int | None = None) -> None:
+        """A late answer: motor `key`'s status packet for a read of `length` bytes (default: the
+        register's size) from register `reg` reaches the client just before its next reply."""
+        addr, size = REG[reg]
+        self._call("late_reply", key, addr, size if length is None else int(length))
 
     def remove_motor(self, key: str | int) -> None:
         """The motor stops answering (unplugged from the daisy chain)."""

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from spabench.bench.bench import DRIVER_ERRORS, Bench
+from spabench.bench.bus_replies import reject_late_replies
 from spabench.bench.config import BenchConfig, CameraSpec, SO101BenchConfig
 from spabench.errors import ConfigError, DataError, SafetyError
 from spabench.suite.model import ArmEnvelope
@@ -168,6 +169,7 @@ class SO101Bench(Bench):
         configure the motors (which ends with Torque_Enable=1). A mismatch never torques the arm."""
         bus = robot.bus
         bus.connect()
+        reject_late_replies(bus.packet_handler)   # before the first read: calibration, state, health
         try:
             stored = self._confirmed_calibration(bus)
         except DRIVER_ERRORS as exc:
@@ -274,7 +276,7 @@ class SO101Bench(Bench):
             comm = reader.txRxPacket()
             if comm == scs.COMM_SUCCESS and all(len(v) == length for v in reader.data_dict.values()):
                 break
-            # a late status packet of an earlier transaction can pass for an answer: read again
+            # bus_replies skips a late status packet of another size; a short one fails the length check
             bus.port_handler.clearPort()
         else:
             raise ConnectionError(f"health sync read of {length} bytes from address {start} failed: "
