@@ -4,35 +4,21 @@ on a disk with gigabytes free (EpisodeArrays also turned any error without a num
 
 from __future__ import annotations
 
-import os
-import resource
-
 import pytest
 
 from spabench.record.arrays import EpisodeArrays
-from spabench.rollout.space import storage_advice
+from spabench.storage_advice import storage_advice
+from tests.support.descriptors import no_descriptors_left
 
 
 def _emfile_failure(tmp_path) -> str:
     """The text of a real failure to create an episode while the process is out of descriptors."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    held: list[int] = []
-    resource.setrlimit(resource.RLIMIT_NOFILE, (len(os.listdir("/proc/self/fd")) + 16, hard))
-    try:
-        while True:
-            try:
-                held.append(os.open(os.devnull, os.O_RDONLY))
-            except OSError:
-                break
+    with no_descriptors_left():
         try:
             EpisodeArrays(tmp_path / "episode.h5", ("middle",), {"attempt_id": "x"})
         except Exception as exc:  # noqa: BLE001 - whatever h5py raises is what the session shows
             return f"{type(exc).__name__}: {exc}"
-        pytest.fail("creating an episode succeeded with no descriptor left")
-    finally:
-        for fd in held:
-            os.close(fd)
-        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    pytest.fail("creating an episode succeeded with no descriptor left")
 
 
 def test_too_many_open_files_is_not_called_a_full_disk(tmp_path):

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from spabench.errors import SpabenchError
+from spabench.storage_advice import storage_advice
 
 
 class LedgerDamaged(SpabenchError):
@@ -29,12 +30,17 @@ class LedgerDamaged(SpabenchError):
 
 
 class LedgerStorageError(SpabenchError):
-    """A ledger write failed (disk full, I/O error): the change was not recorded."""
+    """A ledger write failed (disk full, no file descriptor left, I/O error): the change was not
+    recorded; the message says which, as storage_advice finds it."""
 
-    def __init__(self, path, problem: str, *, database: bool = False):
-        fix = ("Check the database server (its disk, its log), then resume with the same command" if database
-               else "Free space or fix the disk, then resume with the same command")
-        super().__init__(f"{path}: cannot write the ledger ({problem}); the change was not recorded. {fix}")
+    def __init__(self, path, problem: str, *, database: bool = False, opening: bool = False):
+        if database:
+            fix = "Check the database server (its disk, its log), then resume with the same command"
+        else:
+            fix = storage_advice(Path(path).parent, problem)
+        what = ("cannot open the ledger ({}); nothing was changed" if opening
+                else "cannot write the ledger ({}); the change was not recorded").format(problem)
+        super().__init__(f"{path}: {what}. {fix}")
         self.path = path
 
 

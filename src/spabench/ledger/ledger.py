@@ -22,7 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from spabench.errors import ConfigError, DataError, SpabenchError
-from spabench.ledger.integrity import ConnectionLost, LedgerUnavailable, check_sqlite, storage_errors
+from spabench.ledger.integrity import (
+    ConnectionLost,
+    LedgerStorageError,
+    LedgerUnavailable,
+    check_sqlite,
+    storage_errors,
+)
 from spabench.ledger.lock import CampaignLock
 from spabench.ledger.schema import (
     DDL,
@@ -394,7 +400,9 @@ class Ledger:
                                   "`spabench plan campaign=<name> out=<dir>`")
             try:
                 storage = SQLiteStorage(where, readonly=readonly)
-            except sqlite3.DatabaseError as exc:
+            except sqlite3.OperationalError as exc:  # the file is there but cannot be opened now
+                raise LedgerStorageError(where, str(exc), opening=True) from None
+            except sqlite3.DatabaseError as exc:     # e.g. "file is not a database"
                 raise DataError(where, f"not a spabench ledger ({exc})") from None
             try:
                 check_sqlite(storage.conn, where)

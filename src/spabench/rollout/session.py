@@ -645,7 +645,7 @@ class Session:
         if self.controls.estopped():
             return self.end_by_estop(trial, attempt_id, result)
         if not result.valid and result.invalid_reason == "storage_error":
-            from spabench.rollout.space import storage_advice
+            from spabench.storage_advice import storage_advice
 
             self.say(f"session stopped: {attempt_id} could not be recorded ({result.detail}); it is "
                      "invalid (storage_error) and will be re-run. The arm holds. "

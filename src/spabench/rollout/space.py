@@ -9,15 +9,14 @@ must be free on the campaign's file system.
 
 from __future__ import annotations
 
-import errno
-import os
-import re
 import shutil
 from pathlib import Path
 
 from spabench.errors import SpabenchError
+from spabench.storage_advice import RESERVE_BYTES
 
-RESERVE_BYTES = 32 * 1024 * 1024
+__all__ = ["NoSpaceForAttempt", "check_free_space", "expected_episode_bytes", "measured_bytes_per_s"]
+
 SAFETY_FACTOR = 2.0
 H5_BYTES_PER_STEP = 2048
 VIDEO_FRACTION_OF_RAW = 1 / 20
@@ -72,37 +71,3 @@ def check_free_space(folder: Path, expected_bytes: int, what: str) -> int:
             f"{RESERVE_BYTES // 2**20} MiB for the ledger); the attempt was not started. Free space "
             "(or move the campaign to a larger disk), then resume with the same command")
     return free
-
-
-_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
-_NO_DESCRIPTORS = (errno.EMFILE, errno.ENFILE)
-
-
-def _errnos(problem: str) -> set[int]:
-    """Error numbers a failure's text names ("[Errno 24]", HDF5's "errno = 24") or implies."""
-    found = {int(n) for n in re.findall(r"(?:\[Errno |errno = )(\d+)", problem)}
-    for number in (*_NO_SPACE, *_NO_DESCRIPTORS):
-        if os.strerror(number).lower() in problem.lower():
-            found.add(number)
-    return found
-
-
-def storage_advice(folder: Path, problem: str) -> str:
-    """What to do after a write failed, from its real cause: a full disk, too many open files (the
-    process's descriptor limit, not the disk), or a disk that is not full (check it)."""
-    numbers = _errnos(problem)
-    if numbers & set(_NO_DESCRIPTORS):
-        import resource
-
-        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
-        return (f"The process had too many open files (its limit is {soft}); the disk is not the cause. Find what "
-                "held them (e.g. a flooded console: operator.console.max_connections) or raise the limit (ulimit -n), "
-                "then resume with the same command")
-    try:
-        free = shutil.disk_usage(folder).free
-    except OSError:
-        free = None
-    if numbers & set(_NO_SPACE) or (free is not None and free < RESERVE_BYTES):
-        return "Free space (or move the campaign to a larger disk), then resume with the same command"
-    where = f" ({free / 2**20:.0f} MiB free: it is not full)" if free is not None else ""
-    return f"Check the disk{where} and the error above, then resume with the same command"
