@@ -47,9 +47,15 @@ def revision_before_added(path: str) -> str:
     return commits[-1] + "~1"
 
 
+ROOT_PARTS = ("src", "conf", "tasks", "hardware", "policies")   # what spabench.paths.repo_root looks for, and cards
+
+
 def export_source(revision: str, into: Path) -> Path:
-    """`src` and `conf` of `revision` unpacked under `into` (an anchor tree); returns its src."""
-    archive = subprocess.run(["git", "-C", str(ROOT), "archive", revision, "src", "conf"],
+    """`src` and the folders the code reads at run time (conf/, tasks/, hardware/, policies/, those the
+    revision has) unpacked under `into`, an anchor tree that finds its own root; returns its src."""
+    listed = subprocess.run(["git", "-C", str(ROOT), "ls-tree", "--name-only", revision],
+                            capture_output=True, text=True, check=True).stdout.split()
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", revision, *[p for p in ROOT_PARTS if p in listed]],
                              capture_output=True, check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
     return into / "src"

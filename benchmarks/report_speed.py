@@ -10,10 +10,12 @@ GR00T F-FT 120 and VLA-0 72 ID rollouts = 2,892, plus 72 invalid attempts of re-
   renderer    the tree before the figures went back to matplotlib (`git archive` of --renderer: the
               last tree with spabench.analysis.drawing, a home-made canvas and TrueType subsetter
               whose smallest text at print width was 2.8 pt): the same outputs, one process
-  current     this tree: Figs. 5-11 each as 300 dpi PNG + PDF (embedded TrueType) + SVG drawn by
+  current     this tree as a lab runs it: Figs. 5-11 as SVG (figures.formats' default) drawn by
               matplotlib under spabench.mplstyle at one column (figures.width=single, 3.5 in),
-              report.html through markdown-it-py, one process
+              report.html through markdown-it-py, the figures drawn by two forked workers
   double      this tree with figures.width=double (7 in)
+  all_formats this tree with figures.formats=[svg,pdf,png] (each figure also as PDF with embedded
+              TrueType and 300 dpi PNG: what a lab asks for when it writes the paper)
 
 Measured per run: wall time, CPU time of the report process, and CPU time including any worker
 processes (user + sys, from the parent's RUSAGE_CHILDREN). Medians over --runs, runs interleaved.
@@ -55,7 +57,7 @@ except ImportError:
 imported = time.process_time()
 cfg = {"outcomes": sys.argv[1], "out": sys.argv[2], "campaign_dir": None}
 if len(sys.argv) > 3:
-    cfg["figures"] = {"width": sys.argv[3]}
+    cfg["figures"] = json.loads(sys.argv[3])
 cfg = typed(cfg)
 report(cfg)
 me = resource.getrusage(resource.RUSAGE_SELF)
@@ -63,6 +65,11 @@ kids = resource.getrusage(resource.RUSAGE_CHILDREN)
 print(json.dumps({"import_cpu": imported, "self_cpu": me.ru_utime + me.ru_stime,
                   "workers_cpu": kids.ru_utime + kids.ru_stime, "inner_wall": time.perf_counter() - start}))
 """
+
+
+# this tree's paths and their figures.* settings (an anchor revision runs with its own defaults)
+FIGURE_SETTINGS = {"current": {"width": "single"}, "double": {"width": "double"},
+                   "all_formats": {"width": "single", "formats": ["svg", "pdf", "png"]}}
 
 
 def base_revision() -> str:
@@ -80,11 +87,11 @@ def renderer_revision() -> str:
     return commits[-1] + "~1"
 
 
-def run_once(src: Path, csv_path: Path, out: Path, width: str | None = None) -> dict:
+def run_once(src: Path, csv_path: Path, out: Path, figures: dict | None = None) -> dict:
     import resource
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    args = [sys.executable, "-c", CHILD, str(csv_path), str(out)] + ([width] if width else [])
+    args = [sys.executable, "-c", CHILD, str(csv_path), str(out)] + ([json.dumps(figures)] if figures else [])
     done = subprocess.run(args, capture_output=True, text=True, env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin",
                                                                      "HOME": str(Path.home())}, cwd=src.parent)
     wall = time.perf_counter() - start
@@ -115,14 +122,13 @@ def main() -> None:
         for name, revision in revisions.items():
             (tmp / name).mkdir()
             paths[name] = export_source(revision, tmp / name)
-        paths["current"] = ROOT / "src"
-        paths["double"] = ROOT / "src"
+        for name in FIGURE_SETTINGS:
+            paths[name] = ROOT / "src"
         csv_path = campaign_outcomes_csv(tmp / "outcomes.csv")
         results: dict[str, list[dict]] = {name: [] for name in paths}
         for run in range(args.runs):
             for name, src in paths.items():
-                width = {"current": "single", "double": "double"}.get(name)
-                results[name].append(run_once(src, csv_path, tmp / f"out_{name}_{run}", width))
+                results[name].append(run_once(src, csv_path, tmp / f"out_{name}_{run}", FIGURE_SETTINGS.get(name)))
     summary = {name: {key: median([r[key] for r in runs]) for key in runs[0]} for name, runs in results.items()}
     anchor = summary["anchor"]
     rows = [(name, s["wall"], s["cpu_total"], s["cpu_report_process"], s["cpu_imports"], int(s["files"]),

@@ -230,10 +230,12 @@ class SpabenchConfig:
     cards: dict[str, dict[str, Any]] = key(
         {}, dict, "per-card field overrides: cards.<card>.<field>=value (e.g. cards.pi05.host=10.0.0.5)",
         ("run", "demo", "servers up", "servers status", "servers down"))
-    figures: dict[str, Any] = key({"width": "single", "style": None}, dict,
+    figures: dict[str, Any] = key({"width": "single", "style": None, "formats": ["svg"]}, dict,
                                   "how the figures are drawn (the fields of spabench.analysis.figures."
                                   "FigureSettings): figures.width=single|double (a 3.5 in or 7 in column), "
-                                  "figures.style=PATH (a lab's own .mplstyle, applied on top of spabench's)",
+                                  "figures.style=PATH (a lab's own .mplstyle, applied on top of spabench's), "
+                                  "figures.formats=[svg,pdf,png] (the files per figure; svg or png shown in "
+                                  "the report's pages)",
                                   "report")
     bench_kind: str | None = key(None, str, "report the rollouts of this bench kind only (twin and robot are "
                                  "never pooled)", "report", optional=True, choices=("so101", "sim"))

@@ -41,7 +41,7 @@ def tables(tmp_path_factory, synthetic):
 @pytest.fixture(scope="module", params=WIDTHS)
 def written(request, tables, tmp_path_factory):
     summary, failures, policies = tables
-    settings = figures.FigureSettings(width=request.param)
+    settings = figures.FigureSettings(width=request.param, formats=figures.FORMATS)
     out = tmp_path_factory.mktemp(f"written_{request.param}")
     return settings, figures.write_figures(summary, failures, policies, out, names=NAMES, settings=settings)
 
@@ -110,13 +110,45 @@ def test_fig11_per_task_and_policy_normalised_with_n(tables, synthetic):
     assert ticks.count("pi0.5") == len(TASKS)
 
 
+def test_figures_show_as_many_policies_as_the_style_has_colours(tmp_path):
+    """Eleven policies: the figures draw the first eight (Okabe-Ito's eight colours, one each), the
+    report's tables keep all eleven and report.md names the three left out; a lab's sheet with a
+    longer colour cycle draws them all."""
+    from spabench.analysis.commands import report
+    from spabench.config import SpabenchConfig
+
+    policies = [f"policy{i:02d}" for i in range(11)]
+    rows = [{"policy": p, "task": task, "condition": "id", "evaluation_id": f"{task}{j}", "success": str((i + j) % 2)}
+            for i, p in enumerate(policies) for task in TASKS[:2] for j in range(4)]
+    csv_path = write_csv(tmp_path / "o.csv", rows, ("policy", "task", "condition", "evaluation_id", "success"))
+    outcomes = load_outcomes(csv_path)
+    summary, failures = success_table(outcomes), failure_mode_table(outcomes)
+    job = figures.start_figures(summary, failures, policies, tmp_path / "f", jobs=1)
+    assert job.policies == policies[:8]
+    (tmp_path / "f").mkdir()
+    assert list(job.result()) == ["fig5_id_per_task"]
+    figure = figures.draw("fig5_id_per_task", summary, failures, job.policies, {})
+    assert {text.get_text() for text in figure.legends[0].get_texts()} == set(policies[:8])
+    lab = tmp_path / "lab.mplstyle"
+    lab.write_text("axes.prop_cycle: cycler('color', [" + ", ".join(f"'{i:02d}{i:02d}{i:02d}'" for i in range(12)) + "])\n")
+    assert figures.figure_policies(policies, figures.FigureSettings(style=lab)) == policies
+
+    out = tmp_path / "report"
+    assert report(SpabenchConfig.from_mapping({"outcomes": str(csv_path), "out": str(out), "campaign_dir": None,
+                                               "bootstrap": 200})) == 0
+    md = (out / "report.md").read_text()
+    assert "The figures show the first 8 of 11 policies" in md
+    assert "Left out of the figures (3): policy08, policy09, policy10." in md
+    assert set(__import__("pandas").read_csv(out / "summary.csv")["policy"]) == set(policies)
+
+
 def test_zero_rate_bar_is_visible(tmp_path):
     rows = [{"policy": "pi05", "task": task, "condition": "id", "evaluation_id": f"{task}{j}",
              "success": "0" if task == "counting" else str(j % 2)} for task in TASKS for j in range(10)]
     outcomes = load_outcomes(write_csv(tmp_path / "o.csv", rows, ("policy", "task", "condition",
                                                                   "evaluation_id", "success")))
     summary, failures = success_table(outcomes), failure_mode_table(outcomes)
-    written = figures.write_figures(summary, failures, ["pi05"], tmp_path)
+    written = figures.write_figures(summary, failures, ["pi05"], tmp_path, formats=("png",))
     assert list(written) == ["fig5_id_per_task"]
     figure = figures.draw("fig5_id_per_task", summary, failures, ["pi05"], {})
     zero = [(patch, label) for patch, label, cell in figure.spabench_bars if cell[0] == 0]
@@ -330,12 +362,17 @@ def test_a_lab_style_sheet_changes_the_output(tables, tmp_path):
 def test_figure_settings_refuse_what_they_do_not_read(tmp_path):
     assert figures.FigureSettings.from_mapping({"width": "double"}).inches == 7.0
     assert figures.FigureSettings.from_mapping(None).inches == 3.5
-    with pytest.raises(ConfigError, match="figures.colour.*allowed: figures.width, figures.style"):
+    with pytest.raises(ConfigError, match="figures.colour.*allowed: figures.width, figures.style, figures.formats"):
         figures.FigureSettings.from_mapping({"colour": "red"})
     with pytest.raises(ConfigError, match="figures.width: 'triple'"):
         figures.FigureSettings.from_mapping({"width": "triple"})
     with pytest.raises(ConfigError, match="is not a file"):
         figures.FigureSettings.from_mapping({"style": str(tmp_path / "missing.mplstyle")})
+    assert figures.FigureSettings.from_mapping(None).formats == ("svg",)
+    assert figures.FigureSettings.from_mapping({"formats": ["pdf", "png", "pdf"]}).formats == ("pdf", "png")
+    for formats in (["pdf"], [], ["svg", "eps"], "svg", [1]):   # the report's pages show svg or png
+        with pytest.raises(ConfigError, match="figures.formats: .*svg or png"):
+            figures.FigureSettings.from_mapping({"formats": formats})
     bad = tmp_path / "bad.mplstyle"
     bad.write_text("font.size: huge\n")
     with pytest.raises(ConfigError, match="bad.mplstyle"):
@@ -349,7 +386,8 @@ def test_conf_default_is_the_dataclass_default():
     import yaml
 
     conf = yaml.safe_load((Path(__file__).resolve().parents[2] / "conf" / "config.yaml").read_text())
-    assert conf["figures"] == {f.name: f.default for f in dataclasses.fields(figures.FigureSettings)}
+    assert {k: tuple(v) if isinstance(v, list) else v for k, v in conf["figures"].items()} \
+        == {f.name: f.default for f in dataclasses.fields(figures.FigureSettings)}
 
 
 def test_report_import_leaves_matplotlib_for_the_figures():

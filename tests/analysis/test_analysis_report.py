@@ -34,7 +34,7 @@ def run_report(tmp_path: Path, csv_path: Path, **extra) -> Path:
 def published_size(tmp_path_factory, synthetic):
     tmp = tmp_path_factory.mktemp("published")
     csv_path = write_csv(tmp / "outcomes.csv", synthetic.rows)
-    return run_report(tmp, csv_path)
+    return run_report(tmp, csv_path, figures={"formats": ["png", "pdf", "svg"]})
 
 
 def expected_summary(synthetic) -> dict:
@@ -153,7 +153,7 @@ def test_report_markdown_and_figures(published_size):
         with Image.open(png) as image:
             assert image.info["dpi"] == pytest.approx((300, 300), abs=0.5), name
             assert image.width > 900, name  # 300 dpi of a >3 inch figure
-        assert f"]({name}.png)" in text and f"]({name}.pdf)" in text and f"]({name}.svg)" in text
+        assert f"![{name}]({name}.svg)" in text and f"[PNG]({name}.png)" in text and f"[PDF]({name}.pdf)" in text
     assert not list(published_size.parent.glob(".report.*"))  # no staging leftovers
 
 
@@ -308,7 +308,7 @@ def test_report_html_offline_in_chromium(published_size):
         finally:
             browser.close()
     assert requests == []
-    assert sorted(f["name"] for f in figures_shown) == sorted(f"{name}.png" for name in FIGURES)
+    assert sorted(f["name"] for f in figures_shown) == sorted(f"{name}.svg" for name in FIGURES)
     for figure in figures_shown:
         assert figure["ok"] and figure["w"] > 100 and figure["h"] > 50, figure
     assert tables == md_tables > 10

@@ -35,6 +35,8 @@ from spabench.suite.rules import UNSAFE
 from spabench.suite.vocabulary import FAILURE_MODES, TASKS
 
 FORMATS = ("png", "pdf", "svg")
+PAGE_FORMATS = ("svg", "png")   # what report.md and report.html show a figure as, in order of preference
+DEFAULT_FORMATS = ("svg",)      # the report's pages need one; PNG and PDF are written on request
 PNG_DPI = 300
 ZERO_STUB = 1.2  # height (pp) of the stub that marks a 0% bar
 STYLE_SHEET = Path(__file__).with_name("spabench.mplstyle")
@@ -64,14 +66,25 @@ class FigureSettings:
 
     width: single (3.5 in) | double (7 in), the printed width of every figure.
     style: a lab's own matplotlib style sheet (.mplstyle), applied on top of spabench's.
+    formats: the files written per figure (png: 300 dpi, pdf: TrueType fonts embedded, svg: text
+      as text); one of svg or png is shown in report.md and report.html. SVG alone by default: each
+      format is a full redraw by matplotlib, and PDF and PNG are what a lab asks for when it writes
+      the paper (`figures.formats=[svg,pdf,png]`).
     """
 
     width: str = "single"
     style: Path | None = None
+    formats: tuple[str, ...] = DEFAULT_FORMATS
 
     def __post_init__(self) -> None:
         if self.width not in WIDTHS:
             raise ConfigError(f"figures.width: {self.width!r} (allowed: {' | '.join(WIDTHS)})")
+        formats = self.formats
+        if isinstance(formats, str) or not all(isinstance(f, str) for f in formats) or not formats \
+                or any(f not in FORMATS for f in formats) or not set(formats) & set(PAGE_FORMATS):
+            raise ConfigError(f"figures.formats: {formats!r} (allowed: a list of {', '.join(FORMATS)} holding "
+                              f"svg or png, which report.md and report.html show; e.g. [svg,pdf])")
+        object.__setattr__(self, "formats", tuple(dict.fromkeys(formats)))
         if self.style is not None:
             path = Path(str(self.style)).expanduser().resolve()
             if not path.is_file():
@@ -92,6 +105,8 @@ class FigureSettings:
         if values.get("style") is not None and (not isinstance(values["style"], (str, Path))
                                                 or not str(values["style"]).strip()):
             raise ConfigError(f"figures.style: {values['style']!r} (allowed: a path to a .mplstyle file, or null)")
+        if "formats" in values and isinstance(values["formats"], Sequence) and not isinstance(values["formats"], str):
+            values["formats"] = tuple(values["formats"])   # a list from the command line or the YAML
         return cls(**values)
 
     @property
@@ -199,6 +214,16 @@ def _policy_colors() -> list[str]:
 
     return [to_hex(c["color"]).upper() for c in matplotlib.rcParams["axes.prop_cycle"]
             if "color" in c] or list(palette.POLICY_COLORS)
+
+
+def figure_policies(policies: Sequence[str], settings: FigureSettings) -> list[str]:
+    """The policies the figures draw: the first as many as the style has colours, in the report's
+    order. One more would share a colour with another in every figure, and hundreds (many labs'
+    tables concatenated) make bars no one can read at a column's width while matplotlib spends
+    minutes laying them out; the report's tables keep every policy, and its Figures section names
+    the policies left out. A lab's style sheet with a longer `axes.prop_cycle` draws more."""
+    with _styled(settings):
+        return list(policies)[:len(_policy_colors())]
 
 
 def policy_color(policies: Sequence[str], policy: str) -> str:
@@ -561,7 +586,7 @@ _METADATA: dict[str, dict[str, str | None]] = {"png": {"Software": None}, "pdf":
              "svg": {"Date": None}}
 
 
-def save(figure, stem: Path, formats: Sequence[str] = FORMATS, title: str = "",
+def save(figure, stem: Path, formats: Sequence[str] = DEFAULT_FORMATS, title: str = "",
          settings: FigureSettings | None = None) -> list[Path]:
     """Write one figure in each format at its full page (its width is the column's)."""
     import logging
@@ -636,8 +661,9 @@ class FigureJob:
     """Figures being drawn: by forked workers that started at `start_figures` (the caller computes
     the rest of the report meanwhile), or, where forking is not possible, one by one at `result`."""
 
-    def __init__(self, args: tuple, jobs: int):
+    def __init__(self, args: tuple, jobs: int, policies: list[str]):
         self._args = args
+        self.policies = policies   # the policies the figures show (figure_policies)
         self._pool: Any = None      # multiprocessing.pool.Pool while workers draw
         self._pending: Any = None   # its AsyncResult
         if jobs > 1 and _can_fork():
@@ -645,12 +671,13 @@ class FigureJob:
 
     def _fork(self, jobs: int) -> None:
         global _JOB
+        import importlib
         import multiprocessing
         import warnings
 
         import matplotlib.backends.backend_agg  # noqa: F401  imported once, before the fork
-        import matplotlib.backends.backend_pdf  # noqa: F401
-        import matplotlib.backends.backend_svg  # noqa: F401
+        for fmt in self._args[5]:   # the writers of the formats asked for (PDF's pulls in fontTools)
+            importlib.import_module(f"matplotlib.backends.backend_{fmt if fmt != 'png' else 'agg'}")
 
         _JOB = self._args
         try:
@@ -683,22 +710,25 @@ class FigureJob:
 
 
 def start_figures(summary: pd.DataFrame, failures: pd.DataFrame, policies: Sequence[str], out_dir: Path,
-                  names: Mapping[str, str] | None = None, formats: Sequence[str] = FORMATS,
+                  names: Mapping[str, str] | None = None, formats: Sequence[str] | None = None,
                   mode_labels: Mapping[str, str] | None = None, settings: FigureSettings | None = None,
                   jobs: int | None = None) -> FigureJob:
-    """Start drawing every figure that has data, in every format, into `out_dir`. With jobs > 1
+    """Start drawing every figure that has data, in each format (default: the settings'), into
+    `out_dir`, for the policies `figure_policies` keeps (the job's `policies`). With jobs > 1
     (default: two on a machine with two CPUs) forked workers draw while the caller goes on; else
     they are drawn one by one when the result is asked for. The files are the same either way."""
-    args = (summary, failures, list(policies), dict(names or {}), Path(out_dir), tuple(formats), mode_labels,
-            settings or FigureSettings())
-    return FigureJob(args, default_jobs() if jobs is None else max(1, int(jobs)))
+    settings = settings or FigureSettings()
+    shown = figure_policies(policies, settings)
+    args = (summary, failures, shown, dict(names or {}), Path(out_dir),
+            tuple(settings.formats if formats is None else formats), mode_labels, settings)
+    return FigureJob(args, default_jobs() if jobs is None else max(1, int(jobs)), shown)
 
 
 def write_figures(summary: pd.DataFrame, failures: pd.DataFrame, policies: Sequence[str], out_dir: Path,
-                  names: Mapping[str, str] | None = None, formats: Sequence[str] = FORMATS,
+                  names: Mapping[str, str] | None = None, formats: Sequence[str] | None = None,
                   mode_labels: Mapping[str, str] | None = None,
                   settings: FigureSettings | None = None, jobs: int | None = None) -> dict[str, list[Path]]:
-    """Every figure that has data, in every format; returns {figure name: written paths} in the
-    paper's order (`start_figures`, then its result)."""
+    """Every figure that has data, in each format (default: the settings'); returns {figure name:
+    written paths} in the paper's order (`start_figures`, then its result)."""
     return start_figures(summary, failures, policies, out_dir, names, formats, mode_labels, settings,
                          jobs).result()
