@@ -108,7 +108,7 @@ def one_bench_kind(outcomes, bench_kind: str | None, say=print):
 def report(cfg: SpabenchConfig) -> int:
     """Validate the outcomes completely, then write summary/contrasts/failure/invalid CSVs, figures
     and report.md into `out` in one step. Keys: outcomes | campaign, out, bootstrap_seed, bootstrap,
-    figures.width, figures.style."""
+    figures.width, figures.style, figures.formats."""
     settings = FigureSettings.from_mapping(cfg.figures)
     settings.check_style()   # a lab's style sheet is read before anything is computed or written
     if (cfg.outcomes is None) == (cfg.campaign_dir is None):
