@@ -197,3 +197,30 @@ def test_live_console_record_of_an_ended_process_is_ignored(tmp_path):
     finally:
         child.kill()
         child.wait()
+
+
+def test_next_unscored_stays_in_the_list_view_the_rater_came_from(tmp_path):
+    """Noticed last stop: "save and next unscored" ignored the attempt list's filters, so a rater
+    scoring one task was sent to another."""
+    from spabench.console.review import next_unscored
+    from spabench.ledger import Ledger
+    from tests.ledger.conftest import HASH, _rows
+
+    rows = _rows()           # counting (E0001-E0003) then object_state (E0004), two policies each
+    with Ledger.create(tmp_path / "camp", rows, HASH, {"campaign": "unit"}) as ledger:
+        ids = {}
+        for row in rows:
+            ids[row.trial_id] = ledger.begin_attempt(row.trial_id)
+            ledger.finish_attempt(ids[row.trial_id], "complete", "timer")
+        first_counting, last_counting = ids["E0001-P2"], ids["E0003-P1"]
+        # no filter: plan order, across tasks
+        assert next_unscored(ledger, last_counting, rater="ada", blind=False) == ids["E0004-P2"]
+        # within task=counting: after the last counting attempt, back to the first unscored counting one
+        assert next_unscored(ledger, last_counting, rater="ada", blind=False, task="counting") == first_counting
+        assert next_unscored(ledger, first_counting, rater="ada", blind=False, task="counting",
+                             alias="P1") == ids["E0001-P1"]
+        assert next_unscored(ledger, ids["E0001-P1"], rater="ada", blind=False, task="counting",
+                             alias="P1") == ids["E0002-P1"]
+        assert next_unscored(ledger, ids["E0004-P2"], rater="ada", blind=False, task="object_state") == ids["E0004-P1"]
+        assert next_unscored(ledger, ids["E0004-P2"], rater="ada", blind=False, task="object_state",
+                             alias="P2") is None     # nothing else in that view

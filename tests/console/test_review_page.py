@@ -31,6 +31,13 @@ def test_attempt_list_filters(review_console, page):
     page.select_option("#alias", trials[0].alias)
     page.wait_for_function("() => document.querySelectorAll('#rows tr').length === 1")
     assert page.text_content("#rows tr td:nth-child(2)") == trials[0].alias
+    # the attempt opened from a filtered list keeps the filter: "save and next unscored" and "back" stay in it
+    page.click("#rows tr a")
+    page.wait_for_url(f"**alias={trials[0].alias}*")
+    page.wait_for_function(f"() => document.querySelector('#back').href.includes('alias={trials[0].alias}')")
+    page.goto(f"{url}/review?alias={trials[0].alias}")      # a bookmarked view: its filter applies at once
+    page.wait_for_function("() => document.querySelectorAll('#rows tr').length === 1")
+    assert page.input_value("#alias") == trials[0].alias
     page.select_option("#alias", "")
     page.wait_for_function("() => document.querySelectorAll('#rows tr').length === 2")
     page.check("#unscored")  # both attempts were scored at the bench

@@ -240,7 +240,7 @@ def build_app(ctx: ConsoleContext):
         q = request.query_params
         with ctx.ledger() as ledger:
             rows = review.list_attempts(ledger, rater=rater, blind=blind, unscored=q.get("unscored") in ("1", "true"),
-                                        task=q.get("task", ""), condition=q.get("condition", ""), alias=q.get("alias", ""))
+                                        **{k: q.get(k, "") for k in review.LIST_FILTERS})
             options = review.filter_options(ledger)
         return js({"attempts": rows, "options": options, "rater": rater, "blind": blind})
 
@@ -268,7 +268,8 @@ def build_app(ctx: ConsoleContext):
             with ctx.ledger(write=True) as ledger:
                 data = review.submit_score(ledger, request.path_params["attempt_id"], str(body.get("rater", "")),
                                            body.get("success"), body.get("failure_mode"), str(body.get("note") or ""),
-                                           body.get("reason"), body.get("version"), blind=blind)
+                                           body.get("reason"), body.get("version"), blind=blind,
+                                           view={k: request.query_params.get(k, "") for k in review.LIST_FILTERS})
         except review.ReviewConflict as exc:  # another tab saved first: say what, save nothing
             return js({"error": str(exc), **exc.data}, 409)
         except review.ReviewError:

@@ -107,6 +107,9 @@ def list_attempts(ledger: Any, *, rater: str, blind: bool, unscored: bool = Fals
     return out
 
 
+LIST_FILTERS = ("task", "condition", "alias")   # the attempt list's filters, kept from list to attempt
+
+
 def filter_options(ledger: Any) -> dict[str, list[str]]:
     trials = ledger.trials()
     return {"task": sorted({t.task for t in trials}), "condition": sorted({t.condition for t in trials}),
@@ -198,16 +201,29 @@ def _episode(campaign_dir: Path, attempt: Any) -> dict | None:
                 "duration_s": round(float(ts[-1]), 3) if n else 0.0}
 
 
-def next_unscored(ledger: Any, attempt_id: str, *, rater: str, blind: bool) -> str | None:
-    """The next attempt left to score after `attempt_id` in plan order (then from the start): without
-    any score, or in blind mode without one by `rater`. None when every attempt is scored."""
-    todo = [a for a in ledger.unscored_attempts(rater if blind else None) if a.attempt_id != attempt_id]
+def next_unscored(ledger: Any, attempt_id: str, *, rater: str, blind: bool, task: str = "", condition: str = "",
+                  alias: str = "") -> str | None:
+    """The next attempt left to score after `attempt_id` in plan order (then from the start), within the
+    list's filters (task, condition, alias; empty: any): without any score, or in blind mode without
+    one by `rater`. None when every attempt in view is scored."""
+    trials = {t.trial_id: t for t in ledger.trials()}
+
+    def in_view(trial_id: str) -> bool:
+        t = trials.get(trial_id)
+        return t is not None and all(not want or got == want for want, got in
+                                     ((task, t.task), (condition, t.condition), (alias, t.alias)))
+
+    todo = [a for a in ledger.unscored_attempts(rater if blind else None)
+            if a.attempt_id != attempt_id and in_view(a.trial_id)]
     if not todo:
         return None
-    order = {t.trial_id: t.order for t in ledger.trials()}
     here = ledger.attempt(attempt_id)
-    key = (order.get(here.trial_id, -1), here.n)
-    later = [a for a in todo if (order.get(a.trial_id, -1), a.n) > key]
+
+    def place(trial_id: str, n: int) -> tuple[int, int]:
+        t = trials.get(trial_id)
+        return (t.order if t is not None else -1, n)
+
+    later = [a for a in todo if place(a.trial_id, a.n) > place(here.trial_id, here.n)]
     return (later or todo)[0].attempt_id
 
 
@@ -218,10 +234,12 @@ def _own_scores(ledger: Any, attempt_id: str, rater: str) -> dict:
 
 
 def submit_score(ledger: Any, attempt_id: str, rater: str, success: Any, failure_mode: str | None, note: str,
-                 reason: str | None, version: Any, *, blind: bool = False) -> dict:
+                 reason: str | None, version: Any, *, blind: bool = False,
+                 view: dict[str, str] | None = None) -> dict:
     """Score (or, with a reason, rescore) an attempt as `rater`, against the `version` of the rater's
     scores the page was shown. A rescore keeps the earlier score in the history (the ledger's
-    score-history API); a stale version saves nothing (ReviewConflict, with the score saved meanwhile)."""
+    score-history API); a stale version saves nothing (ReviewConflict, with the score saved meanwhile).
+    `view`: the list's filters the rater came from (task, condition, alias), which "next unscored" keeps."""
     if not isinstance(success, bool):
         raise ReviewError("success must be true or false")
     given = (rater or "").strip()
@@ -249,7 +267,7 @@ def submit_score(ledger: Any, attempt_id: str, rater: str, success: Any, failure
                              {"conflict": {"score": saved, "version": exc.version},
                               **_own_scores(ledger, attempt_id, rater)}) from None
     return {**_own_scores(ledger, attempt_id, rater),
-            "next_unscored": next_unscored(ledger, attempt_id, rater=rater, blind=blind)}
+            "next_unscored": next_unscored(ledger, attempt_id, rater=rater, blind=blind, **(view or {}))}
 
 
 def _score_text(score: dict) -> str:

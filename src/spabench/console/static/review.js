@@ -6,8 +6,11 @@ const blind = params.get("blind") === "1";
 let data = null, fps = 30, videos = [], playing = false;
 const COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"];
 
+// the attempt list's filters the rater came from: "save and next unscored" stays within them
+const VIEW = Object.fromEntries(["task", "condition", "alias"].filter(k => params.get(k)).map(k => [k, params.get(k)]));
+
 function q(extra) {
-  const p = new URLSearchParams({ rater: $("#rater").value || params.get("rater") || "" });
+  const p = new URLSearchParams({ rater: $("#rater").value || params.get("rater") || "", ...VIEW });
   if (blind) p.set("blind", "1");
   for (const [k, v] of Object.entries(extra || {})) p.set(k, v);
   return p.toString();
@@ -205,7 +208,7 @@ async function save(next) {
   $("#conflict").hidden = true;
   if (next && res.next_unscored) {
     location.assign(`/review/${encodeURIComponent(res.next_unscored)}?${new URLSearchParams(
-      { rater: body.rater, ...(blind ? { blind: "1" } : {}) })}`);
+      { rater: body.rater, ...VIEW, ...(blind ? { blind: "1" } : {}) })}`);
     return;
   }
   const rater = $("#rater").value;
@@ -213,7 +216,7 @@ async function save(next) {
   $("#rater").value = rater;
   $("#modes").hidden = true;
   await refreshScores();
-  $("#saved").textContent = `saved: ${scoreText(body)}` + (next ? " — every attempt is scored (nothing left for you here)" : "");
+  $("#saved").textContent = `saved: ${scoreText(body)}` + (next ? (Object.keys(VIEW).length ? " — every attempt in this view is scored" : " — every attempt is scored (nothing left for you here)") : "");
 }
 
 // Keyboard-only scoring. Escape is never used here (it is the bench page's E-STOP key); keys typed
@@ -268,5 +271,5 @@ $("#rater").addEventListener("change", load);
 $("#score-form").addEventListener("submit", (ev) => { ev.preventDefault(); save(false); });
 $("#save-next").addEventListener("click", () => save(true));
 $("#rater").value = params.get("rater") || "";
-$("#back").href = "/review?" + new URLSearchParams({ rater: params.get("rater") || "", ...(blind ? { blind: "1" } : {}) });
+$("#back").href = "/review?" + new URLSearchParams({ rater: params.get("rater") || "", ...VIEW, ...(blind ? { blind: "1" } : {}) });
 api("/api/meta").then(m => { $("#campaign").textContent = m.campaign; if (!$("#rater").value) $("#rater").value = m.rater; load(); });

@@ -16,19 +16,24 @@ function alignmentCell(a) {
     text: Number(a.alignment).toFixed(3) + (over ? ` — override: ${over}` : "") });
 }
 
+// the filters in force: the URL's at first (a select has no options to take them until the first
+// answer), then the selects'
+const FILTERS = ["task", "condition", "alias"];
+const view = Object.fromEntries(FILTERS.map(k => [k, params.get(k) || ""]));
+
 async function load() {
   const q = new URLSearchParams();
-  for (const k of ["rater", "task", "condition", "alias"]) if ($("#" + k).value) q.set(k, $("#" + k).value);
+  if ($("#rater").value) q.set("rater", $("#rater").value);
+  for (const k of FILTERS) if (view[k]) q.set(k, view[k]);
   if ($("#blind").checked) q.set("blind", "1");
   if ($("#unscored").checked) q.set("unscored", "1");
   history.replaceState(null, "", "?" + q.toString());
   const data = await api("/api/attempts?" + q.toString());
-  fillSelect($("#task"), data.options.task, params.get("task"));
-  fillSelect($("#condition"), data.options.condition, params.get("condition"));
-  fillSelect($("#alias"), data.options.alias, params.get("alias"));
+  for (const k of FILTERS) fillSelect($("#" + k), data.options[k], view[k]);
   if (!$("#rater").value) $("#rater").value = data.rater;
   $("#blind-banner").hidden = !data.blind;
   const link = new URLSearchParams({ rater: $("#rater").value });
+  for (const k of FILTERS) if (view[k]) link.set(k, view[k]);
   if (data.blind) link.set("blind", "1");
   $("#rows").replaceChildren(...data.attempts.map(a => el("tr", { "data-attempt": a.attempt_id },
     el("td", {}, el("a", { href: `/review/${a.attempt_id}?${link}`, text: a.attempt_id })),
@@ -40,9 +45,10 @@ async function load() {
   $("#count").textContent = `${data.attempts.length} attempt(s)`;
 }
 
-for (const k of ["rater", "task", "condition", "alias"]) $("#" + k).value = params.get(k) || "";
+$("#rater").value = params.get("rater") || "";
 $("#blind").checked = params.get("blind") === "1";
 $("#unscored").checked = params.get("unscored") === "1";
-for (const id of ["blind", "unscored", "task", "condition", "alias"]) $("#" + id).addEventListener("change", load);
+for (const id of ["blind", "unscored"]) $("#" + id).addEventListener("change", load);
+for (const k of FILTERS) $("#" + k).addEventListener("change", () => { view[k] = $("#" + k).value; load(); });
 $("#rater").addEventListener("change", load);
 api("/api/meta").then(m => { $("#campaign").textContent = m.campaign; load(); });
