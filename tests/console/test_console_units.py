@@ -160,7 +160,8 @@ def test_publisher_encodes_latest_only_while_watched():
         time.sleep(0.2)
         assert pub.encoded == 0                  # nobody watching: nothing encoded
         assert pub.jpeg("middle") is None
-        deadline = time.monotonic() + 3
+        watched = time.monotonic()
+        deadline = watched + 30                  # (only bounds a hang)
         while pub.jpeg("middle") is None and time.monotonic() < deadline:
             time.sleep(0.02)
         first = pub.jpeg("middle")
@@ -169,7 +170,10 @@ def test_publisher_encodes_latest_only_while_watched():
             pub.publish({"middle": _scene(x)})
         while pub.jpeg("middle") == first and time.monotonic() < deadline:
             time.sleep(0.02)
-        assert pub.jpeg("middle") != first and pub.encoded <= 5
+        # at most one encode per 1/20 s since the first request, however long a loaded machine took over
+        # the burst (measured before: <= 5 encodes, which a burst stretched past 0.2 s exceeds)
+        periods = int((time.monotonic() - watched) * 20) + 1
+        assert pub.jpeg("middle") != first and 2 <= pub.encoded <= min(periods, 11)
     finally:
         pub.close()
 
