@@ -18,9 +18,12 @@ PATH_MARKERS: dict[str, tuple[str, ...]] = {
     "reliability/test_disk_full.py": ("slow",),      # twin runs on a filling tmpfs
     "analysis/test_analysis_figures.py": ("slow",),  # every figure drawn as PNG, PDF and SVG
     "analysis/test_analysis_report.py": ("slow",),   # whole reports of the example campaigns
-    "record/test_frame_truth.py": ("slow",),         # recordings with injected camera stalls
+    "record/test_frame_truth.py": ("slow", "bench"),  # recordings with injected camera stalls (LeRobot cameras)
     "sim/": ("sim",),
     "standins/": ("sim",),
+    "bench/test_bench_cameras.py": ("bench",),      # the replay cameras are LeRobot cameras
+    "bench/test_bench_so101.py": ("bench",),        # LeRobot's SO101Follower on the emulated bus
+    "console/test_camera_check.py": ("bench",),     # LeRobot cameras (replay) under the camera check
     "policy/test_lerobot_grpc.py": ("bench",),      # LeRobot's own gRPC PolicyServer
     "policy/test_serve_lerobot.py": ("bench",),     # a tiny ACT loaded through LeRobot
     "record/test_export.py": ("bench",),            # LeRobotDataset reads the export
@@ -38,8 +41,37 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         where = item.path.resolve().relative_to(TESTS).as_posix()
         names = {m for prefix, marks in PATH_MARKERS.items() if where.startswith(prefix) for m in marks}
         names |= {FIXTURE_MARKERS[f] for f in getattr(item, "fixturenames", ()) if f in FIXTURE_MARKERS}
+        if "sim" in names or item.get_closest_marker("sim"):
+            names.add("bench")   # the twin is a LeRobot Robot (SimRobot): no twin without LeRobot
         for name in sorted(names - {m.name for m in item.iter_markers()}):
             item.add_marker(name)
+
+
+def _lerobot_installed() -> bool:
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("lerobot") is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Without LeRobot, `-m "not bench"` leaves out the modules whose every test is bench (they import
+    LeRobot when collected, before any marker deselects them); they are collected whenever LeRobot is
+    there or the marker expression keeps bench tests, so a broken install still fails them."""
+    from _pytest.mark.expression import Expression
+
+    markexpr = config.getoption("markexpr", "")
+    if not markexpr or Expression.compile(markexpr).evaluate(lambda name, **_: name == "bench"):
+        return None
+    try:
+        where = collection_path.resolve().relative_to(TESTS).as_posix()
+    except ValueError:
+        return None
+    all_bench = any(where.startswith(prefix) and ("bench" in marks or "sim" in marks)
+                    for prefix, marks in PATH_MARKERS.items())
+    return True if all_bench and not _lerobot_installed() else None
 
 
 def pytest_configure(config):

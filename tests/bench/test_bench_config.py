@@ -150,6 +150,7 @@ def test_nan_override_is_rejected():
         BenchConfig.from_mapping({**raw, "max_relative_target": float("nan")})
 
 
+@pytest.mark.bench
 def test_realsense_camera_spec_becomes_lerobots_realsense_config():
     """RealSense cameras are built as LeRobot's own config (pyrealsense2 is only needed to connect)."""
     from spabench.bench.config import CameraSpec

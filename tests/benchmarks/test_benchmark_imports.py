@@ -30,7 +30,17 @@ def test_there_are_benchmarks_that_import_spabench():
     assert sum(bool(_spabench_imports(p)) for p in BENCHMARKS) >= 8
 
 
-@pytest.mark.parametrize("path", BENCHMARKS, ids=lambda p: p.name)
+# spabench modules that import LeRobot when imported (the twin is a LeRobot Robot)
+LEROBOT_MODULES = ("spabench.sim", "spabench.bench.cameras", "spabench.bench.so101",
+                   "spabench.policy.lerobot_grpc_client", "spabench.record.export", "spabench.serve.lerobot_policy")
+
+
+def _param(path: Path):
+    needs = any(m.startswith(LEROBOT_MODULES) for m, _, _ in _spabench_imports(path))
+    return pytest.param(path, id=path.name, marks=[pytest.mark.bench] if needs else [])
+
+
+@pytest.mark.parametrize("path", [_param(p) for p in BENCHMARKS])
 def test_every_spabench_import_resolves(path):
     missing = []
     for module, name, line in _spabench_imports(path):

@@ -157,6 +157,7 @@ def _scripted_server():
 
 
 @pytest.mark.slow
+@pytest.mark.sim
 def test_a_dry_run_on_the_twin_is_marked_dry_run(tmp_path, capsys):
     pytest.importorskip("mujoco")
     robot = _plan(tmp_path, "robot", bench="so101")

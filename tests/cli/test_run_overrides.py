@@ -93,6 +93,7 @@ def test_planned_values_are_refused_at_run_with_a_pointer_to_plan(tmp_path, fiel
 
 
 @pytest.mark.slow
+@pytest.mark.bench
 def test_cards_by_alias_connect_that_server_and_print_no_policy_name(tmp_path, capsys):
     """With aliases on, `cards.P2.port=N` routes P2 to N: a dead port is reported under the alias (and
     nothing is recorded), the right ports complete both trials; no output names a policy."""

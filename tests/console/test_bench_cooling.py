@@ -9,6 +9,8 @@ from __future__ import annotations
 import io
 import threading
 
+import pytest
+
 from spabench.bench.config import DEFAULT_HOME_POSE
 from spabench.ledger import Ledger
 from spabench.rollout.commands import run
@@ -19,6 +21,7 @@ from tests.integration.test_estop import Console
 from tests.support.feetech_bus import EmulatedBus
 
 
+@pytest.mark.bench
 def test_the_bench_page_shows_the_cool_down_until_the_motors_cooled(tmp_path, browser):
     from spabench.config import SpabenchConfig
 

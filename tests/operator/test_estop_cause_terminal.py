@@ -82,6 +82,7 @@ def _session(tmp_path, answers: list[bytes]):
 
 
 @pytest.mark.slow
+@pytest.mark.bench
 def test_unsafe_policy_behaviour_makes_the_estopped_attempt_a_failure(tmp_path):
     code, text, ledger_path = _session(tmp_path, [b"1\n"])
     assert code == EXIT_BENCH, text[-2000:]
@@ -102,6 +103,7 @@ def test_unsafe_policy_behaviour_makes_the_estopped_attempt_a_failure(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.bench
 def test_other_needs_words_and_leaves_the_attempt_invalid(tmp_path):
     code, text, ledger_path = _session(tmp_path, [b"4\n", b"3\n", b"\n", b"the lamp fell on the table\n"])
     assert code == EXIT_BENCH, text[-2000:]

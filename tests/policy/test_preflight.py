@@ -60,6 +60,7 @@ def test_groot_modality_config_gives_the_horizon():
                                       "'modality_config.action.delta_indices' is 16"]
 
 
+@pytest.mark.bench
 def test_run_refuses_a_lerobot_server_whose_chunk_size_is_not_the_cards(tmp_path):
     """Measured on main: a server advertising a chunk of CHUNK_SIZE passed pre-flight against a card
     saying 100, and the first trial went invalid after the arm had homed."""

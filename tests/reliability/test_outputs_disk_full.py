@@ -31,6 +31,7 @@ def test_report_on_a_full_disk_is_one_clear_error_and_leaves_nothing(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.bench
 def test_export_on_a_full_disk_is_one_clear_error_and_leaves_nothing(tmp_path):
     import io
 
