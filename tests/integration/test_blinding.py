@@ -10,7 +10,6 @@ import dataclasses
 import io
 import logging
 import shutil
-import time
 
 from spabench.ledger import Ledger
 from spabench.operator.blinding import Blinder
@@ -39,7 +38,18 @@ def test_nothing_the_operator_sees_names_the_policy(tmp_path, caplog):
     # ready, success, no note (trial 1); ready (trial 2, whose server dies mid-rollout)
     stdin = io.StringIO("\ny\n\n\n")
     with EmulatedBus() as bus, WaveServer() as server:
-        when(lambda: server.server.resets >= 2, lambda: (time.sleep(0.3), server.server.stop()))
+        # the server dies once it answered a request of trial 2's rollout (after its reset), not 0.3 s
+        # after the reset, which a loaded machine could stretch past trial 2's 1 s timer
+        calls_at_reset: list[int] = []
+
+        def answered_in_trial_2() -> bool:
+            if server.server.resets < 2:
+                return False
+            if not calls_at_reset:
+                calls_at_reset.append(server.calls)
+            return server.calls > calls_at_reset[0]
+
+        when(answered_in_trial_2, server.server.stop)
         cfg = make_cfg(campaign, bus.port, server.port, timer_s=1.0,
                        operator={"type": "terminal", "keys": False, "status_line": False, "rater": "Ada"})
         cfg.policy.name = CARD
