@@ -69,7 +69,7 @@ def test_report_counts_match_the_ledger(demo_run):
     report = run_dir / "report"
     for name in ("summary.csv", "contrasts.csv", "failure_modes.csv", "report.md"):
         assert (report / name).is_file(), name
-    assert list(report.glob("*.png"))
+    assert list(report.glob("*.svg"))   # the figures, SVG by default (figures.formats)
     db = sqlite3.connect(run_dir / "campaign" / "ledger.sqlite")
     successes = dict(db.execute(
         "select t.condition, sum(s.success) from scores s join attempts a using (attempt_id) "

@@ -37,4 +37,7 @@ def test_hostile_policy_names_reach_the_report_safely(tmp_path, example_csv):
     assert "'=cmd|' /C calc'!A0" in summary and "p$\\frac{$x" in summary
     md = (out / "report.md").read_text()
     assert "=cmd\\|' /C calc'!A0" in md and "p\\$\\\\frac\\{\\$x" in md
-    assert any(p.suffix == ".png" for p in out.iterdir())   # the name is drawn as plain text
+    svgs = [p for p in out.iterdir() if p.suffix == ".svg"]   # SVG by default: text stays text
+    assert svgs
+    drawn = "".join(p.read_text() for p in svgs)
+    assert "calc" in drawn and "\\frac" in drawn   # both names drawn as plain text, not parsed as mathtext
