@@ -123,6 +123,7 @@ def test_flood_during_a_rollout_keeps_the_loop_the_recording_and_the_estop(tmp_p
         sampler.join(5)
         limit_during = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    print(out.getvalue())   # the whole session text in "Captured stdout" when an assertion fails
     assert not console.errors, (console.errors, out.getvalue())
     attack = facts["attack"]
     # the flood happened: 1,100 sockets connected, the server closed them as they idled or past its cap
