@@ -86,12 +86,18 @@ def _visible(scores: list[dict], rater: str, blind: bool) -> list[dict]:
     return [s for s in scores if s["rater"] == rater] if blind else scores
 
 
+def _in_view(trial: Any, task: str, condition: str, alias: str) -> bool:
+    """Whether a trial is in the attempt list's view (each filter empty: any)."""
+    return all(not want or got == want for want, got in
+               ((task, trial.task), (condition, trial.condition), (alias, trial.alias)))
+
+
 def list_attempts(ledger: Any, *, rater: str, blind: bool, unscored: bool = False, task: str = "",
                   condition: str = "", alias: str = "") -> list[dict]:
     """Finished attempts in plan order, filtered. `unscored`: no score yet (by `rater` in blind mode)."""
     out = []
     for trial in ledger.trials():
-        if (task and trial.task != task) or (condition and trial.condition != condition) or (alias and trial.alias != alias):
+        if not _in_view(trial, task, condition, alias):
             continue
         for attempt in ledger.attempts_for(trial.trial_id):
             if attempt.status not in ("complete", "invalid"):
@@ -208,13 +214,9 @@ def next_unscored(ledger: Any, attempt_id: str, *, rater: str, blind: bool, task
     one by `rater`. None when every attempt in view is scored."""
     trials = {t.trial_id: t for t in ledger.trials()}
 
-    def in_view(trial_id: str) -> bool:
-        t = trials.get(trial_id)
-        return t is not None and all(not want or got == want for want, got in
-                                     ((task, t.task), (condition, t.condition), (alias, t.alias)))
-
     todo = [a for a in ledger.unscored_attempts(rater if blind else None)
-            if a.attempt_id != attempt_id and in_view(a.trial_id)]
+            if a.attempt_id != attempt_id and a.trial_id in trials
+            and _in_view(trials[a.trial_id], task, condition, alias)]
     if not todo:
         return None
     here = ledger.attempt(attempt_id)
