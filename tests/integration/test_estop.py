@@ -9,6 +9,7 @@ import contextlib
 import io
 import threading
 import time
+from typing import Any
 
 import httpx
 import numpy as np
@@ -62,15 +63,16 @@ class Console:
         self.errors: list[BaseException] = []
         self._csrf = ""
         self.page_open = threading.Event()
+        self.http: Any = httpx   # a new connection per request; FloodedConsole keeps them, as a browser does
 
     def headers(self) -> dict:
         """A script's state-changing requests carry the console's CSRF token (from /api/meta)."""
         if not self._csrf:
-            self._csrf = httpx.get(self.base + "/api/meta", timeout=5).json()["csrf_token"]
+            self._csrf = self.http.get(self.base + "/api/meta", timeout=5).json()["csrf_token"]
         return {"x-spabench-csrf": self._csrf}
 
     def state(self) -> dict:
-        return httpx.get(self.base + "/api/bench/state", timeout=5).json()
+        return self.http.get(self.base + "/api/bench/state", timeout=5).json()
 
     def wait(self, phase: str, ready=lambda s: True, timeout: float = 60.0) -> dict:
         deadline = time.monotonic() + timeout
@@ -85,11 +87,11 @@ class Console:
         raise AssertionError(f"the console never showed phase {phase!r}")
 
     def command(self, name: str, **payload) -> httpx.Response:
-        return httpx.post(self.base + "/api/bench/command", json={"command": name, "payload": payload},
+        return self.http.post(self.base + "/api/bench/command", json={"command": name, "payload": payload},
                           headers=self.headers(), timeout=5)
 
     def stop(self, kind: str, source: str = "button") -> httpx.Response:
-        return httpx.post(f"{self.base}/api/bench/stop/{kind}", params={"source": source}, json={},
+        return self.http.post(f"{self.base}/api/bench/stop/{kind}", params={"source": source}, json={},
                           headers=self.headers(), timeout=5)
 
     def end_session(self, within_s: float = 30.0) -> None:
@@ -117,7 +119,7 @@ class Console:
             while not done.wait(0.2):
                 if self.page_open.is_set():
                     with contextlib.suppress(httpx.HTTPError):   # the console is gone: the session ended
-                        httpx.get(self.base + "/api/bench/state", params={"viewer": "script"}, timeout=5)
+                        self.http.get(self.base + "/api/bench/state", params={"viewer": "script"}, timeout=5)
 
         def body():
             try:

@@ -8,7 +8,10 @@ response), and `limit_concurrency` answers 503 but still holds the socket. Here,
 a complete request head must arrive within `idle_timeout_s` (also between keep-alive requests, and
 a trickle of bytes does not reset it), a body within `request_timeout_s`; past `max_connections`
 the oldest idle connection is closed to make room, so a flood of idle sockets cannot keep the
-operator's e-stop out, and if none is idle the new one is closed at once.
+operator's e-stop out, and if none is idle the new one is closed at once. Sockets that never sent a
+request go first: a bench page's keep-alive connection (the browser's, polling every 0.2 s) stays
+through a flood, so its polls do not queue behind the flood's in the kernel's accept queue (a
+dropped connection attempt is retried after 1 s, the dead-man's whole budget).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ def protocol_class(cfg: ConsoleConfig):
         _timer: asyncio.TimerHandle | None
         _cycle_seen: object | None
         _idle_since: float | None
+        _served: bool       # answered a request: a page's keep-alive connection, not a bare socket
         closed_idle = 0     # connections closed for sending no request in time (all instances)
         closed_slow = 0     # ... for a body not received in time
         evicted = 0         # ... to make room past max_connections
@@ -46,12 +50,13 @@ def protocol_class(cfg: ConsoleConfig):
             self._timer = None
             self._cycle_seen = None
             self._idle_since = time.monotonic()
+            self._served = False
             self._arm(self.limits.idle_timeout_s, self._idle_expired)
             if len(self.connections) > self.limits.max_connections:
                 idle = [c for c in self.connections if isinstance(c, BoundedH11Protocol) and c is not self
                         and getattr(c, "_idle_since", None) is not None]
-                if idle:
-                    oldest = min(idle, key=lambda c: c._idle_since or 0.0)
+                if idle:   # a socket that never sent a request goes before a page's keep-alive one
+                    oldest = min(idle, key=lambda c: (c._served, c._idle_since or 0.0))
                     type(self).evicted += 1
                     oldest._close()
                 else:
@@ -93,6 +98,7 @@ def protocol_class(cfg: ConsoleConfig):
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
+            self._served = True
             if not self.transport.is_closing():
                 self._idle_since = time.monotonic()
                 self._arm(self.limits.idle_timeout_s, self._idle_expired)

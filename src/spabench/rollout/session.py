@@ -55,6 +55,7 @@ from spabench.rollout.exits import (
     EXIT_SIGINT,
     EXIT_STORAGE,
 )
+from spabench.rollout.heap import heap_frozen_for_motion
 from spabench.rollout.leases import SceneSetClaims
 from spabench.rollout.policies import PolicyServers, card_yaml, check_identity_override, load_cards
 from spabench.rollout.preflight import check_space, motors_ready
@@ -354,9 +355,9 @@ class Session:
                              relation_rule=self.cfg.need("suite").relation)
         return f"Scene {trial.scene_id} (no scene specification loaded)\nReference image: {ref or 'none yet'}"
 
-    def _scene_ready_at_home(self, trial: Any, scene: Any) -> tuple[bool, str | None]:
-        """The scene gate, then homing. (False, _): the operator ended the session or an e-stop came;
-        else (True, who staged the scene: "twin", "operator" or None)."""
+    def _scene_ready(self, trial: Any, scene: Any) -> tuple[bool, str | None]:
+        """The scene gate. (False, _): the operator ended the session or an e-stop came; else (True,
+        who staged the scene: "twin", "operator" or None)."""
         text = self._checklist_text(trial, scene)
         staged_by = self._stage_scene(scene)
         self.controls.stage = "scene reset"
@@ -364,16 +365,18 @@ class Session:
             return False, None
         if staged_by is None and self.operator.confirms_scene:
             staged_by = "operator"
+        return True, staged_by
+
+    def _at_home(self) -> bool:
+        """Homing before the trial. False: an e-stop (or the console's dead-man) came on the way."""
         self.controls.stage = "homing before the trial"
         try:
             with self.operator.during_homing(self.controls):
                 self.bench.go_home(should_stop=self.controls.estopped)
         except MotionStopped as exc:  # e-stopped on the way: the bench holds; loop() ends the session
             log.info("%s", exc)
-            return False, None
-        if self.controls.estopped():
-            return False, None
-        return True, staged_by
+            return False
+        return not self.controls.estopped()
 
     def _begin_attempt(self, trial: Any, staged_by: str | None) -> str:
         """The ledger's attempt (now running) with its scene-staging and operator events."""
@@ -498,19 +501,22 @@ class Session:
 
         card = self._trial_card(trial)
         scene = _scene(self.suite, trial.scene_id)
-        ready, staged_by = self._scene_ready_at_home(trial, scene)
+        ready, staged_by = self._scene_ready(trial, scene)
         if not ready:
             return None, None
-        timer_s = self.op_cfg.timer_s or trial.timer_s
-        check_space(self.bench, self.recorder, self.campaign_dir, timer_s, trial, card)
-        attempt_id = self._begin_attempt(trial, staged_by)
-        rel_path = self.recorder.relative_path(attempt_id)
-        meta = self._episode_meta(trial, card, attempt_id, timer_s)
-        motion = MotionDetector(self.cfg.need("suite").motion_onset)
-        clamps = ClampCounter()
-        # the detector ends first, so the recorder writes the onset frame into the episode's attributes
-        observers = [motion, clamps, self.recorder, *self.operator.observers()]
-        result = self._roll_out(trial, card, meta, observers)
+        with heap_frozen_for_motion():   # no full garbage collection while the arm moves (see heap)
+            if not self._at_home():
+                return None, None
+            timer_s = self.op_cfg.timer_s or trial.timer_s
+            check_space(self.bench, self.recorder, self.campaign_dir, timer_s, trial, card)
+            attempt_id = self._begin_attempt(trial, staged_by)
+            rel_path = self.recorder.relative_path(attempt_id)
+            meta = self._episode_meta(trial, card, attempt_id, timer_s)
+            motion = MotionDetector(self.cfg.need("suite").motion_onset)
+            clamps = ClampCounter()
+            # the detector ends first, so the recorder writes the onset frame into the episode's attributes
+            observers = [motion, clamps, self.recorder, *self.operator.observers()]
+            result = self._roll_out(trial, card, meta, observers)
         if not self._finish_attempt(attempt_id, result, rel_path):
             return dataclasses.replace(result, valid=False, invalid_reason="interrupted"), attempt_id
         self.ledger.log_event(attempt_id, "rollout_summary", {
