@@ -37,9 +37,8 @@ def protocol_class(cfg: ConsoleConfig):
     class BoundedH11Protocol(H11Protocol):
         limits = cfg
         _timer: asyncio.TimerHandle | None
-        _cycle_seen: object | None
+        _cycle_seen: object | None   # the latest request head's cycle; None: no request yet (a bare socket)
         _idle_since: float | None
-        _served: bool       # answered a request: a page's keep-alive connection, not a bare socket
         closed_idle = 0     # connections closed for sending no request in time (all instances)
         closed_slow = 0     # ... for a body not received in time
         evicted = 0         # ... to make room past max_connections
@@ -50,13 +49,12 @@ def protocol_class(cfg: ConsoleConfig):
             self._timer = None
             self._cycle_seen = None
             self._idle_since = time.monotonic()
-            self._served = False
             self._arm(self.limits.idle_timeout_s, self._idle_expired)
             if len(self.connections) > self.limits.max_connections:
                 idle = [c for c in self.connections if isinstance(c, BoundedH11Protocol) and c is not self
                         and getattr(c, "_idle_since", None) is not None]
-                if idle:   # a socket that never sent a request goes before a page's keep-alive one
-                    oldest = min(idle, key=lambda c: (c._served, c._idle_since or 0.0))
+                if idle:   # a socket that never sent a request head goes before a page's keep-alive one
+                    oldest = min(idle, key=lambda c: (c._cycle_seen is not None, c._idle_since or 0.0))
                     type(self).evicted += 1
                     oldest._close()
                 else:
@@ -98,7 +96,6 @@ def protocol_class(cfg: ConsoleConfig):
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
-            self._served = True
             if not self.transport.is_closing():
                 self._idle_since = time.monotonic()
                 self._arm(self.limits.idle_timeout_s, self._idle_expired)
