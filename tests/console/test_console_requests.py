@@ -9,6 +9,7 @@ sockets where a browser would not behave badly enough.
 from __future__ import annotations
 
 import contextlib
+import http.client
 import socket
 import time
 
@@ -229,29 +230,6 @@ def test_a_score_names_what_it_accepts_and_carries_its_version(console, campaign
     assert _history(campaign) == before
 
 
-def _get(sock: socket.socket, port: int, within_s: float = 10.0) -> bytes:
-    """One GET /api/meta on an open keep-alive socket; the reply's status line (b"" when the server
-    closed the connection)."""
-    sock.sendall(f"GET /api/meta HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode())
-    sock.settimeout(within_s)
-    reply = b""
-    with contextlib.suppress(OSError):
-        while b"\r\n\r\n" not in reply:
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            reply += chunk
-    head, _, rest = reply.partition(b"\r\n\r\n")
-    length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")), 0)
-    with contextlib.suppress(OSError):
-        while len(rest) < length:
-            chunk = sock.recv(65536)
-            if not chunk:
-                break
-            rest += chunk
-    return head.split(b"\r\n")[0]
-
-
 @pytest.mark.slow
 def test_a_pages_keep_alive_connection_outlasts_a_flood_of_bare_sockets(campaign):
     """The bench page's browser keeps its connection; under a flood of sockets that never send a
@@ -259,18 +237,31 @@ def test_a_pages_keep_alive_connection_outlasts_a_flood_of_bare_sockets(campaign
     the page's next poll waited in the kernel's accept queue behind the flood)."""
     cfg = ConsoleConfig(port=free_port(), idle_timeout_s=30.0, max_connections=8)
     server = ConsoleServer(build_app(ConsoleContext(campaign_dir=campaign, cfg=cfg)), cfg).start()
-    page = socket.create_connection(("127.0.0.1", server.port))
+    page = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
     flood: list[socket.socket] = []
+
+    def get_meta() -> int:
+        page.request("GET", "/api/meta")
+        reply = page.getresponse()
+        reply.read()
+        return reply.status
+
     try:
-        assert _get(page, server.port).startswith(b"HTTP/1.1 200")
+        assert get_meta() == 200
+        kept = page.sock
         evicted_before = server.protocol.evicted
         flood = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(40)]   # cap 8
         deadline = time.monotonic() + 20
         while server.protocol.evicted - evicted_before < 40 - 8 and time.monotonic() < deadline:
             time.sleep(0.02)
         assert server.protocol.evicted - evicted_before >= 40 - 8, server.protocol.evicted - evicted_before
-        assert _get(page, server.port).startswith(b"HTTP/1.1 200"), "the page's connection was evicted"
+        try:
+            status = get_meta()
+        except (http.client.HTTPException, OSError) as exc:
+            raise AssertionError(f"the page's connection was evicted ({exc!r})") from None
+        assert status == 200 and page.sock is kept, "the page's request went over another connection"
     finally:
-        for s in (page, *flood):
+        page.close()
+        for s in flood:
             s.close()
         server.stop()
