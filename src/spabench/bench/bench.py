@@ -136,6 +136,18 @@ class Bench:
         """Nominal frame rate per camera (the recorder's yardstick for skipped frames)."""
         return {name: float(getattr(spec, "fps", None) or self.fps) for name, spec in self.cfg.cameras.items()}
 
+    @property
+    def camera_shapes(self) -> dict[str, tuple[int, int, int]]:
+        """The frame shape (height, width, 3) each camera is configured for, a quarter turn
+        (extra.rotation 90, -90 or 270) swapping the two. What the recorder starts its encoders with
+        before the first trial; a camera that delivers another shape gets a new encoder then."""
+        shapes = {}
+        for name, spec in self.cfg.cameras.items():
+            rotation = (spec.extra or {}).get("rotation", 0)
+            quarter = isinstance(rotation, int) and not isinstance(rotation, bool) and abs(rotation) % 180 == 90
+            shapes[name] = (spec.width, spec.height, 3) if quarter else (spec.height, spec.width, 3)
+        return shapes
+
     def _workspace_envelope(self, spec: ArmEnvelope | None) -> WorkspaceEnvelope:
         """The Cartesian envelope over the arm model, refused before anything connects when the
         joint units are not degrees (the FK needs them) or the home pose's gripper lies outside."""

@@ -7,7 +7,8 @@ next trial can start meanwhile. A folder still named `.partial` is an attempt th
 
 The encoder workers are spawned processes: a script that creates a Recorder must guard its top level
 with `if __name__ == "__main__":` (as multiprocessing requires), or every worker re-runs the script.
-The `spabench` command and the benchmarks do.
+The `spabench` command and the benchmarks do. A session starts them when the bench connects
+(`start_encoders`), so their start-up is not in the first trial's homing and pre-roll.
 """
 
 from __future__ import annotations
@@ -139,6 +140,12 @@ class Recorder:
             self._pool = EncoderPool(EncoderSettings(codec=c.codec, preset=c.preset, crf=c.crf,
                                                      queue_frames=c.queue_frames))
         return self._pool
+
+    def start_encoders(self, camera_shapes: dict[str, tuple[int, int, int]]) -> None:
+        """Start the video encoders for these frame shapes before the first trial (see
+        EncoderPool.start_workers); nothing to do when videos are off."""
+        if self.config.video and camera_shapes:
+            self.pool.start_workers(camera_shapes)
 
     def relative_path(self, attempt_id: str) -> str:
         """What the ledger stores: the final folder, relative to the campaign folder."""

@@ -304,6 +304,21 @@ class EncoderPool:
             worker = self._replace_worker(camera, shape)
         self._open(worker)
 
+    def start_workers(self, shapes: dict[str, tuple[int, int, int]]) -> None:
+        """Spawn the cameras' workers now, before any episode is open. Each spawn forks this process
+        and boots an interpreter that imports PyAV: on a loaded 2-core machine that starves the
+        session's threads (the console's among them) for about a second, which must not fall in the
+        first trial's homing or pre-roll, where the console's dead-man is armed."""
+        for camera, shape in shapes.items():
+            worker = self._workers.get(camera)
+            if worker is None or worker.shape != tuple(shape):
+                self._replace_worker(camera, shape)
+
+    @property
+    def worker_pids(self) -> dict[str, int | None]:
+        """Camera -> the process id of its current worker."""
+        return {camera: worker.process.pid for camera, worker in self._workers.items()}
+
     def _open(self, worker: _CameraWorker) -> None:
         if self._token is not None and worker.open_token != self._token:
             worker.commands.put(("open", self._token, self._paths[worker.camera], self._fps, self.settings))

@@ -219,6 +219,7 @@ class Session:
         self.bench.connect()
         self.health = self.bench.health_monitor()
         self.recorder = Recorder(self.campaign_dir, self.op_cfg.recorder_config())
+        self.recorder.start_encoders(self.bench.camera_shapes)   # not under the first trial's dead-man
         self.operator = make_operator(self.op_cfg, bench=self.bench, stdin=self.stdin, stdout=self.out)
         self.bench.adopt_suite(self.suite)   # the twin scores by the configured success rules
 
