@@ -186,3 +186,25 @@ def test_a_dead_encoder_closes_its_stream_with_an_error(tmp_path):
         info = ep.video_info()
         assert "died" in info["left"]["error"] and info["middle"]["error"] is None
         assert ep.count_frames("middle") == 10 and len(ep) == 10
+
+
+def test_a_torn_last_flush_reads_as_whole_ticks(tmp_path):
+    """A kill -9 during the writer's flush can leave the per-tick datasets with different extents (a
+    full run under load: timestamp 33 rows, observation/state 31). Only the ticks every per-tick
+    dataset holds count, and every per-tick array has that many rows."""
+    with Recorder(tmp_path, RecorderConfig(video=False)) as rec:
+        rec.on_episode_start(_meta("r1"))
+        for i in range(20):
+            rec.on_step(_step(i))
+        rec.on_episode_end(EpisodeResult("timer", True, None, 20, 20 / 30))
+        assert rec.wait_idle(60)
+    with h5py.File(tmp_path / "episodes" / "r1" / "episode.h5", "r+") as f:
+        f["timestamp"].resize(22, axis=0)                  # an extent that got ahead of the rest
+        f["camera/wrist/frame_index"].resize(18, axis=0)   # one that fell behind
+        f.attrs["complete"] = False
+    with EpisodeReader(tmp_path / "episodes" / "r1") as ep:
+        assert len(ep) == 18
+        for name in ("timestamp", "observation/state", "action/executed", "camera/left/capture_t"):
+            assert ep.array(name).shape[0] == 18, name
+        np.testing.assert_allclose(ep.states[:, 0], np.arange(18))
+        np.testing.assert_allclose(ep.timestamps, np.arange(18) / 30)

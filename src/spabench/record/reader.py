@@ -15,6 +15,7 @@ from typing import Any
 import h5py
 import numpy as np
 
+from spabench.record.arrays import CAMERA_DATASETS, STEP_DATASETS
 from spabench.record.recorder import (
     H5_NAME,
     PARTIAL_SUFFIX,
@@ -55,6 +56,7 @@ class EpisodeReader:
         if not h5.exists():
             raise RecordError(f"{self.folder}: no {H5_NAME}")
         self._file = open_h5(h5)
+        self._ticks: tuple[str, ...] | None = None
 
     # ---- provenance ------------------------------------------------------------------------
     @property
@@ -84,16 +86,31 @@ class EpisodeReader:
         return json.loads(self._file.attrs.get("cameras", "[]"))
 
     # ---- arrays ----------------------------------------------------------------------------
-    def array(self, name: str) -> np.ndarray:
+    def _dataset(self, name: str) -> h5py.Dataset:
         if name not in self._file:
             raise RecordError(f"{self.folder / H5_NAME}: no dataset '{name}'")
         ds = self._file[name]
         if self._file.swmr_mode:
             ds.refresh()
-        return ds[()]
+        return ds
+
+    def _tick_names(self) -> tuple[str, ...]:
+        """The per-tick datasets this file has (older schemas lack some; a file gains none later)."""
+        if self._ticks is None:
+            names = [*STEP_DATASETS, *(f"camera/{cam}/{column}" for cam in self.cameras for column in CAMERA_DATASETS)]
+            self._ticks = tuple(name for name in names if name in self._file) or ("timestamp",)
+        return self._ticks
+
+    def array(self, name: str) -> np.ndarray:
+        """A dataset's rows; a per-tick one cut to `len(self)` (see there)."""
+        data = self._dataset(name)[()]
+        return data[:len(self)] if name in self._tick_names() else data
 
     def __len__(self) -> int:
-        return int(self.array("timestamp").shape[0])
+        """Ticks recorded: the shortest per-tick dataset. Equal in a closed file; after a kill -9 the
+        writer's last flush may have reached some datasets' extents and not others (seen: timestamp
+        33 rows, observation/state 31), and only the rows every dataset holds are a whole tick."""
+        return min(int(self._dataset(name).shape[0]) for name in self._tick_names())
 
     @property
     def timestamps(self) -> np.ndarray:
