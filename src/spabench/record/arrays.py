@@ -57,6 +57,18 @@ HEALTH_FIELDS = ("t", "temperature_c", "current_ma", "load", "voltage_v", "statu
 CHUNK_ROWS = 256
 
 
+def is_tick_dataset(name: str) -> bool:
+    """One row per control tick: the step arrays and every camera's columns (not the health
+    samples, not the event log)."""
+    return name in STEP_DATASETS or name.startswith("camera/")
+
+
+def whole_ticks(lengths: dict[str, int]) -> int:
+    """The ticks every per-tick dataset holds. Equal in a closed file; a kill -9 during a flush can
+    leave the extents apart (seen: timestamp 33 rows, observation/state 31)."""
+    return min((n for name, n in lengths.items() if is_tick_dataset(name)), default=0)
+
+
 def _attr_value(value: Any) -> Any:
     """HDF5 attributes take strings and numbers; everything else is stored as JSON text."""
     if value is None:

@@ -15,7 +15,7 @@ from typing import Any
 import h5py
 import numpy as np
 
-from spabench.record.arrays import CAMERA_DATASETS, STEP_DATASETS
+from spabench.record.arrays import is_tick_dataset, whole_ticks
 from spabench.record.recorder import (
     H5_NAME,
     PARTIAL_SUFFIX,
@@ -97,8 +97,10 @@ class EpisodeReader:
     def _tick_names(self) -> tuple[str, ...]:
         """The per-tick datasets this file has (older schemas lack some; a file gains none later)."""
         if self._ticks is None:
-            names = [*STEP_DATASETS, *(f"camera/{cam}/{column}" for cam in self.cameras for column in CAMERA_DATASETS)]
-            self._ticks = tuple(name for name in names if name in self._file) or ("timestamp",)
+            names: list[str] = []
+            self._file.visititems(lambda name, obj: names.append(name)
+                                  if isinstance(obj, h5py.Dataset) and is_tick_dataset(name) else None)
+            self._ticks = tuple(names) or ("timestamp",)
         return self._ticks
 
     def array(self, name: str) -> np.ndarray:
@@ -107,10 +109,8 @@ class EpisodeReader:
         return data[:len(self)] if name in self._tick_names() else data
 
     def __len__(self) -> int:
-        """Ticks recorded: the shortest per-tick dataset. Equal in a closed file; after a kill -9 the
-        writer's last flush may have reached some datasets' extents and not others (seen: timestamp
-        33 rows, observation/state 31), and only the rows every dataset holds are a whole tick."""
-        return min(int(self._dataset(name).shape[0]) for name in self._tick_names())
+        """Ticks recorded: the rows every per-tick dataset holds (arrays.whole_ticks)."""
+        return whole_ticks({name: int(self._dataset(name).shape[0]) for name in self._tick_names()})
 
     @property
     def timestamps(self) -> np.ndarray:

@@ -26,7 +26,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from spabench.record.arrays import STEP_DATASETS
+from spabench.record.arrays import is_tick_dataset, whole_ticks
 from spabench.record.frametimes import frame_stats
 from spabench.record.reader import open_h5, time_base_s
 from spabench.record.recorder import H5_NAME, PARTIAL_SUFFIX, VIDEOS_JSON, RecordError, video_name
@@ -135,8 +135,8 @@ def finalize_partial(folder: str | os.PathLike) -> Recovered:
     attrs, datasets, events = _read_partial(h5)
     complete = bool(attrs.get("complete", False))
     cameras = json.loads(attrs.get("cameras", "[]") or "[]")
-    step_names = [n for n in datasets if n in STEP_DATASETS or n.startswith("camera/")]
-    n = min((len(datasets[name]) for name in step_names), default=0)
+    step_names = [name for name in datasets if is_tick_dataset(name)]
+    n = whole_ticks({name: len(data) for name, data in datasets.items()})
     times = datasets.get("timestamp", np.zeros(0))[:n]
     last_t = float(times[-1]) if n else 0.0
     rate = float(attrs.get("control_hz") or 30.0)
