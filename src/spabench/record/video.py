@@ -299,10 +299,7 @@ class EncoderPool:
         """Start (or reuse) the camera's worker and open its stream before the first frame arrives."""
         if self._token is None or camera not in self._paths:
             return
-        worker = self._workers.get(camera)
-        if worker is None or worker.shape != tuple(shape):
-            worker = self._replace_worker(camera, shape)
-        self._open(worker)
+        self._open(self._worker_for(camera, shape))
 
     def start_workers(self, shapes: dict[str, tuple[int, int, int]]) -> None:
         """Spawn the cameras' workers now, before any episode is open. Each spawn forks this process
@@ -310,9 +307,14 @@ class EncoderPool:
         session's threads (the console's among them) for about a second, which must not fall in the
         first trial's homing or pre-roll, where the console's dead-man is armed."""
         for camera, shape in shapes.items():
-            worker = self._workers.get(camera)
-            if worker is None or worker.shape != tuple(shape):
-                self._replace_worker(camera, shape)
+            self._worker_for(camera, shape)
+
+    def _worker_for(self, camera: str, shape: tuple[int, int, int]) -> _CameraWorker:
+        """The camera's worker for frames of this shape: the running one, or a new one."""
+        worker = self._workers.get(camera)
+        if worker is None or worker.shape != tuple(shape):
+            worker = self._replace_worker(camera, shape)
+        return worker
 
     @property
     def worker_pids(self) -> dict[str, int | None]:
