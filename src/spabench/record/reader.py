@@ -57,6 +57,7 @@ class EpisodeReader:
             raise RecordError(f"{self.folder}: no {H5_NAME}")
         self._file = open_h5(h5)
         self._ticks: tuple[str, ...] | None = None
+        self._length: int | None = None
 
     # ---- provenance ------------------------------------------------------------------------
     @property
@@ -109,8 +110,14 @@ class EpisodeReader:
         return data[:len(self)] if name in self._tick_names() else data
 
     def __len__(self) -> int:
-        """Ticks recorded: the rows every per-tick dataset holds (arrays.whole_ticks)."""
-        return whole_ticks({name: int(self._dataset(name).shape[0]) for name in self._tick_names()})
+        """Ticks recorded: the rows every per-tick dataset holds (arrays.whole_ticks). Kept once read,
+        unless the file is open in SWMR mode (a live writer may still be appending)."""
+        if self._length is not None:
+            return self._length
+        n = whole_ticks({name: int(self._dataset(name).shape[0]) for name in self._tick_names()})
+        if not self._file.swmr_mode:
+            self._length = n
+        return n
 
     @property
     def timestamps(self) -> np.ndarray:
