@@ -61,7 +61,10 @@ def test_the_bench_page_shows_the_cool_down_until_the_motors_cooled(tmp_path, br
             finally:
                 page.close()
             bus.set_thermal(tau_s=1.0)                         # now let it cool quickly
-            c.wait("reset", timeout=60)                        # trial 2 comes after the cool-down
+            try:
+                c.wait("reset", timeout=60)                    # trial 2 comes after the cool-down
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}; the session said:\n{out.getvalue()}") from None
         finally:
             c.end_session()
             session.join(60)

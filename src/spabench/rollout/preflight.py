@@ -12,7 +12,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from spabench.bench.errors import BenchFault
 from spabench.suite.vocabulary import JOINTS
+
+BUS_SILENT_LIMIT_S = 10.0
+"""How long the health reads between trials may go unanswered before the bus counts as dead. A read is
+one sync read with LeRobot's retries, all inside about 150 ms: a host busy for a moment (an encoder
+starting, a browser opening a page) can outlast that, and ending a paused session for it costs the
+operator a restart. Ten seconds without one answer is a dead bus, and the session ends as a bench fault."""
 
 
 def check_space(bench: Any, recorder: Any, campaign_dir: Path, timer_s: float, trial: Any, card: Any) -> None:
@@ -34,13 +41,16 @@ def motors_ready(health: Any, bench: Any, ledger: Any, controls: Any, operator: 
                  say: Callable[[str], None]) -> bool:
     """Before a trial: a motor at or above the warning temperature pauses the session until every
     motor is below the resume temperature (shown in the terminal and on the bench page); a supply
-    below the servos' range stops it. False: the session ends (e-stop, undervoltage)."""
+    below the servos' range stops it. False: the session ends (e-stop, undervoltage). A bus silent for
+    BUS_SILENT_LIMIT_S raises its BenchFault."""
     if health is None:
         return True
     from spabench.bench.health import hot_motors, temperatures_text
 
     cfg = health.cfg
-    sample = bench.read_health()
+    sample = _read_health(bench, cfg.cool_poll_s, controls, say)
+    if sample is None:
+        return False
     if float(sample.voltage_v.min()) < cfg.min_voltage_v:
         ledger.log_event(None, "undervoltage", {"voltage_v": sample.voltage_v.tolist(),
                                                 "min_voltage_v": cfg.min_voltage_v})
@@ -62,12 +72,11 @@ def motors_ready(health: Any, bench: Any, ledger: Any, controls: Any, operator: 
                 f"{temperatures_text(sample)}")
         say(text)
         operator.show_health(text)
-        deadline = time.monotonic() + cfg.cool_poll_s
-        while time.monotonic() < deadline:
-            if controls.estopped():
-                return False
-            time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
-        sample = bench.read_health()
+        if not _pause(cfg.cool_poll_s, controls):
+            return False
+        sample = _read_health(bench, cfg.cool_poll_s, controls, say)
+        if sample is None:
+            return False
     waited = time.monotonic() - started
     ledger.log_event(None, "cool_down", {
         "waited_s": round(waited, 1), "hot": hot, "resume_temperature_c": cfg.resume_temperature_c,
@@ -77,3 +86,33 @@ def motors_ready(health: Any, bench: Any, ledger: Any, controls: Any, operator: 
     say(text)
     operator.show_health(text)
     return True
+
+
+def _pause(seconds: float, controls: Any) -> bool:
+    """Wait, watching the e-stop. False: the operator stopped the session."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if controls.estopped():
+            return False
+        time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+    return not controls.estopped()
+
+
+def _read_health(bench: Any, poll_s: float, controls: Any, say: Callable[[str], None]) -> Any:
+    """One HealthSample; a read the bus did not answer is tried again every poll_s until
+    BUS_SILENT_LIMIT_S has passed without an answer (then the BenchFault ends the session). None: the
+    operator stopped the session meanwhile."""
+    silent_since = None
+    while True:
+        try:
+            return bench.read_health()
+        except BenchFault as exc:
+            now = time.monotonic()
+            if silent_since is None:
+                silent_since = now
+                say(f"the servo bus did not answer a health read ({exc}); trying again every {poll_s:g} s "
+                    f"for up to {BUS_SILENT_LIMIT_S:g} s")
+            elif now - silent_since >= BUS_SILENT_LIMIT_S:
+                raise
+        if not _pause(poll_s, controls):
+            return None
