@@ -4,10 +4,16 @@ and the markers that follow from where a test lives and the fixtures it uses."""
 
 from __future__ import annotations
 
+import os
 import signal
 from pathlib import Path
 
 import pytest
+
+# Headless rendering, as the package and the Makefile set it: a test module that imports MuJoCo itself
+# (importorskip) before any spabench.sim import would otherwise pick GLFW and fail without a display when
+# pytest is run directly rather than through `make test`.
+os.environ.setdefault("MUJOCO_GL", "egl")
 
 # Markers (declared in pyproject.toml) that follow from where a test lives or from a fixture it uses
 # (directly or through another fixture), so a new test is marked without anyone remembering to. A test
