@@ -7,7 +7,6 @@ report lists it. All real parts (twin, scripted policy servers over openpi, ledg
 from __future__ import annotations
 
 import io
-import os
 import socket
 from pathlib import Path
 
@@ -20,7 +19,6 @@ from spabench.ledger import Ledger
 from spabench.rollout.commands import EXIT_OK, run
 
 pytestmark = [pytest.mark.sim, pytest.mark.slow]
-os.environ.setdefault("MUJOCO_GL", "egl")
 REPO = Path(__file__).resolve().parents[2]
 SMALL = {"tasks": ["object_state"], "counts": {"id": 1, "ood": 0, "direct": 0, "paraphrase_ood": 0,
                                                "paraphrase_direct": 0, "novel_object": 0, "no_intervention": 0}}

@@ -4,7 +4,6 @@ openpi protocol, the auto operator scoring with the sim evaluator. All real part
 from __future__ import annotations
 
 import io
-import os
 import socket
 from pathlib import Path
 
@@ -18,7 +17,6 @@ from spabench.rollout.commands import run
 from spabench.rollout.exits import EXIT_OK
 
 pytestmark = pytest.mark.sim
-os.environ.setdefault("MUJOCO_GL", "egl")  # headless rendering (set before mujoco is imported)
 
 
 def _free_port() -> int:

@@ -6,7 +6,6 @@ position the servos receive puts a gripper point below the plane; each cut is a 
 from __future__ import annotations
 
 import io
-import os
 from collections import defaultdict
 
 import numpy as np
@@ -22,8 +21,6 @@ from spabench.suite.vocabulary import JOINTS
 from tests.integration.harness import HORIZON, WaveServer, make_campaign, make_cfg
 from tests.sim.inventory import load_objects_and_geometry
 from tests.support.feetech_bus import EmulatedBus
-
-os.environ.setdefault("MUJOCO_GL", "egl")
 
 # shoulder forward and down, elbow and wrist bent: the gripper ~7 cm into the table top
 INTO_TABLE = np.array([0.0, 40.0, 20.0, 70.0, 0.0, 10.0])

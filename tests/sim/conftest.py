@@ -1,17 +1,13 @@
 """Fixtures for the MuJoCo twin's tests: the suite's data, a connected twin robot.
 
-MUJOCO_GL=egl is set before MuJoCo loads, so cameras render headless (Mesa's EGL).
+MUJOCO_GL=egl (headless rendering) is set by tests/conftest.py before any test module loads MuJoCo.
 """
 
 from __future__ import annotations
 
-import os
+import pytest
 
-os.environ.setdefault("MUJOCO_GL", "egl")
-
-import pytest  # noqa: E402
-
-from tests.sim.inventory import load_checkout_suite, load_objects_and_geometry  # noqa: E402
+from tests.sim.inventory import load_checkout_suite, load_objects_and_geometry
 
 pytest.importorskip("mujoco")
 
