@@ -40,6 +40,7 @@ RANKING_COLUMNS: tuple[str, ...] = (
 PRIOR_TIES = 0.5
 ITERATIONS = 300
 CHUNK_CELLS = 4_000_000          # bound on the floats of one block of pair tables or of replicates
+TIE_TOLERANCE = 1e-6             # log-strengths closer than this are tied (the fit converges to 1e-10)
 
 
 def _counts(patterns: np.ndarray, weights: np.ndarray):
@@ -132,6 +133,14 @@ def _clusters(outcomes: pd.DataFrame, index: pd.MultiIndex) -> np.ndarray:
     return np.unique(keys, return_inverse=True)[1]
 
 
+def shared_ranks(strengths: np.ndarray) -> np.ndarray:
+    """Competition ranks along the last axis: 1 + the number of strictly stronger policies, so
+    tied strengths share the better rank. Ranking by position instead (argsort) gave every tie to
+    the policy in the earlier column: a symmetric resample favoured whoever the CSV listed first."""
+    stronger = strengths[..., None, :] > strengths[..., :, None] + TIE_TOLERANCE
+    return stronger.sum(-1) + 1
+
+
 def _rank_component(values: np.ndarray, clusters: np.ndarray, n_resamples: int, rng: np.random.Generator):
     """(point strengths, replicate strengths [B, k], nu, W, T, C) of one connected component."""
     k = values.shape[1]
@@ -158,11 +167,16 @@ def _rank_component(values: np.ndarray, clusters: np.ndarray, n_resamples: int, 
 def bradley_terry_ranking(outcomes: pd.DataFrame, n_resamples: int = 1000, seed: int = 0,
                           alpha: float = 0.05) -> pd.DataFrame:
     """The ranking table (RANKING_COLUMNS): per connected component of the comparison graph
-    (`component` 1, 2, ...), its policies best first with ranks within the component."""
+    (`component` 1, 2, ...), its policies best first with ranks within the component. Tied
+    strengths share a rank (in the point ranking and in every replicate) and list in name order:
+    the table depends on the rows, not on their order."""
     empty = pd.DataFrame(columns=list(RANKING_COLUMNS))
     wide = shared_outcomes(outcomes)
     if wide.shape[1] < 2:
         return empty
+    # policies in name order, not the CSV's: the columns fix each component's bootstrap stream and
+    # the order of tied rows, so the same rows in any order give the same ranking.csv
+    wide = wide[sorted(wide.columns, key=str)]
     values = wide.to_numpy(dtype=float)
     keep = (~np.isnan(values)).sum(1) >= 2  # an evaluation only one policy ran compares nothing
     if not keep.any():
@@ -181,11 +195,12 @@ def bradley_terry_ranking(outcomes: pd.DataFrame, n_resamples: int = 1000, seed:
         rng = contrast_rng(seed, "bradley_terry", *map(str, policies[members]))
         point, replicates, nu, wins, ties, compared = _rank_component(values[np.ix_(mine, members)], clusters[mine],
                                                                       n_resamples, rng)
-        ranks = np.argsort(np.argsort(-replicates, axis=1), axis=1) + 1
+        ranks = shared_ranks(replicates)
+        places = shared_ranks(point)
         low, high = np.quantile(replicates, [alpha / 2, 1 - alpha / 2], axis=0)
         rank_low, rank_high = np.quantile(ranks, [alpha / 2, 1 - alpha / 2], axis=0)
-        for place, i in enumerate(np.argsort(-point, kind="stable"), start=1):
-            rows.append((component + 1, place, policies[members[i]], float(point[i]), float(low[i]),
+        for i in np.argsort(-point, kind="stable"):
+            rows.append((component + 1, int(places[i]), policies[members[i]], float(point[i]), float(low[i]),
                          float(high[i]), int(rank_low[i]), int(rank_high[i]), int(wins[i].sum()),
                          int(wins[:, i].sum()), int(ties[i].sum() - ties[i, i]),
                          int(compared[i].sum() - compared[i, i]), nu))

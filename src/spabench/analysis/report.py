@@ -632,7 +632,8 @@ def method_notes(analysis: Analysis) -> list[str]:
         "separately (`component` in `ranking.csv`). 95% percentile intervals of strength and rank "
         f"from {min(analysis.n_resamples, RANKING_RESAMPLES)} cluster-bootstrap resamples: the unit is "
         "a matched scene (an OOD scene with its direct control and paraphrases) or, without a matched "
-        "group, one shared evaluation, so the comparisons of one scene stay together. Secondary: it "
+        "group, one shared evaluation, so the comparisons of one scene stay together. Equal "
+        "strengths share the better rank, in the table and in every resample. Secondary: it "
         "pools conditions of unequal difficulty.",
         "- Multiplicity: Holm's step-down adjustment within each family: one family per contrast "
         "(its policies and tasks), the between-policy per-condition tests, the between-policy overall "
