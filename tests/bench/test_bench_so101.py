@@ -397,3 +397,29 @@ def test_a_late_answer_to_another_read_never_passes_for_the_joint_positions(bus,
         # a late answer of the same size (an earlier position read) is a true, older reading: taken
         bus.late_reply("wrist_flex", "Present_Position")
         np.testing.assert_allclose(bench.measure(), truth, atol=TICK_DEG)
+
+
+@pytest.mark.parametrize("option", [None, 300])
+def test_a_refused_torque_limit_write_is_read_back_and_refused_before_torque(bus, make_cfg, option):
+    """Issue 34: a servo that acknowledged Max_Torque_Limit but kept 1000 was torqued anyway. Both
+    LeRobot's own 500 and the configured gripper_max_torque_limit are read back with torque off."""
+    bus.ignore_writes("gripper", "Max_Torque_Limit")
+    bench = make_bench(make_cfg(bus, health={"gripper_max_torque_limit": option}))
+    with pytest.raises(BenchFault) as err:
+        bench.connect()
+    written = 500 if option is None else option
+    assert (f"motor 'gripper' did not take its torque limit: Max_Torque_Limit {written} was written and "
+            "1000 read back") in str(err.value)
+    assert not bench.is_connected and not bench.robot.bus.is_connected
+    assert [v for _, i, v in bus.register_writes("Max_Torque_Limit") if i == 6][-1] == written   # it was sent
+    assert all(value == 0 for _, _, value in bus.register_writes("Torque_Enable"))   # never torqued
+    assert not any(bus.torque_enabled(j) for j in JOINTS) and not bus.goal_writes()
+
+
+def test_torque_limits_are_read_back_before_torque_goes_on(bus, make_cfg):
+    with make_bench(make_cfg(bus, health={"gripper_max_torque_limit": 300})):
+        assert bus.register("gripper", "Max_Torque_Limit") == 300
+        assert all(bus.torque_enabled(j) for j in JOINTS)
+        limit_writes = [t for t, i, _ in bus.register_writes("Max_Torque_Limit") if i == 6]
+        torque_on = [t for t, _, v in bus.register_writes("Torque_Enable") if v == 1]
+    assert len(limit_writes) == 2 and max(limit_writes) < min(torque_on)   # LeRobot's 500, then 300

@@ -128,3 +128,45 @@ def test_silent_bus_swallows_everything(link):
     assert transact(port, instruction_packet(1, INST_PING), 6, timeout=0.1) == b""
     bus.resume()
     assert len(transact(port, instruction_packet(1, INST_PING), 6)) == 6
+
+
+def _write(port: serial.Serial, motor_id: int, reg: str, value: int) -> bytes:
+    addr, size = REG[reg]
+    return transact(port, instruction_packet(motor_id, INST_WRITE, bytes([addr]) + value.to_bytes(size, "little")), 6)
+
+
+def _read(port: serial.Serial, motor_id: int, reg: str) -> int:
+    addr, size = REG[reg]
+    reply = transact(port, instruction_packet(motor_id, INST_READ, bytes([addr, size])), 6 + size)
+    return int.from_bytes(reply[5:5 + size], "little")
+
+
+def test_an_ignored_write_is_acknowledged_logged_and_leaves_the_value(link):
+    bus, port = link
+    bus.ignore_writes(6, "Max_Torque_Limit")
+    reply = _write(port, 6, "Max_Torque_Limit", 300)
+    assert reply[4] == 0 and len(reply) == 6                      # a plain acknowledgement, no error bit
+    assert _read(port, 6, "Max_Torque_Limit") == 1000             # the value it had
+    assert [v for _, i, v in bus.register_writes("Max_Torque_Limit") if i == 6] == [300]
+    _write(port, 5, "Max_Torque_Limit", 300)                       # the other servos take it
+    assert _read(port, 5, "Max_Torque_Limit") == 300
+
+
+def test_a_grasped_object_blocks_the_gripper_until_it_opened_and_the_arm_moved_away(link):
+    bus, port = link
+    for motor_id in (1, 6):
+        _write(port, motor_id, "Torque_Enable", 1)
+    start = bus.present_ticks("gripper")
+    bus.grasp("gripper", release=8.0, away_deg=5.0)
+    close, open_ = bus.deg_to_ticks("gripper", 0.0), bus.deg_to_ticks("gripper", 60.0)
+    _write(port, 6, "Goal_Position", close)
+    assert bus.present_ticks("gripper") == start and bus.grasped()   # pressing the object
+    _write(port, 6, "Goal_Position", open_)                           # opened, but the arm did not move
+    _write(port, 6, "Goal_Position", close)
+    assert bus.present_ticks("gripper") == start and bus.grasped()   # gripped again
+    _write(port, 6, "Goal_Position", open_)
+    pan = bus.present_ticks("shoulder_pan")
+    _write(port, 1, "Goal_Position", pan + 100)                        # the arm leaves the object behind
+    assert not bus.grasped()
+    _write(port, 6, "Goal_Position", close)
+    assert bus.present_ticks("gripper") == close

@@ -33,6 +33,13 @@ outside Min/Max_Voltage_Limit) and bit 2 (above Max_Temperature_Limit) itself; o
 injected. The servo's own protections (torque unloading) are not modelled: the harness must act first.
 Injection: stall(id, direction) (the motor cannot move past where it is: an obstacle or a squeezed
 object), unstall(), set_temperature(), set_thermal(), set_supply_voltage(), set_status_bits().
+grasp(gripper) puts an object between the fingers: the gripper cannot close past where it is now;
+it lets go once the gripper opened `release` ticks beyond that point and then another joint moved
+`away` ticks (the arm left the object behind), and grips it again if it closes before the arm left.
+ignore_writes(id, reg): the servo acknowledges writes of that register but keeps its value (the STS
+manual's Lock register does not do this: with Lock = 1 an EEPROM write takes effect and is only not
+kept through a power-off; a servo that drops the value is a fault the harness must catch by reading it
+back).
 """
 
 from __future__ import annotations
@@ -241,6 +248,7 @@ class EmulatedMotor:
     blocked_at: float | None = None   # stall(): the motor cannot move past this position...
     blocked_dir: int = 0              # ...in this direction (+1 up, -1 down, 0 both)
     status_bits: int = 0              # injected Status bits (besides voltage and temperature)
+    ignored: set[int] = field(default_factory=set)   # ignore_writes(): addresses whose writes are dropped
 
     def get(self, name: str) -> int:
         addr, size = REG[name]
@@ -280,6 +288,7 @@ class ServoBusCore:
         self.goal_log: list[list] = []           # [t, motor_id, ticks]
         self.write_log: list[list] = []          # [t, motor_id, address, [bytes]]: every write received
         self.counts: dict[int, int] = {}         # instruction -> packets received
+        self.grasps: dict[int, dict] = {}        # grasp(): gripper id -> the object between its fingers
         self.motors: dict[int, EmulatedMotor] = {}
         for name, motor_id in self.motor_ids.items():
             motor = EmulatedMotor(motor_id)
@@ -392,6 +401,7 @@ class ServoBusCore:
         motor = self._motor(key)
         self._advance(motor, time.monotonic())
         motor.blocked_at, motor.blocked_dir = None, 0
+        self.grasps.pop(motor.motor_id, None)
 
     def set_temperature(self, key: str | int, celsius: float) -> None:
         motor = self._motor(key)
@@ -415,6 +425,41 @@ class ServoBusCore:
         motor = self._motor(key)
         motor.status_bits = int(bits)
         self._sync_health_registers(motor)
+
+    def ignore_writes(self, key: str | int, reg: str) -> None:
+        """Writes of register `reg` are acknowledged (and logged) but leave its value as it is."""
+        addr, size = REG[reg]
+        self._motor(key).ignored.update(range(addr, addr + size))
+
+    def grasp(self, key: str | int, release_ticks: float, away_ticks: float) -> None:
+        """An object between the fingers of gripper `key`, touching them where the gripper is now."""
+        motor = self._motor(key)
+        self._advance(motor, time.monotonic())
+        motor.blocked_at, motor.blocked_dir = motor.position, -1
+        self.grasps[motor.motor_id] = {"at": motor.position, "release": float(release_ticks),
+                                       "away": float(away_ticks), "open_pose": None}
+
+    def grasped(self, key: str | int) -> bool:
+        self._update_grasps(time.monotonic())
+        return self._motor(key).motor_id in self.grasps
+
+    def _update_grasps(self, now: float) -> None:
+        """The object stays between the fingers until the gripper opened past it and the arm moved away."""
+        for gripper_id, grasp in list(self.grasps.items()):
+            gripper = self.motors[gripper_id]
+            self._advance(gripper, now)
+            arm = {i: m for i, m in self.motors.items() if i != gripper_id}
+            for m in arm.values():
+                self._advance(m, now)
+            if gripper.position < grasp["at"] + grasp["release"]:
+                grasp["open_pose"] = None           # closed again before the arm left: gripped again
+                continue
+            if grasp["open_pose"] is None:
+                grasp["open_pose"] = {i: m.position for i, m in arm.items()}
+                continue
+            if any(abs(m.position - grasp["open_pose"][i]) >= grasp["away"] for i, m in arm.items()):
+                del self.grasps[gripper_id]         # the arm left the object behind on the table
+                gripper.blocked_at, gripper.blocked_dir = None, 0
 
     # ------------------------------------------------------------------ servo behaviour
     def _motor(self, key: str | int) -> EmulatedMotor:
@@ -496,7 +541,7 @@ class ServoBusCore:
         end = addr + len(data)
         for offset, byte in enumerate(data):
             a = addr + offset
-            if a in READ_ONLY_ADDRESSES or a in (HOMING_ADDR, HOMING_ADDR + 1):
+            if a in READ_ONLY_ADDRESSES or a in (HOMING_ADDR, HOMING_ADDR + 1) or a in motor.ignored:
                 continue
             motor.mem[a] = byte
         if addr <= HOMING_ADDR + 1 and end > HOMING_ADDR:
@@ -527,7 +572,10 @@ class ServoBusCore:
         """Execute one instruction packet; return the bytes to send back (possibly none), after any
         late reply queued by late_reply()."""
         stray, self.stray = bytes(self.stray), bytearray()
-        return stray + self._handle(motor_id, inst, params)
+        reply = stray + self._handle(motor_id, inst, params)
+        if self.grasps:
+            self._update_grasps(time.monotonic())
+        return reply
 
     def _handle(self, motor_id: int, inst: int, params: bytes) -> bytes:
         now = time.monotonic()
@@ -891,6 +939,22 @@ class EmulatedBus:
     def set_status_bits(self, name: str, bits: int) -> None:
         """Servo error bits reported in Status besides the modelled voltage/temperature bits."""
         self._call("set_status_bits", name, int(bits))
+
+    def ignore_writes(self, key: str | int, reg: str) -> None:
+        """The servo acknowledges every write of `reg` but keeps the value it has (a refused write)."""
+        self._call("ignore_writes", key, reg)
+
+    def grasp(self, name: str = "gripper", release: float = 8.0, away_deg: float = 5.0) -> None:
+        """An object between the gripper's fingers where they are now: the gripper cannot close past it
+        (it stalls pressing it) until it opened `release` gripper units beyond it and then another
+        joint moved `away_deg` degrees (the arm left the object on the table)."""
+        cal = self.calibration[name]
+        release_ticks = release / 100.0 * (cal["range_max"] - cal["range_min"])
+        self._call("grasp", name, release_ticks, away_deg * (RESOLUTION - 1) / 360.0)
+
+    def grasped(self, name: str = "gripper") -> bool:
+        """Whether the object grasp() put there is still between the fingers."""
+        return bool(self._call("grasped", name))
 
     def temperature(self, name: str) -> float:
         """The motor's continuous temperature (C) now."""

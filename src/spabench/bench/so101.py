@@ -12,6 +12,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,26 @@ def resolve_path(path: str | Path) -> Path:
     from spabench.paths import resolve
 
     return resolve(path)
+
+
+@contextmanager
+def _torque_held_off(bus) -> Iterator[dict[str, int]]:
+    """Inside: LeRobot's enable_torque does nothing (torque stays off) and every Max_Torque_Limit
+    write is recorded (motor -> value), so the caller can read them back before torque goes on."""
+    written: dict[str, int] = {}
+    write = bus.write
+
+    def recording_write(data_name, motor, value, *args, **kwargs):
+        write(data_name, motor, value, *args, **kwargs)
+        if data_name == "Max_Torque_Limit":
+            written[motor] = int(value)
+
+    bus.enable_torque = lambda *args, **kwargs: None
+    bus.write = recording_write
+    try:
+        yield written
+    finally:
+        del bus.enable_torque, bus.write   # the class's own methods again
 
 
 def calibrate_hint(cfg: SO101BenchConfig, path: Path) -> str:
@@ -178,12 +200,32 @@ class SO101Bench(Bench):
             raise self._mismatch(stored)
         for cam in robot.cameras.values():
             cam.connect()
-        robot.configure()
-        limit = self.cfg.health.gripper_max_torque_limit
-        if limit is not None:  # after LeRobot's configure(), which writes its own 500
-            bus.disable_torque(GRIPPER)
-            bus.write("Max_Torque_Limit", GRIPPER, int(limit))
-            bus.enable_torque(GRIPPER)
+        with _torque_held_off(bus) as written:   # configure() ends by enabling torque: not before the check
+            robot.configure()
+            limit = self.cfg.health.gripper_max_torque_limit
+            if limit is not None:  # after LeRobot's configure(), which writes its own 500
+                bus.write("Max_Torque_Limit", GRIPPER, int(limit))
+            try:
+                self._check_torque_limits(bus, written)
+            except DRIVER_ERRORS as exc:
+                raise self._fault(exc, "torque limit read-back") from exc
+        bus.enable_torque()
+
+    def _check_torque_limits(self, bus, written: dict[str, int]) -> None:
+        """Every Max_Torque_Limit written while connecting, read back with torque still off: a servo
+        that acknowledged the write but kept another value would otherwise press harder than the
+        config says (the gripper's cap is what keeps a squeezed object from burning its motor)."""
+        retries = max(1, int(self.cfg.num_read_retries))
+        for motor, value in written.items():
+            read = int(bus.read("Max_Torque_Limit", motor, normalize=False, num_retry=retries))
+            if read != value:
+                from spabench.bench.errors import BenchFault
+
+                raise BenchFault(
+                    f"motor '{motor}' did not take its torque limit: Max_Torque_Limit {value} was written and "
+                    f"{read} read back (on {self.cfg.port}). The arm was not torqued. Power-cycle the arm and "
+                    "try again; if it persists, the servo's EEPROM is locked or the servo is faulty: check it "
+                    "with Feetech's FD software or replace it.")
 
     @property
     def _file_calibration(self) -> dict[str, dict[str, int]]:
