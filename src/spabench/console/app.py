@@ -20,6 +20,7 @@ from urllib.parse import parse_qs
 
 from spabench.console.config import ConsoleConfig
 from spabench.console.guard import new_csrf_token
+from spabench.console.headers import SecurityHeaders
 from spabench.console.live import live_bench_url
 from spabench.console.views import Redactor, policy_names
 from spabench.suite.vocabulary import CAMERAS
@@ -344,4 +345,4 @@ def build_app(ctx: ConsoleContext):
     app.state.token = token
     app.state.csrf = ctx.csrf
     app.state.streams = streams
-    return app
+    return SecurityHeaders(app)   # outermost: every answer, also the gates' and the error handler's
