@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from spabench.console.camera_check import CameraWindow, problems, steady
+from spabench.operator.camera_check import CameraWindow, problems, steady
 from spabench.suite.vocabulary import CAMERAS
 
 pytest.importorskip("lerobot")

@@ -29,8 +29,6 @@ from pathlib import Path
 from typing import Any
 
 from spabench.console import live
-from spabench.console.camera_check import CameraWindow, steady
-from spabench.console.camera_check import problems as camera_problems
 from spabench.console.channel import BenchChannel, CommandRefused
 from spabench.console.config import ConsoleConfig
 from spabench.console.frames import FramePublisher
@@ -45,6 +43,8 @@ from spabench.operator.alignment import (
 )
 from spabench.operator.auto import register_operator
 from spabench.operator.base import RATER_RULE, Operator, Score, person_rater
+from spabench.operator.camera_check import CameraCheck
+from spabench.operator.camera_check import problems as camera_problems
 from spabench.operator.checklist import reference_attempt, reference_frame
 from spabench.operator.progress import campaign_progress
 from spabench.operator.scene_reference import RenderedReference, rendered_reference
@@ -172,38 +172,28 @@ class WebOperator(Operator):
         return obs.images
 
     def _camera_check(self) -> bool:
-        """Every camera live, not frozen and not slow (console.camera_check), measured again every
+        """Every camera live, not frozen and not slow (operator.camera_check), measured again every
         `camera_check_s`; the operator confirms once every camera passes, or ends the session."""
-        names = list(getattr(self.bench, "camera_names", ()) or CAMERAS)
-        cam_cfg = getattr(getattr(self.bench, "cfg", None), "cameras", {}) or {}
-        rendered = bool(getattr(self.bench, "rendered_cameras", False))
-        fps = float(getattr(self.bench, "fps", 30) or 30)
-        window = CameraWindow(names)
-        previous: list[dict] | None = None
-        t0 = time.monotonic()
-        self.channel.set_phase("camera_check", cameras=window.rows(cam_cfg, 0.0), measuring=True,
+        check = CameraCheck(self.bench, self.console_cfg.camera_check_s)
+        self.channel.set_phase("camera_check", cameras=check.measuring_rows(), measuring=True,
                                required=list(CAMERAS), message=getattr(self.session, "resume_note", None) or "",
                                rater=self.rater, rater_rule=RATER_RULE)
         measured = False
         while True:
             started = time.monotonic()
             try:
-                window.add(self._observe())
+                check.add(self._observe())
             except Exception as exc:  # a camera fault: shown, confirmation impossible
-                window.loop_samples += 1
+                check.add(None)
                 self.channel.update(error=str(exc))
-            span = time.monotonic() - t0
-            window_s = self.console_cfg.camera_check_s
-            if span >= window_s and (rendered or window.conclusive(cam_cfg, span) or span >= 10 * window_s):
-                raw = window.rows(cam_cfg, span, rendered=rendered)
-                rows, previous = steady(raw, previous), raw
+            rows = check.judged()
+            if rows is not None:
                 self.channel.update(cameras=rows, measuring=False, problems=camera_problems(rows),
-                                    all_live=all(r["ok"] for r in rows) and set(CAMERAS) <= set(names))
+                                    all_live=check.passes(rows))
                 if not measured:
                     measured = True
                     self.cameras = rows
-                t0, window = time.monotonic(), CameraWindow(names, previous=window.last)
-            cmd = self.channel.wait_command(max(0.0, 1.0 / fps - (time.monotonic() - started)))
+            cmd = self.channel.wait_command(max(0.0, check.period_s - (time.monotonic() - started)))
             if self._estop_ends_wait():
                 return False
             if cmd is None:

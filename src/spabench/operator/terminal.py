@@ -38,6 +38,7 @@ from spabench.operator.alignment import (
     override_reason,
 )
 from spabench.operator.base import RATER_RULE, Operator, Score, person_rater
+from spabench.operator.camera_check import CameraCheck, problems
 from spabench.operator.checklist import reference_attempt, reference_frame
 from spabench.operator.failure_modes import FAILURE_MODE_LABELS, FAILURE_MODE_NUMBERS, failure_mode_choices
 from spabench.operator.progress import campaign_progress, progress_text
@@ -48,6 +49,7 @@ from spabench.suite.rules import (
     estop_cause_problem,
     estop_causes_for,
 )
+from spabench.suite.vocabulary import CAMERAS
 
 KEYS = {"s": "operator_stop", "a": "abort", " ": "estop", "e": "estop"}
 ESTOP_KEYS = {k: v for k, v in KEYS.items() if v == "estop"}
@@ -269,7 +271,57 @@ class TerminalOperator(Operator):
     def begin_session(self, session: Any) -> bool:
         self.session = session      # its campaign folder and suite: the scenes' rendered references
         self.controls = getattr(session, "controls", None)
-        return self.ask_rater()
+        return self.ask_rater() and self.camera_check()
+
+    def camera_check(self) -> bool:
+        """The browser's session-start camera check (operator.camera_check), before the first trial:
+        a frozen, slow or missing camera is refused by name. As in the browser nothing overrides it:
+        Enter measures again (after fixing the camera), q ends the session. A healthy bench passes
+        without a question. Without a bench to observe (a bare operator in a test) there is nothing
+        to check."""
+        if self.bench is None or not hasattr(self.bench, "observe"):
+            return True
+        check = CameraCheck(self.bench)
+        legend = ", space/e = e-stop" if self.controls is not None else ""
+        self.show(f"Camera check: measuring {', '.join(check.names)} ...")
+        while True:
+            rows, fault = self._measure_cameras(check)
+            if check.passes(rows):
+                self.show("Camera check: " + "; ".join(
+                    f"{r['name']} live ({r['width']}x{r['height']}, {r['new_frames_hz']} new images/s)" for r in rows))
+                ledger = getattr(self.session, "ledger", None)
+                if ledger is not None:
+                    ledger.log_event(None, "camera_check", {"cameras": rows, "rater": self.rater})
+                return True
+            missing = [c for c in CAMERAS if c not in check.names]
+            self.show("CAMERA CHECK FAILED (no trial starts until every camera passes):")
+            for line in problems(rows) + [f"{c}: missing (not in the bench's cameras)" for c in missing]:
+                self.show(f"  {line}")
+            if fault:
+                self.show(f"  last camera error: {fault}")
+            try:
+                answer = self.answer(f"Fix the camera, then [Enter = measure again, q = end the session{legend}] ")
+            except EStopAtPrompt:
+                return False
+            if answer is None or answer.lower() in ("q", "quit"):
+                self.show("Session ended at the camera check.")
+                return False
+            check.restart()
+
+    def _measure_cameras(self, check: CameraCheck) -> tuple[list[dict], str]:
+        """Observe the bench at its frame rate until a check window is judged: (rows, last fault)."""
+        fault = ""
+        while True:
+            started = time.monotonic()
+            try:
+                check.add(self.bench.observe().images)
+            except Exception as exc:  # a camera fault: the window judges that camera, the reason is shown
+                check.add(None)
+                fault = str(exc)
+            rows = check.judged()
+            if rows is not None:
+                return rows, fault
+            time.sleep(max(0.0, check.period_s - (time.monotonic() - started)))
 
     def ask_rater_once(self) -> bool:
         """Before a score: the name is known (asked now if the session did not ask yet)."""

@@ -1,4 +1,5 @@
-"""The session-start camera check's verdict per camera: live, not frozen, not slow.
+"""The session-start camera check, for every person operator (the browser's and the terminal's):
+each camera live, not frozen, not slow, judged per window, before the first trial.
 
 A camera that delivers frames is not necessarily working: a hung USB camera (or its driver) keeps
 handing out its last buffer, so frames arrive at full rate and never change; a starved one delivers
@@ -17,17 +18,26 @@ that never could is a failure too ("too few frames to judge").
 
 Cameras rendered from a model (the twin: `Bench.rendered_cameras`) are exempt from both rules: a
 still scene renders the same image every time, and their rate is the loop's, not a sensor's.
+
+`CameraCheck` drives the windows over a connected bench; the operators only differ in how they show
+the rows and ask. The rule is the same for both: nothing overrides a failing camera (a campaign of
+useless video costs more than a fixed cable); the operator fixes it and the check measures again,
+or ends the session.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
 
+from spabench.suite.vocabulary import CAMERAS
+
 MIN_FRAMES = 3
 SLOW_FRACTION = 0.5
+WINDOW_S = 1.0             # a check window's default length (operator.console.camera_check_s for the browser)
 SIGNATURE_GRID = (60, 80)   # rows, columns sampled per image: cheap at 30 Hz x 5 cameras of 640x480
 
 
@@ -132,3 +142,48 @@ def steady(rows: list[dict], previous: list[dict] | None) -> list[dict]:
 
 def problems(rows: Iterable[Mapping[str, Any]]) -> list[str]:
     return [r["problem"] for r in rows if r.get("problem")]
+
+
+class CameraCheck:
+    """The check over one connected bench: `add` every observation's images, `judged` returns a
+    window's rows (after `steady`) once the window is over and conclusive, else None."""
+
+    def __init__(self, bench: Any, window_s: float = WINDOW_S):
+        self.names = list(getattr(bench, "camera_names", ()) or CAMERAS)
+        self.cam_cfg: Mapping[str, Any] = getattr(getattr(bench, "cfg", None), "cameras", {}) or {}
+        self.rendered = bool(getattr(bench, "rendered_cameras", False))
+        self.period_s = 1.0 / float(getattr(bench, "fps", 30) or 30)
+        self.window_s = window_s
+        self.previous: list[dict] | None = None
+        self.window = CameraWindow(self.names)
+        self.t0 = time.monotonic()
+
+    def measuring_rows(self) -> list[dict]:
+        """The rows before any window is judged (names and configured sizes)."""
+        return self.window.rows(self.cam_cfg, 0.0)
+
+    def add(self, images: Mapping[str, Any] | None) -> None:
+        """One observation's images; None: the observation failed (a camera fault)."""
+        if images is None:
+            self.window.loop_samples += 1
+        else:
+            self.window.add(images)
+
+    def restart(self) -> None:
+        """A new window from now (after the operator was asked: that wait measured nothing)."""
+        self.window = CameraWindow(self.names, previous=self.window.last)
+        self.t0 = time.monotonic()
+
+    def judged(self) -> list[dict] | None:
+        span = time.monotonic() - self.t0
+        if span < self.window_s or not (self.rendered or self.window.conclusive(self.cam_cfg, span)
+                                        or span >= 10 * self.window_s):
+            return None
+        raw = self.window.rows(self.cam_cfg, span, rendered=self.rendered)
+        rows, self.previous = steady(raw, self.previous), raw
+        self.restart()
+        return rows
+
+    def passes(self, rows: list[dict]) -> bool:
+        """Every camera passed and every camera of the protocol is there."""
+        return all(r["ok"] for r in rows) and set(CAMERAS) <= set(self.names)
