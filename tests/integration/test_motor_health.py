@@ -228,3 +228,25 @@ def test_supply_sag_stops_the_session(tmp_path):
     with EpisodeReader(campaign / attempts[0].episode_path) as ep:
         sag = [e for e in ep.events() if e["kind"] == "undervoltage"][0]
         assert sag["voltage_v"] < 4.5
+
+
+def test_a_status_bit_that_does_not_clear_stops_the_session_once_with_one_instruction(tmp_path):
+    """Issue 34: an overload bit that stays set (a servo in overload protection keeps it until it is
+    power-cycled) made every next attempt fail at its first health sample, three invalid attempts in a
+    row. The check before the next trial sees the bit still set and ends the session with one instruction."""
+    campaign = make_campaign(tmp_path, n=3)
+    out = io.StringIO()
+    with EmulatedBus() as bus, WaveServer() as server:
+        when(lambda: server.calls >= 3, bus.set_status_bits, "wrist_flex", 0x20)   # overload, latched
+        cfg = make_cfg(campaign, bus.port, server.port, timer_s=30.0, max_trials=3, bench=_health())
+        code = run(cfg, out=out)
+    text = out.getvalue()
+    assert code == EXIT_BENCH, text
+    attempts, _, session_events = _attempts(campaign)
+    assert [(a.status, a.invalid_reason) for a in attempts] == [("invalid", "servo_error")], text
+    instruction = (f"motor 'wrist_flex' reports Status 0x20 (overload) that does not clear: power-cycle the "
+                   f"arm, then run `spabench run campaign={campaign}` again")
+    assert text.count(instruction) == 1, text
+    assert "session stopped after" not in text and "invalid attempts in a row" not in text
+    stuck = _payloads(session_events, "servo_error_stuck")
+    assert stuck == [{"motor": "wrist_flex", "status": 0x20, "errors": ["overload"], "all": {"wrist_flex": 0x20}}]

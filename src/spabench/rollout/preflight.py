@@ -21,6 +21,11 @@ one sync read with LeRobot's retries, all inside about 150 ms: a host busy for a
 starting, a browser opening a page) can outlast that, and ending a paused session for it costs the
 operator a restart. Ten seconds without one answer is a dead bus, and the session ends as a bench fault."""
 
+STATUS_CLEAR_S = 2.0
+"""How long an error bit in a motor's Status may stay set before a trial counts it as stuck. A servo in
+overload protection keeps its bit until it is power-cycled; a trial started on it ends at its first
+health sample, and the next one too: one instruction ends the session instead."""
+
 
 def check_space(bench: Any, recorder: Any, campaign_dir: Path, timer_s: float, trial: Any, card: Any) -> None:
     """Refuse to start an attempt whose recording would not fit on the campaign's disk."""
@@ -38,14 +43,15 @@ def check_space(bench: Any, recorder: Any, campaign_dir: Path, timer_s: float, t
 
 
 def motors_ready(health: Any, bench: Any, ledger: Any, controls: Any, operator: Any,
-                 say: Callable[[str], None]) -> bool:
+                 say: Callable[[str], None], campaign_dir: Path | None = None) -> bool:
     """Before a trial: a motor at or above the warning temperature pauses the session until every
     motor is below the resume temperature (shown in the terminal and on the bench page); a supply
-    below the servos' range stops it. False: the session ends (e-stop, undervoltage). A bus silent for
-    BUS_SILENT_LIMIT_S raises its BenchFault."""
+    below the servos' range stops it, and so does a Status error bit that stays set for STATUS_CLEAR_S
+    (with the instruction to power-cycle the arm and run `campaign_dir` again). False: the session ends
+    (e-stop, undervoltage, a stuck Status bit). A bus silent for BUS_SILENT_LIMIT_S raises its BenchFault."""
     if health is None:
         return True
-    from spabench.bench.health import hot_motors, temperatures_text
+    from spabench.bench.health import hot_motors
 
     cfg = health.cfg
     sample = _read_health(bench, cfg.cool_poll_s, controls, say)
@@ -59,8 +65,20 @@ def motors_ready(health: Any, bench: Any, ledger: Any, controls: Any, operator: 
             "with the same command")
         return False
     hot = hot_motors(sample, cfg.warn_temperature_c)
-    if not hot:
-        return True
+    if hot:
+        sample = _cool_down(health, bench, ledger, controls, operator, say, sample, hot)
+        if sample is None:
+            return False
+    return _status_clear(health, bench, ledger, controls, say, sample, campaign_dir)
+
+
+def _cool_down(health: Any, bench: Any, ledger: Any, controls: Any, operator: Any, say: Callable[[str], None],
+               sample: Any, hot: dict[str, float]) -> Any:
+    """Wait until every motor is below the resume temperature; the last sample, or None when the
+    operator stopped the session meanwhile."""
+    from spabench.bench.health import temperatures_text
+
+    cfg = health.cfg
     controls.stage = "cooling down"
     started, first = time.monotonic(), sample
     say(f"motors hot ({', '.join(f'{j} {t:.0f} C' for j, t in hot.items())}; warning at "
@@ -73,10 +91,10 @@ def motors_ready(health: Any, bench: Any, ledger: Any, controls: Any, operator: 
         say(text)
         operator.show_health(text)
         if not _pause(cfg.cool_poll_s, controls):
-            return False
+            return None
         sample = _read_health(bench, cfg.cool_poll_s, controls, say)
         if sample is None:
-            return False
+            return None
     waited = time.monotonic() - started
     ledger.log_event(None, "cool_down", {
         "waited_s": round(waited, 1), "hot": hot, "resume_temperature_c": cfg.resume_temperature_c,
@@ -85,7 +103,33 @@ def motors_ready(health: Any, bench: Any, ledger: Any, controls: Any, operator: 
     text = f"motors cooled below {cfg.resume_temperature_c:g} C after {waited:.0f} s ({temperatures_text(sample)}); continuing"
     say(text)
     operator.show_health(text)
-    return True
+    return sample
+
+
+def _status_clear(health: Any, bench: Any, ledger: Any, controls: Any, say: Callable[[str], None], sample: Any,
+                  campaign_dir: Path | None) -> bool:
+    """True when no motor reports a Status error bit, or the bits clear within STATUS_CLEAR_S. Else
+    the session ends with one instruction (and a 'servo_error_stuck' ledger event): a trial started
+    now would end at its first health sample, and so would every one after it."""
+    from spabench.bench.health import status_names
+
+    deadline = time.monotonic() + STATUS_CLEAR_S
+    while sample.status.any() and time.monotonic() < deadline:
+        if not _pause(health.cfg.cool_poll_s, controls):
+            return False
+        sample = _read_health(bench, health.cfg.cool_poll_s, controls, say)
+        if sample is None:
+            return False
+    errors = {j: int(b) for j, b in zip(JOINTS, sample.status, strict=True) if b}
+    if not errors:
+        return True
+    joint, bits = next(iter(errors.items()))
+    ledger.log_event(None, "servo_error_stuck", {"motor": joint, "status": bits, "errors": status_names(bits),
+                                                 "all": errors})
+    command = f"`spabench run campaign={campaign_dir}`" if campaign_dir is not None else "the same `spabench run`"
+    say(f"session stopped before the next trial: motor '{joint}' reports Status 0x{bits:02x} "
+        f"({', '.join(status_names(bits))}) that does not clear: power-cycle the arm, then run {command} again")
+    return False
 
 
 def _pause(seconds: float, controls: Any) -> bool:

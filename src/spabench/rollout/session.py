@@ -611,7 +611,8 @@ class Session:
                     return EXIT_SERVER_DOWN
                 suspect = None
             self.open_policies.check_launched(trial)
-            if not motors_ready(self.health, self.bench, self.ledger, self.controls, self.operator, self.say):
+            if not motors_ready(self.health, self.bench, self.ledger, self.controls, self.operator, self.say,
+                                campaign_dir=self.campaign_dir):
                 if self.controls.estopped():
                     return self.end_by_estop(trial)
                 return EXIT_BENCH
