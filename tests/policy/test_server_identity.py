@@ -56,11 +56,11 @@ def test_identity_compares_checkpoint_metadata_and_protocol():
     assert metadata_digest({"x": np.float32(1.5)}) == metadata_digest({"x": 1.5})
     # a launched server whose advertised digest is not the checkpoint spabench started it from
     with pytest.raises(ConfigError, match="launched it from checkpoint"):
-        identity_of(card, meta, launched_digest="sha256:" + "c" * 64)
+        identity_of(card, meta, local_digest="sha256:" + "c" * 64)
     # the card's expected digest must agree with what is known
     with pytest.raises(ConfigError, match="field 'checkpoint_digest'"):
         identity_of(_card(checkpoint_digest="sha256:" + "d" * 64), meta)
-    quiet = identity_of(card, {"policy": "x"}, launched_digest="sha256:" + "e" * 64)
+    quiet = identity_of(card, {"policy": "x"}, local_digest="sha256:" + "e" * 64)
     assert quiet.digest_source == "launch" and quiet.checkpoint_digest == "sha256:" + "e" * 64
     assert identity_of(card, {"policy": "x"}).checkpoint_digest is None
 
@@ -165,3 +165,107 @@ def test_every_card_carries_a_launch_example_that_validates():
             assert argv[0] == "ssh" and f"{card.port}:127.0.0.1:{card.launch.remote_port or card.port}" in argv
         else:
             assert argv[:2] == ["spabench", "serve"] and f"port={card.port}" in argv
+
+
+@pytest.mark.slow
+def test_one_unchanged_checkpoint_is_one_identity_whoever_started_its_server(tmp_path):
+    """Issue 34: identity comes from the checkpoint's content and the protocol, not from who launched it.
+
+    A VLA-0 server (the upstream-exact test server, as its own process; VLA-0 advertises nothing
+    about its checkpoint) for a card naming a local checkpoint: started by this campaign's `servers up`
+    (pinned), by hand, by another campaign's `servers up`: one identity. The checkpoint changed: a new one."""
+    import socket
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from spabench.config import SpabenchConfig
+    from spabench.policy.servers import ServerIdentityChanged, Supervisor
+    from spabench.rollout.policies import PolicyServers, probe_server
+
+    repo = Path(__file__).resolve().parents[2]
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    checkpoint = tmp_path / "vla0-ckpt"
+    checkpoint.mkdir()
+    (checkpoint / "config.json").write_text('{"model": "vla0"}')
+    (checkpoint / "model.safetensors").write_bytes(bytes(range(256)) * 8)
+    argv = [sys.executable, "-m", "tests.support.servers.vla0_server", "{port}"]
+    card = card_from_mapping({**dataclasses.asdict(load_card("vla0")), "port": port, "checkpoint": str(checkpoint),
+                              "launch": {"argv": argv, "cwd": str(repo), "startup_timeout_s": 60}})
+    cards = {"vla0": card}
+    campaigns = {}
+    for name in ("this", "other"):
+        campaigns[name] = tmp_path / name
+        campaigns[name].mkdir()
+        Ledger.create(campaigns[name] / "ledger.sqlite", trial_rows(1, card="vla0"), "h", {"campaign": name}).close()
+
+    def connect() -> dict:
+        """This campaign's pre-flight against whatever server holds the port; the identity it pinned or compared."""
+        ledger = Ledger.open(campaigns["this"])
+        cfg = SpabenchConfig.from_mapping({"campaign_dir": str(campaigns["this"])})
+        servers = PolicyServers(cfg, cards, campaigns["this"], ledger, lambda _: None, None, None)
+        try:
+            servers.connect()
+            return servers.identities["vla0"].as_dict()
+        finally:
+            servers.close()
+            ledger.close()
+
+    def by_hand() -> subprocess.Popen:
+        proc = subprocess.Popen([sys.executable, "-m", "tests.support.servers.vla0_server", str(port)], cwd=repo)
+        _wait_answers(card)
+        return proc
+
+    mine = Supervisor(campaigns["this"], say=lambda _: None)
+    mine.up(cards, probe_server)
+    try:
+        pinned = connect()
+    finally:
+        mine.down()
+    assert pinned["checkpoint_digest"] == checkpoint_digest(checkpoint) and pinned["digest_source"] == "launch"
+
+    proc = by_hand()
+    try:
+        assert connect()["checkpoint_digest"] == pinned["checkpoint_digest"]   # by hand: the same identity
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    theirs = Supervisor(campaigns["other"], say=lambda _: None)
+    theirs.up(cards, probe_server)
+    try:
+        assert connect()["checkpoint_digest"] == pinned["checkpoint_digest"]   # another campaign's servers up
+    finally:
+        theirs.down()
+
+    (checkpoint / "model.safetensors").write_bytes(bytes(range(256)) * 7 + bytes(256))   # retrained
+    proc = by_hand()
+    try:
+        with pytest.raises(ServerIdentityChanged, match="not the one this campaign pinned"):
+            connect()
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    ledger = Ledger.open(campaigns["this"], readonly=True)
+    try:
+        assert len(ledger.events(kind="server_identity_pinned")) == 1
+    finally:
+        ledger.close()
+
+
+def _wait_answers(card, timeout_s: float = 60.0) -> None:
+    """Until a fresh client connects to the card's server (its health check), or fail."""
+    import time
+
+    from spabench.rollout.policies import probe_server
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            probe_server(card)
+            return
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)

@@ -32,6 +32,7 @@ REASON_KINDS: dict[str, str] = {
     "operator_invalidated": "operator: declared invalid after the rollout",
     "console_lost": "operator's console lost (dead-man hold)",
     "server_lost": "policy server fault",
+    "server_changed": "policy server fault",
     "protocol_error": "policy server fault",
     "bus_error": "bench fault",
     "camera_lost": "bench fault",

@@ -55,6 +55,10 @@ class PolicyClient(abc.ABC):
 
     card: Any
     metadata: dict
+    # Between trials the session checks the server's identity with a fresh connection (its metadata on
+    # connect). False where a connection is not cheap or the identity is the client's own choice
+    # (LeRobot's gRPC server loads whatever checkpoint the client names at connect).
+    identity_probe_between_trials: bool = True
 
     @abc.abstractmethod
     def connect(self) -> dict:

@@ -5,11 +5,15 @@ every later one, so that a server restarted with another checkpoint is never rec
 planned policy. Three facts make it up:
 
 - the checkpoint digest, where it is known: the server's own (`spabench serve lerobot` advertises
-  `checkpoint_digest`) or the one spabench computed when it launched the server from a local
-  checkpoint (`checkpoint_digest()` below, over the folder's files);
+  `checkpoint_digest`), else the digest of the card's local checkpoint (`checkpoint_digest()` below,
+  over the folder's files), computed by spabench when it launched the server or, for a server
+  started by hand or by another campaign's `servers up`, when it connects;
 - a digest of the metadata the server advertised at connect (locations the client added, such as
   its URL, are left out: the same server reached through another tunnel is the same server);
 - the protocol generation (the card's protocol, plus the GR00T wire generation).
+
+Who started the server (spabench, a person, another campaign), its pid and command line are not part
+of it: they are provenance (the `server_started` events), so one unchanged checkpoint is one identity.
 
 Pure functions, no I/O beyond reading the checkpoint's files.
 """
@@ -93,8 +97,9 @@ def metadata_digest(metadata: Mapping[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class ServerIdentity:
-    """What answered for one card. `digest_source`: "server" (advertised), "launch" (computed by
-    spabench from the checkpoint it launched) or None (unknown)."""
+    """What answered for one card. `digest_source` (provenance, not compared): "server" (advertised),
+    "launch" (computed by spabench from the checkpoint it launched), "local" (computed from the card's
+    local checkpoint for a server spabench did not launch) or None (unknown)."""
 
     protocol: str
     metadata_digest: str
@@ -126,26 +131,29 @@ def _short(digest: str | None) -> str:
     return "unknown" if not digest else digest[: len("sha256:") + 12]
 
 
-def identity_of(card: Any, metadata: Mapping[str, Any], launched_digest: str | None = None) -> ServerIdentity:
+def identity_of(card: Any, metadata: Mapping[str, Any], local_digest: str | None = None,
+                local_source: str = "launch") -> ServerIdentity:
     """The identity of the server that answered `card` with `metadata`.
 
-    `launched_digest`: the digest spabench computed for the checkpoint it launched the server from.
-    A card naming `checkpoint_digest` must agree with every digest known (ConfigError otherwise), and
-    a server advertising one digest while spabench launched another is refused the same way."""
+    `local_digest`: the digest of the card's checkpoint computed on this machine, `local_source` says
+    when ("launch": as spabench launched the server; "local": at connect, for a server spabench did not
+    launch). A card naming `checkpoint_digest` must agree with every digest known (ConfigError
+    otherwise), and a server advertising another digest than the local one is refused the same way."""
     advertised = metadata.get(DIGEST_KEY) if isinstance(metadata, Mapping) else None
     advertised = advertised if is_digest(advertised) else None
     where = f"policy card '{card.name}'"
-    if advertised and launched_digest and advertised != launched_digest:
-        raise ConfigError(f"{where}: the server advertises checkpoint {_short(advertised)}, but spabench "
-                          f"launched it from checkpoint {_short(launched_digest)}; nothing has moved")
+    if advertised and local_digest and advertised != local_digest:
+        said = "spabench launched it from" if local_source == "launch" else "the card's local checkpoint is"
+        raise ConfigError(f"{where}: the server advertises checkpoint {_short(advertised)}, but {said} "
+                          f"checkpoint {_short(local_digest)}; nothing has moved")
     expected = getattr(card, "checkpoint_digest", None)
-    known = advertised or launched_digest
+    known = advertised or local_digest
     if expected and known and known != expected:
         raise ConfigError(f"{where}: field 'checkpoint_digest' is {_short(expected)}, but the server's "
-                          f"checkpoint is {_short(known)} ({'server' if advertised else 'launch'}); "
+                          f"checkpoint is {_short(known)} ({'server' if advertised else local_source}); "
                           "start the checkpoint the card names, or fix the card; nothing has moved")
     generation = next((f"{card.protocol}/{metadata[k]}" for k in GENERATION_KEYS
                        if isinstance(metadata, Mapping) and metadata.get(k)), card.protocol)
     return ServerIdentity(protocol=generation, metadata_digest=metadata_digest(metadata),
                           checkpoint_digest=known,
-                          digest_source="server" if advertised else "launch" if launched_digest else None)
+                          digest_source="server" if advertised else local_source if local_digest else None)

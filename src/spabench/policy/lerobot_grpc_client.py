@@ -116,6 +116,8 @@ def restricted_loads(data: bytes, server: str = "LeRobot gRPC server") -> Any:
 class LeRobotGrpcClient(PolicyClient):
     """PolicyClient for LeRobot's async-inference PolicyServer (`lerobot_grpc` cards)."""
 
+    identity_probe_between_trials = False   # connect makes the server load the checkpoint this client names
+
     def __init__(self, card: Any) -> None:
         require_protocol(card, "lerobot_grpc", "LeRobotGrpcClient")
         if not is_loopback_host(card.host) and not getattr(card, "allow_remote_pickle", False):

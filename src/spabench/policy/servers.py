@@ -14,6 +14,9 @@ Pinning. Ledger events without an attempt: `server_identity_pinned` {card, ident
 first connection of the campaign; `server_identity_accepted` {card, previous, identity, reason} when
 a session ran with `accept_new_identity=true reason=...`; from then on that identity is the pinned
 one. Any other difference is `ServerIdentityChanged`: the session stops before its next attempt.
+Within a session the identity is compared again around every attempt (`changed_in_session`): a
+server that swapped its checkpoint without a restart gets a `server_identity_changed` event, the
+attempt it touched is invalid (`server_changed`) and the session stops; no override applies there.
 """
 
 from __future__ import annotations
@@ -36,10 +39,11 @@ from spabench.policy.identity import ServerIdentity, checkpoint_digest
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PINNED", "ACCEPTED", "STARTED", "RESTARTED", "STOPPED", "ServerIdentityChanged",
+__all__ = ["PINNED", "ACCEPTED", "CHANGED", "changed_in_session", "STARTED", "RESTARTED", "STOPPED", "ServerIdentityChanged",
            "pinned_identities", "pin_or_compare", "Supervisor", "SERVERS_DIR"]
 
 PINNED, ACCEPTED = "server_identity_pinned", "server_identity_accepted"
+CHANGED = "server_identity_changed"   # the identity changed during a session (no restart seen)
 STARTED, RESTARTED, STOPPED = "server_started", "server_restarted", "server_stopped"
 SERVERS_DIR = "servers"
 STATE_FILE = "servers.json"
@@ -83,6 +87,21 @@ def pin_or_compare(ledger: Any, card: str, who: str, identity: ServerIdentity, *
     ledger.log_event(None, ACCEPTED, {"card": card, "previous": pinned.as_dict(),
                                       "identity": identity.as_dict(), "reason": reason})
     return "accepted"
+
+
+def changed_in_session(ledger: Any, card: str, who: str, pinned: ServerIdentity,
+                       identity: ServerIdentity, when: str) -> ServerIdentityChanged | None:
+    """None while `identity` is the one the session started with; else the error to stop with, after
+    a `server_identity_changed` ledger event. `when` says where in the session it was seen."""
+    if not identity.differs_from(pinned):
+        return None
+    ledger.log_event(None, CHANGED, {"card": card, "pinned": pinned.as_dict(), "identity": identity.as_dict(),
+                                     "when": when})
+    return ServerIdentityChanged(
+        f"the policy server of {who} changed its checkpoint during the session ({when}), without a restart: "
+        f"pinned {pinned.describe()}; now {identity.describe()}. The session stops; nothing from the "
+        "changed server is counted. Start the pinned checkpoint again and resume, or resume with "
+        "accept_new_identity=true reason=\"...\" if the change is intended")
 
 
 # ---- processes ----------------------------------------------------------------------------------

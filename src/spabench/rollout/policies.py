@@ -96,6 +96,7 @@ class PolicyServers:
         self.supervisor: Any = None                # the campaign's launched policy servers
         self.launched: list[str] = []             # the servers this session started (launch=true)
         self.identities: dict[str, Any] = {}      # card -> the ServerIdentity that answered
+        self._local_digests: dict[str, str] = {}  # card -> its local checkpoint's digest (not launched here)
 
     def who(self, name: str) -> str:
         """How messages name a card's policy: its alias in a blind campaign, else the card."""
@@ -147,7 +148,7 @@ class PolicyServers:
         from spabench.policy.servers import pin_or_compare
 
         card = self.cards[name]
-        identity = identity_of(card, metadata, self.supervisor.launched_digest(name) if self.supervisor else None)
+        identity = identity_of(card, metadata, *self.local_digest(name))
         what = pin_or_compare(self.ledger, name, self.who(name), identity,
                               accept=bool(self.cfg.accept_new_identity), reason=self.cfg.reason)
         if what == "accepted":
@@ -156,6 +157,55 @@ class PolicyServers:
         elif what == "pinned":
             log.info("%s: server identity pinned: %s", name, identity.describe())
         self.identities[name] = identity
+
+    def changed(self, name: str, when: str) -> Exception | None:
+        """Between trials: the error to stop with when the card's server no longer answers with the
+        identity this session connected to (a checkpoint swapped without a restart), else None.
+
+        One fresh connection per call, so its metadata on connect is current (openpi's first frame,
+        GR00T's modality config, the HTTP status routes): one round trip per attempt, none per tick.
+        A server that does not answer is left to the rollout's own fault handling."""
+        from spabench.policy.factory import make_client
+        from spabench.policy.identity import identity_of
+        from spabench.policy.servers import ServerIdentityChanged, changed_in_session
+
+        pinned = self.identities.get(name)
+        client = self.clients.get(name)
+        if pinned is None or not getattr(client, "identity_probe_between_trials", True):
+            return None
+        card = self.cards[name]
+        probe = make_client(card)
+        try:
+            metadata = dict(probe.connect() or {})
+        except SpabenchError as exc:
+            log.info("%s: identity not checked %s: %s", name, when, exc)
+            return None
+        finally:
+            with contextlib.suppress(Exception):
+                probe.close()
+        try:
+            identity = identity_of(card, metadata, *self.local_digest(name))
+        except ConfigError as exc:   # e.g. it now advertises another digest than the card's checkpoint
+            return ServerIdentityChanged(f"{self.who(name)}, {when}: {exc}")
+        return changed_in_session(self.ledger, name, self.who(name), pinned, identity, when)
+
+    def local_digest(self, name: str) -> tuple[str | None, str]:
+        """(digest, source) of the card's checkpoint as computed on this machine: the one this campaign's
+        launcher computed when it started the server ("launch"), else, when the card names a local
+        checkpoint and the server is not run over ssh, computed now from its files ("local"; once per
+        session). The same unchanged checkpoint thus gives one identity whoever started its server."""
+        from spabench.policy.identity import checkpoint_digest
+
+        launched = self.supervisor.launched_digest(name) if self.supervisor else None
+        if launched:
+            return launched, "launch"
+        card = self.cards[name]
+        local = card.local_checkpoint
+        if local is None or (card.launch is not None and card.launch.ssh):
+            return None, "local"
+        if name not in self._local_digests:
+            self._local_digests[name] = checkpoint_digest(local)
+        return self._local_digests[name], "local"
 
     def identity_text(self, name: str) -> str:
         """The identity that answered the card, as JSON (the episode's `extra.server_identity`)."""

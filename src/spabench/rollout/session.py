@@ -40,6 +40,7 @@ from spabench.operator.checklist import (
 )
 from spabench.operator.config import OperatorConfig
 from spabench.paths import campaign_folder
+from spabench.policy.servers import ServerIdentityChanged
 from spabench.rollout.binding import (
     check_bench_binding,
     check_operator_binding,
@@ -49,6 +50,7 @@ from spabench.rollout.binding import (
 from spabench.rollout.controls import StopControl
 from spabench.rollout.exits import (
     EXIT_BENCH,
+    EXIT_CONFIG,
     EXIT_INVALID_STREAK,
     EXIT_OK,
     EXIT_SERVER_DOWN,
@@ -129,6 +131,7 @@ class Session:
         self._blind_logging = blind_logging(None)
         self.running_reason = "operator_abort"   # how close() ends an attempt left running
         self.resume_note: str | None = None      # unscored attempts found at start, for the bench page too
+        self.identity_error: Exception | None = None   # a policy server changed its checkpoint mid-session
 
     @property
     def open_policies(self) -> PolicyServers:
@@ -508,6 +511,9 @@ class Session:
         with heap_frozen_for_motion():   # no full garbage collection while the arm moves (see heap)
             if not self._at_home():
                 return None, None
+            changed = self.open_policies.changed(trial.card, f"before trial {trial.trial_id}")
+            if changed is not None:   # swapped between trials: nothing begins against it
+                raise changed
             timer_s = self.op_cfg.timer_s or trial.timer_s
             check_space(self.bench, self.recorder, self.campaign_dir, timer_s, trial, card)
             attempt_id = self._begin_attempt(trial, staged_by)
@@ -518,6 +524,11 @@ class Session:
             # the detector ends first, so the recorder writes the onset frame into the episode's attributes
             observers = [motion, clamps, self.recorder, *self.operator.observers()]
             result = self._roll_out(trial, card, meta, observers)
+        if result.valid:   # swapped while this attempt ran: not counted
+            self.identity_error = self.open_policies.changed(trial.card, f"during attempt {attempt_id}")
+            if self.identity_error is not None:
+                result.valid, result.invalid_reason, result.stop_reason = False, "server_changed", "fault"
+                result.detail = "the policy server changed its checkpoint during the attempt"
         if not self._finish_attempt(attempt_id, result, rel_path):
             return dataclasses.replace(result, valid=False, invalid_reason="interrupted"), attempt_id
         self.ledger.log_event(attempt_id, "rollout_summary", {
@@ -616,7 +627,11 @@ class Session:
                 if self.controls.estopped():
                     return self.end_by_estop(trial)
                 return EXIT_BENCH
-            result, attempt_id = self.run_trial(trial)
+            try:
+                result, attempt_id = self.run_trial(trial)
+            except ServerIdentityChanged as exc:   # before the attempt began: nothing was recorded
+                self.say(f"error: {exc}")
+                return EXIT_CONFIG
             if result is None:
                 if self.controls.estopped():
                     return self.end_by_estop(trial)
@@ -652,6 +667,9 @@ class Session:
             return EXIT_SIGINT
         if self.controls.estopped():
             return self.end_by_estop(trial, attempt_id, result)
+        if not result.valid and result.invalid_reason == "server_changed" and self.identity_error is not None:
+            self.say(f"error: {self.identity_error}")
+            return EXIT_CONFIG
         if not result.valid and result.invalid_reason == "storage_error":
             from spabench.storage_advice import storage_advice
 

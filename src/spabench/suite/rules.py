@@ -45,6 +45,7 @@ INVALID_REASONS: tuple[str, ...] = (
     "estop",
     "console_lost",   # the bench page stopped sending heartbeats during homing or the rollout (the arm holds)
     "server_lost",
+    "server_changed",  # the policy server answered with another identity (checkpoint) after the attempt
     "protocol_error",
     "bus_error",
     "camera_lost",

@@ -67,8 +67,8 @@ class LoopbackHTTPServer:
     The handler reaches the owning test server through `self.server.owner`.
     """
 
-    def __init__(self, handler_cls: type[BaseHTTPRequestHandler], owner: Any) -> None:
-        self.httpd = _QuietServer(("127.0.0.1", 0), handler_cls)
+    def __init__(self, handler_cls: type[BaseHTTPRequestHandler], owner: Any, port: int = 0) -> None:
+        self.httpd = _QuietServer(("127.0.0.1", port), handler_cls)
         self.httpd.daemon_threads = True
         self.httpd.owner = owner  # type: ignore[attr-defined]
         self.port = self.httpd.server_address[1]

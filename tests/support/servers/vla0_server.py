@@ -1,5 +1,8 @@
 """A VLA-0-conforming HTTP server on 127.0.0.1 (port 0) for loopback tests.
 
+`python -m tests.support.servers.vla0_server PORT` runs it as its own process on PORT (as a policy
+card's `launch.argv` or a person would start a server), until SIGTERM.
+
 Written from the wire facts: `GET /health` -> {"status": "ok"}; `POST /predict_base64` with
 {"base64_rgb": [b64 of np.save bytes of uint8 HxWx3, ...], "state": [6 floats], "instr": str}
 answers a JSON array (horizon, 6). Frames are read with np.load(allow_pickle=False), as the
@@ -67,13 +70,13 @@ class _Handler(JsonHandler):
 class Vla0TestServer:
     """`start()`/`stop()`/context manager; `port`, `faults`, `received` requests, counters."""
 
-    def __init__(self, horizon: int = 8) -> None:
+    def __init__(self, horizon: int = 8, port: int = 0) -> None:
         self.horizon = horizon
         self.faults = Faults()
         self.received: list[dict] = []
         self.health_requests = 0
         self.action_requests = 0
-        self.http = LoopbackHTTPServer(_Handler, self)
+        self.http = LoopbackHTTPServer(_Handler, self, port)
         self.port = self.http.port
 
     def start(self) -> Vla0TestServer:
@@ -88,3 +91,12 @@ class Vla0TestServer:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+if __name__ == "__main__":
+    import signal
+    import sys
+
+    server = Vla0TestServer(port=int(sys.argv[1])).start()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    signal.pause()
