@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import re
+import threading
 import time
 
 import numpy as np
@@ -250,3 +251,67 @@ def test_a_status_bit_that_does_not_clear_stops_the_session_once_with_one_instru
     assert "session stopped after" not in text and "invalid attempts in a row" not in text
     stuck = _payloads(session_events, "servo_error_stuck")
     assert stuck == [{"motor": "wrist_flex", "status": 0x20, "errors": ["overload"], "all": {"wrist_flex": 0x20}}]
+
+
+class ReachAndGraspServer(WaveServer):
+    """openpi server whose policy swings the arm (shoulder_pan +20 deg) with the gripper open at 60,
+    and once `close` is set squeezes whatever is between the fingers (closing well past it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.close = threading.Event()
+        self.start_pan: float | None = None
+
+    def infer(self, obs: dict) -> dict:
+        self.calls += 1
+        state = np.asarray(obs["observation/state"], dtype=np.float64)
+        if self.start_pan is None:
+            self.start_pan = float(state[0])
+        actions = np.tile(state, (HORIZON, 1))
+        actions[:, 0] = self.start_pan + 20.0
+        if self.close.is_set():
+            actions[:, 5] = state[5] - np.linspace(8.0, 30.0, HORIZON)
+        else:
+            actions[:, 5] = 60.0
+        return {"actions": actions.astype(np.float32), "server_timing": {"infer_ms": 1.0}}
+
+
+def test_after_a_gripper_stall_homing_opens_the_gripper_first_and_the_session_continues(tmp_path):
+    """Issue 34: after a gripper stall the arm held with the object still between the fingers; the
+    homing before the next trial drove every joint at once, closed the gripper on the object again,
+    never reached home and stopped the session (exit 3). The gripper now opens first; the other joints
+    home with it open (the arm leaves the object behind), then it closes to its home value."""
+    campaign = make_campaign(tmp_path, n=2)
+    out = io.StringIO()
+    with EmulatedBus() as bus, ReachAndGraspServer() as server:
+        swung = bus.deg_to_ticks("shoulder_pan", 0.0) + 15 * 4095 / 360
+
+        def reached() -> bool:
+            return bus.present_deg("gripper") >= 58 and bus.present_ticks("shoulder_pan") >= swung
+
+        def grasp() -> None:
+            bus.grasp("gripper", release=8.0, away_deg=5.0)   # an object of about 60 % of the opening
+            seen["at"] = bus.present_ticks("gripper")
+            server.close.set()
+
+        seen: dict = {}
+        when(reached, grasp, timeout=120)
+        cfg = make_cfg(campaign, bus.port, server.port, timer_s=10.0, max_trials=2, bench=_health())
+        code = run(cfg, out=out)
+        writes = bus.goal_writes()
+        still_grasped = bus.grasped()
+        open_ticks = bus.deg_to_ticks("gripper", 95.0)
+    text = out.getvalue()
+    assert code == EXIT_OK, text
+    attempts, events, _ = _attempts(campaign)
+    assert [(a.status, a.invalid_reason) for a in attempts] == [("invalid", "stall"), ("complete", None)], text
+    assert not still_grasped                                   # the object was left behind
+    with EpisodeReader(campaign / attempts[0].episode_path) as ep:
+        stall = [e for e in ep.events() if e["kind"] == "motor_stall"][0]
+    assert stall["motor"] == "gripper"
+    # the homing after the stall: the gripper opened before any other joint left the held pose
+    later = [w for w in writes if w.t > stall["at_monotonic"]]
+    pan_held = next(w.ticks for w in later if w.motor_id == 1)
+    opened = next(w.t for w in later if w.motor_id == 6 and w.ticks >= open_ticks)
+    pan_moved = next(w.t for w in later if w.motor_id == 1 and abs(w.ticks - pan_held) > 5)
+    assert opened < pan_moved, (opened, pan_moved)

@@ -38,7 +38,7 @@ from spabench.bench.safety import (
 )
 from spabench.errors import ConfigError, SafetyError
 from spabench.suite.model import ArmEnvelope
-from spabench.suite.vocabulary import JOINTS
+from spabench.suite.vocabulary import GRIPPER, JOINTS
 
 logger = logging.getLogger(__name__)
 
@@ -99,6 +99,7 @@ class Bench:
         self._keep_torque = False   # set by disconnect(keep_torque=...) for the close path
         self._observed_state: np.ndarray | None = None
         self.last_sent: np.ndarray | None = None
+        self.open_gripper_first = False   # go_home opens the gripper first (set by HealthMonitor.protect)
         self.last_disconnect_error: BaseException | None = None
 
     # ------------------------------------------------------------------ properties
@@ -481,25 +482,46 @@ class Bench:
 
         Blocking, paced at the bench fps, every step through the envelope (a joint outside the
         joint limits may move back in at the same bounded speed). Returns the steps sent. Raises
-        BenchFault if the measured pose is not within home_tolerance_deg by the timeout.
-        `should_stop` (cheap, called before every step, e.g. StopControl.estopped): when it says
-        True the arm holds where it is and MotionStopped is raised, so an e-stop pressed on another
-        thread stops the motion within one step.
+        BenchFault if the measured pose is not within home_tolerance_deg by the timeout (each leg's
+        own when `timeout_s` is None). `should_stop` (cheap, called before every step, e.g.
+        StopControl.estopped): when it says True the arm holds where it is and MotionStopped is
+        raised, so an e-stop pressed on another thread stops the motion within one step.
+
+        When `open_gripper_first` is set (the health guard found the gripper pressing on something),
+        the gripper first opens to its upper joint limit with the arm still, the other joints then go
+        home with it open, and it closes to its home value last: closed on the way, it would squeeze the
+        object again and never reach home. A homing that arrives clears the flag.
         """
         self._require_connected()
         speed = self.cfg.home_speed_deg_s if speed_deg_s is None else float(speed_deg_s)
         if not math.isfinite(speed) or speed <= 0:
             raise SafetyError(f"go_home: speed_deg_s={speed_deg_s!r} (allowed: a finite float > 0)")
+        steps: list[ActResult] = []
+        if self.open_gripper_first:
+            g = self.joints.index(GRIPPER)
+            opened = self.measure()
+            opened[g] = self.envelope.hi[g]
+            logger.info("bench %s: the gripper pressed on something: opening it before homing", self.kind)
+            self._drive_to(opened, speed, timeout_s, should_stop, steps)
+            arm_home = self.home_pose.copy()
+            arm_home[g] = self.envelope.hi[g]
+            self._drive_to(arm_home, speed, timeout_s, should_stop, steps)
+        self._drive_to(self.home_pose, speed, timeout_s, should_stop, steps)
+        self.open_gripper_first = False
+        return steps
+
+    def _drive_to(self, goal: np.ndarray, speed: float, timeout_s: float | None,
+                  should_stop: Callable[[], bool] | None, steps: list[ActResult]) -> None:
+        """One straight joint-space leg of go_home (its docstring), appending the steps sent to `steps`."""
         step = speed / self.fps
         period = 1.0 / self.fps
         measured = self.measure()
         command = measured.copy()
-        distance = float(np.max(np.abs(self.home_pose - command)))
+        distance = float(np.max(np.abs(goal - command)))
         if timeout_s is None:
             timeout_s = 1.5 * distance / speed + 2.0
         deadline = time.monotonic() + timeout_s
         tolerance = self.cfg.home_tolerance_deg
-        steps: list[ActResult] = []
         next_tick = time.monotonic()
         while True:
             if should_stop is not None and should_stop():
@@ -510,7 +532,7 @@ class Bench:
                 raise MotionStopped(f"going home stopped on request after {len(steps)} step(s); the arm holds "
                                     f"at {pose}", steps=steps)
             t = time.monotonic()
-            wanted = command + np.clip(self.home_pose - command, -step, step)
+            wanted = command + np.clip(goal - command, -step, step)
             # The joint-limit box, widened to the measured pose so a joint outside it can come back.
             boxed = np.clip(wanted, np.minimum(self.envelope.lo, measured), np.maximum(self.envelope.hi, measured))
             clamps = [Clamp(j, float(w), float(b), REASON_JOINT_LIMIT)
@@ -522,10 +544,10 @@ class Bench:
             clamps += self._robot_clips(safe, sent)
             steps.append(ActResult(sent=sent, clamps=clamps, requested=wanted, t=t))
             measured = self.measure()
-            if np.array_equal(command, self.home_pose) and np.all(np.abs(measured - self.home_pose) <= tolerance):
+            if np.array_equal(command, goal) and np.all(np.abs(measured - goal) <= tolerance):
                 break
             if time.monotonic() > deadline:
-                off = {j: round(float(m), 2) for j, m, h in zip(self.joints, measured, self.home_pose, strict=True)
+                off = {j: round(float(m), 2) for j, m, h in zip(self.joints, measured, goal, strict=True)
                        if abs(m - h) > tolerance}
                 raise BenchFault(f"the arm did not reach the home pose within {timeout_s:.1f} s; joints still "
                                  f"off by more than {tolerance} deg: {off} (home: {self.cfg.home_pose}). "
@@ -537,7 +559,6 @@ class Bench:
             else:
                 next_tick = time.monotonic()
         self._observed_state = None
-        return steps
 
     def _home_step(self, command: np.ndarray, measured: np.ndarray) -> tuple[np.ndarray, list[Clamp]]:
         """The envelope's step bound around the measured position; the box already widened to it."""

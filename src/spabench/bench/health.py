@@ -115,6 +115,7 @@ class HealthMonitor:
         """Forget the previous attempt."""
         self.summary = AttemptHealth()
         self.latest: HealthSample | None = None
+        self.last_trip: HealthTrip | None = None   # what ended this attempt (the cool-down message says it)
         self._goal: np.ndarray | None = None
         self._onset = np.full(len(JOINTS), np.nan)
         self._error = np.zeros(len(JOINTS))
@@ -155,6 +156,7 @@ class HealthMonitor:
         if sent is not None and np.all(np.isfinite(sent)):
             self._goal = np.asarray(sent, dtype=float).copy()
         if trip is not None or goal is None or self.latest is None:
+            self.last_trip = trip or self.last_trip
             return trip
         error = goal - np.asarray(measured, dtype=float)
         self._error = error
@@ -172,9 +174,11 @@ class HealthMonitor:
                   "tolerance": self.cfg.stall_error, "duration_s": round(float(lasted[i]), 3),
                   "onset_t": round(float(self._onset[i]), 4)}
         self.summary.stall_events.append(dict(detail))
-        return HealthTrip("stall", EVENT_STALL, detail, joint,
-                          f"{joint} stalled: {detail['current_ma']:.0f} mA (threshold {self.threshold[i]:.0f}) "
-                          f"with a position error of {abs(detail['error']):.1f} for {detail['duration_s']:.2f} s")
+        self.last_trip = HealthTrip(
+            "stall", EVENT_STALL, detail, joint,
+            f"{joint} stalled: {detail['current_ma']:.0f} mA (threshold {self.threshold[i]:.0f}) "
+            f"with a position error of {abs(detail['error']):.1f} for {detail['duration_s']:.2f} s")
+        return self.last_trip
 
     def _check_sample(self, sample: HealthSample) -> HealthTrip | None:
         cfg = self.cfg
@@ -203,13 +207,17 @@ class HealthMonitor:
     # ---- after a trip -------------------------------------------------------------------------
     def protect(self, bench) -> list:
         """Hold at the measured position; a gripper still pressing (its current above threshold, or
-        its goal beyond its position) backs off by gripper_backoff, away from where it pressed.
+        its goal beyond its position) backs off by gripper_backoff, away from where it pressed, and the
+        bench's next homing opens it before moving the arm (the object may still be between the fingers).
         Returns the ActResults sent (for the clamp log)."""
         held = bench.hold()
         results = [held]
         g = self.gripper
         pressing_dir = float(np.sign(self._error[g]))
         current_high = self.latest is not None and self.latest.current_ma[g] > self.threshold[g]
+        gripper_stall = self.last_trip is not None and self.last_trip.kind == EVENT_STALL and self.last_trip.joint == GRIPPER
+        if gripper_stall or (pressing_dir and (current_high or abs(self._error[g]) > self.cfg.stall_error)):
+            bench.open_gripper_first = True
         if pressing_dir and (current_high or abs(self._error[g]) > self.cfg.stall_error):
             target = np.asarray(held.requested, dtype=float).copy()
             target[g] -= pressing_dir * self.cfg.gripper_backoff
