@@ -31,7 +31,8 @@ class ConsoleConfig:
     max_body_bytes: the largest request body the API reads (larger ones get 413 before being read).
     max_note_chars: the longest score note, rescore reason or rater name accepted (longer: 400).
     max_connections / idle_timeout_s / request_timeout_s: open connections the console keeps (past
-    the cap the oldest idle one is closed, so a new request always gets in); a connection that sends
+    the cap another one is closed, live-view pollers before the bench page's own connections: see
+    console.connections, so an e-stop from a new connection gets in); a connection that sends
     no complete request head for idle_timeout_s, or whose body is not in after request_timeout_s, is
     closed.
     max_stream_clients: pages that may watch the live views at once (others get 503 for frames).
