@@ -268,7 +268,7 @@ def test_report_refuses_to_pool_twin_and_robot_rollouts(tmp_path, capsys):
     assert "bench_kind=sim or bench_kind=so101" in err and not (tmp_path / "r").exists()
     assert main(["report", f"campaign={campaign}", f"out={tmp_path / 'r'}", "bootstrap=10", "bench_kind=so101"]) == 0
     out = capsys.readouterr().out
-    assert "1 dry-run rollout(s) left out" in out and "SO-101 robot rollouts only" in out
+    assert "1 dry-run rollout(s) (dry_run=true) not counted" in out and "SO-101 robot rollouts only" in out
     assert "report: 2 rollouts" in out
 
 
@@ -276,4 +276,4 @@ def test_report_leaves_dry_runs_out_of_a_robot_campaign(tmp_path, capsys):
     campaign = _mixed_campaign(tmp_path, [("so101", False), ("so101", False), ("sim", True)])
     assert main(["report", f"campaign={campaign}", f"out={tmp_path / 'r'}", "bootstrap=10"]) == 0
     out = capsys.readouterr().out
-    assert "1 dry-run rollout(s) left out" in out and "report: 2 rollouts" in out
+    assert "1 dry-run rollout(s) (dry_run=true) not counted" in out and "report: 2 rollouts" in out

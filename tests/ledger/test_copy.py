@@ -30,7 +30,8 @@ def _play(ledger: Ledger) -> None:
             ledger.record_score(a, "second", True)
         if i == 3:
             ledger.invalidate_attempt(a, "scene staged wrong", "lead")
-    assert ledger.claim_scene_set("bench-b", 60) == trials[3].evaluation_id     # re-run after invalidation
+    # the first pending set: trial 1's (its only complete attempt was a dry run, which consumes nothing)
+    assert ledger.claim_scene_set("bench-b", 60) == trials[1].evaluation_id
     ledger.begin_attempt(trials[3].trial_id, bench_id="bench-b")
     ledger.mark_interrupted()
 

@@ -9,7 +9,7 @@ import sqlite3
 from spabench.ledger import Ledger
 
 PENDING_PLAN = ('EXPLAIN QUERY PLAN SELECT t.* FROM trials t WHERE NOT EXISTS (SELECT 1 FROM attempts a '
-                "WHERE a.trial_id = t.trial_id AND a.status = 'complete') ORDER BY t.\"order\" LIMIT 1")
+                "WHERE a.trial_id = t.trial_id AND a.status = 'complete' AND a.dry_run = 0) ORDER BY t.\"order\" LIMIT 1")
 
 
 def _plan(path) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pandas as pd
+
 from spabench.analysis.figures import FigureSettings
 from spabench.analysis.outcomes import load_outcomes, outcomes_from_frame
 from spabench.analysis.report import Analysis, analyse_and_write
@@ -40,8 +42,20 @@ def load_campaign(campaign_dir: Path, unpaired: str = "exclude", say=print, url:
         for line in split_lines(ledger):
             say(f"report: warning: {line}")
         frame = ledger.outcomes()
+        dry = frame[frame["dry_run"]].reset_index(drop=True)   # listed by themselves, never validated as counted
+        frame = frame[~frame["dry_run"]].reset_index(drop=True)
         outcomes = outcomes_from_frame(frame, source=f"{ledger.path} (outcomes view)", unpaired=unpaired)
+        outcomes.attrs["dry_runs"] = dry.to_dict("records")   # records: pandas compares attrs when it combines
         return outcomes, ledger_plan(ledger), ledger_ratings(ledger, frame)
+
+
+def campaign_limit_changes(campaign_dir: Path, url: str | None = None) -> list[dict]:
+    """The safety-limit changes `run` recorded (ledger events 'safety_limits_changed'), oldest first."""
+    from spabench.ledger import Ledger
+
+    with Ledger.open(campaign_dir, readonly=True, url=url) as ledger:
+        return [{"at": e["t"], "changed": e["payload"].get("changed", {})}
+                for e in ledger.events(kind="safety_limits_changed")]
 
 
 def policy_cards(outcomes, plan, folders: list[Path]) -> dict:
@@ -75,14 +89,19 @@ BENCH_WORDS = {"so101": "SO-101 robot", "sim": "MuJoCo twin"}
 def one_bench_kind(outcomes, bench_kind: str | None, say=print):
     """The rollouts of one bench kind: twin and robot rollouts are never pooled.
 
-    Dry-run attempts (a bench of another kind than planned) are left out, and said so. Outcomes
-    without a bench_kind column (another lab's CSV) are taken as they are."""
+    Dry-run rollouts (`run dry_run=true`, on any bench) count nowhere: they are moved to
+    `outcomes.attrs["dry_runs"]` (the report lists them by themselves) and said so. Outcomes without a
+    bench_kind column (another lab's CSV) are taken as they are."""
+    dry_rows = outcomes.attrs.get("dry_runs")
     if "dry_run" in outcomes.columns:
         dry = outcomes["dry_run"].astype(str).str.strip().str.lower().isin(("true", "1", "yes"))
         if dry.any():
-            say(f"report: {int(dry.sum())} dry-run rollout(s) left out (run on a bench of another kind "
-                "than the campaign was planned for)")
+            dry_rows = outcomes[dry].to_dict("records")
             outcomes = outcomes[~dry].reset_index(drop=True)
+    if dry_rows is not None and len(dry_rows):
+        say(f"report: {len(dry_rows)} dry-run rollout(s) (dry_run=true) not counted; listed under 'Dry runs' "
+            "in report.md and in dry_runs.csv")
+    outcomes.attrs["dry_runs"] = dry_rows
     if "bench_kind" not in outcomes.columns:
         if bench_kind is not None:
             raise ConfigError(f"bench_kind={bench_kind}: these outcomes have no bench_kind column")
@@ -94,6 +113,7 @@ def one_bench_kind(outcomes, bench_kind: str | None, say=print):
             raise ConfigError(f"bench_kind={bench_kind}: no rollouts of that kind (present: "
                               f"{', '.join(present) or 'none recorded'})")
         outcomes = outcomes[kinds == bench_kind].reset_index(drop=True)
+        outcomes.attrs["dry_runs"] = dry_rows
     elif len(present) > 1:
         counts = ", ".join(f"{(kinds == k).sum()} on the {BENCH_WORDS.get(k, k)} ({k})" for k in present)
         raise ConfigError(f"these outcomes hold rollouts from more than one bench kind ({counts}); twin and "
@@ -131,7 +151,10 @@ def report(cfg: SpabenchConfig) -> int:
     outcomes = one_bench_kind(outcomes, cfg.bench_kind)
     if outcomes.empty:
         raise DataError(source, "no rollouts: the outcomes table has a header but no data rows")
+    dry_runs = outcomes.attrs.get("dry_runs")
+
     def campaign_extras(analysis: Analysis) -> None:
+        analysis.dry_runs = pd.DataFrame.from_records(dry_runs) if dry_runs else None
         if cfg.campaign_dir is not None:
             from spabench.analysis.alignment import campaign_below_threshold
             from spabench.analysis.health import campaign_health
@@ -141,6 +164,8 @@ def report(cfg: SpabenchConfig) -> int:
             analysis.health = campaign_health(campaign_folder(cfg.campaign_dir, "report"), url=cfg.ledger_url)
             analysis.below_threshold = campaign_below_threshold(campaign_folder(cfg.campaign_dir, "report"),
                                                                 url=cfg.ledger_url)
+            analysis.limit_changes = campaign_limit_changes(campaign_folder(cfg.campaign_dir, "report"),
+                                                            cfg.ledger_url)
 
     analysis, written = analyse_and_write(
         outcomes, cfg.out, figure_settings=settings, complete=campaign_extras, n_resamples=cfg.bootstrap,

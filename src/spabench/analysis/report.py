@@ -7,6 +7,7 @@ written, so a failure never leaves a half-written report behind.
 from __future__ import annotations
 
 import gc
+import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -90,6 +91,8 @@ class Analysis:
     settings: pd.DataFrame = field(default_factory=pd.DataFrame)  # per-policy protocol settings
     health: Any = None   # spabench.analysis.health.CampaignHealth (campaign input only)
     below_threshold: list | None = None  # analysis.alignment.BelowThreshold rows (campaign input only)
+    dry_runs: pd.DataFrame | None = None   # rollouts of `run dry_run=true`: listed, never counted
+    limit_changes: list | None = None   # safety-limit changes during the campaign (ledger events)
 
     def name(self, policy: str) -> str:
         return self.names.get(policy, policy)
@@ -238,6 +241,8 @@ def render_markdown(analysis: Analysis, drawn: dict[str, list[Path]] | None = No
     lines += failure_totals_lines(analysis)
     lines += estop_lines(analysis)
     lines += invalid_lines(analysis)
+    lines += dry_run_lines(analysis)
+    lines += limit_change_lines(analysis)
     lines += protocol_lines(analysis)
     lines += servers_section(analysis.servers, analysis.name)
     lines += beyond_the_paper(analysis)
@@ -439,6 +444,40 @@ def invalid_lines(analysis: Analysis) -> list[str]:
     lines += ["Every invalid attempt (`invalid.csv` also has each episode's file):", ""]
     return lines + _table(columns, [[markdown_text(value) for value in r]
                                     for r in analysis.invalid[columns].itertuples(index=False, name=None)])
+
+
+DRY_RUN_COLUMNS = ("policy", "task", "condition", "evaluation_id", "bench_kind", "success", "valid")
+
+
+def dry_run_lines(analysis: Analysis) -> list[str]:
+    """Dry-run rollouts (`run dry_run=true`), by themselves: they count in no rate, contrast or trial."""
+    dry = analysis.dry_runs
+    if dry is None or dry.empty:
+        return []
+    lines = ["## Dry runs (not counted)", "",
+             f"{len(dry)} rollout(s) were dry runs (`spabench run dry_run=true`): they are in no rate, contrast "
+             "or completeness figure and their trials stayed pending for the counted run. `dry_runs.csv` "
+             "lists them.", ""]
+    columns = [c for c in DRY_RUN_COLUMNS if c in dry.columns]
+    rows = [[_md(analysis, str(v)) if c == "policy" else markdown_text(v) for c, v in zip(columns, r, strict=True)]
+            for r in dry[columns].itertuples(index=False, name=None)]
+    return lines + _table(columns, rows)
+
+
+def limit_change_lines(analysis: Analysis) -> list[str]:
+    """Safety-limit changes after planning (hardware/bench.yaml's envelope): allowed, and shown here."""
+    changes = analysis.limit_changes
+    if not changes:
+        return []
+    lines = ["## Safety limits changed during the campaign", "",
+             "The arm's safety limits are not part of the plan: a lab may change them between sessions. Each "
+             "change, as the ledger recorded it when the next session started:", ""]
+    rows = []
+    for change in changes:
+        for key, (old, new) in sorted(change["changed"].items()):
+            rows.append([markdown_text(change["at"]), markdown_text(key), markdown_text(json.dumps(old)),
+                         markdown_text(json.dumps(new))])
+    return lines + _table(["recorded at", "limit", "old", "new"], rows)
 
 
 def protocol_lines(analysis: Analysis) -> list[str]:
@@ -733,6 +772,9 @@ def _write_files(analysis: Analysis, staging: Path, drawn: dict[str, list[Path]]
     inline = {p.name: p for paths in drawn.values() for p in paths if p.suffix[1:] in figures.PAGE_FORMATS}
     (staging / "report.html").write_text(markdown_to_html(markdown, inline), encoding="utf-8")
     names = [p.name for paths in drawn.values() for p in paths]
+    if analysis.dry_runs is not None and not analysis.dry_runs.empty:
+        csv_safe_frame(analysis.dry_runs).to_csv(staging / "dry_runs.csv", index=False)
+        names.append("dry_runs.csv")
     if analysis.health is not None:
         csv_safe_frame(analysis.health.table).to_csv(staging / "health.csv", index=False)
         names.append("health.csv")

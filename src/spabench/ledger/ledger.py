@@ -356,11 +356,12 @@ class Ledger:
                 "an existing ledger is never overwritten")
 
     @classmethod
-    def open(cls, path: str | os.PathLike, expect_hash: str | None = None, readonly: bool = False, *,
+    def open(cls, path: str | os.PathLike, expect_hash: str | tuple[str, ...] | None = None, readonly: bool = False, *,
              url: str | None = None, lock: bool = False, bench_id: str | None = None) -> Ledger:
         """Open an existing ledger (a campaign folder, its ledger.sqlite or its pointer).
 
-        With `expect_hash`, refuse one planned from a different config. `url` replaces the pointer's
+        With `expect_hash` (one hash, or the hashes a campaign may carry), refuse one planned from a
+        different config. `url` replaces the pointer's
         connection URL (e.g. each bench connects as its own role); the schema stays the pointer's.
         `lock=True` (a writer session): take the campaign lock before anything else (`lock_session`);
         a second process gets LedgerLocked. Every SQLite open runs `PRAGMA quick_check` first.
@@ -426,13 +427,16 @@ class Ledger:
                 storage.conn.execute(statement)
         if not readonly:
             cls._add_later_columns(storage, where)
-        if expect_hash is not None and meta.get("config_hash") != expect_hash:
+        accepted = (expect_hash,) if isinstance(expect_hash, str) else tuple(expect_hash or ())
+        if expect_hash is not None and meta.get("config_hash") not in accepted:
+            expect_hash = accepted[0]
             storage.close()
             name = meta.get("campaign") or "?"
             raise ConfigError(
                 f"{where}: campaign '{name}' was planned with config hash {str(meta.get('config_hash'))[:12]}, "
                 f"but the current campaign config and scene files hash to {expect_hash[:12]}. The suite "
-                f"(tasks/, hardware/bench.yaml) or conf/campaign/{name}.yaml changed since planning, so "
+                f"(tasks/, hardware/bench.yaml apart from its arm_envelope safety limits) or "
+                f"conf/campaign/{name}.yaml changed since planning, so "
                 "resuming would break scene matching across policies. Restore the files the campaign was "
                 "planned with (e.g. check out the planning commit), or plan a new campaign into a new "
                 f"folder: `spabench plan campaign={name} out=<new dir>`"
@@ -589,8 +593,9 @@ class Ledger:
     def trial(self, trial_id: str) -> TrialRow:
         return self._trial(self._one("trials", "trial_id", trial_id))
 
+    # A dry run's attempt (dry_run=1) never consumes its trial: only a counted complete attempt does.
     _PENDING = ('SELECT t.* FROM trials t WHERE NOT EXISTS (SELECT 1 FROM attempts a '
-                "WHERE a.trial_id = t.trial_id AND a.status = 'complete')")
+                "WHERE a.trial_id = t.trial_id AND a.status = 'complete' AND a.dry_run = 0)")
 
     @_reconnecting
     def next_trial(self, evaluation_id: str | None = None) -> TrialRow | None:
@@ -634,7 +639,8 @@ class Ledger:
             if claim is not None and claim["bench_id"] not in (None, bench_id) and claim["live"]:
                 raise LedgerError(f"{self.path}: scene set {trial['evaluation_id']} is claimed by bench "
                                   f"{claim['bench_id']!r}; bench {bench_id!r} does not run its trials")
-            done = tx.one("SELECT attempt_id FROM attempts WHERE trial_id = ? AND status = 'complete'", (trial_id,))
+            done = tx.one("SELECT attempt_id FROM attempts WHERE trial_id = ? AND status = 'complete' "
+                          "AND dry_run = 0", (trial_id,))
             if done is not None:
                 raise LedgerError(f"{self.path}: trial {trial_id} already has a complete attempt "
                                   f"({done['attempt_id']}); it is not run again")
@@ -962,7 +968,7 @@ class Ledger:
     def progress(self) -> dict[str, int]:
         r = self._query(
             "SELECT (SELECT COUNT(*) FROM trials) AS trials, "
-            "(SELECT COUNT(DISTINCT trial_id) FROM attempts WHERE status = 'complete') AS complete, "
+            "(SELECT COUNT(DISTINCT trial_id) FROM attempts WHERE status = 'complete' AND dry_run = 0) AS complete, "
             "(SELECT COUNT(*) FROM attempts WHERE status = 'running') AS running, "
             "(SELECT COUNT(*) FROM attempts WHERE status = 'invalid') AS invalid_attempts, "
             "(SELECT COUNT(*) FROM attempts a WHERE status = 'complete' AND NOT EXISTS "
@@ -977,7 +983,8 @@ class Ledger:
         was a compare-and-set): each trial with its complete attempts, bench and current scores."""
         rows = self._query(
             "SELECT a.trial_id, a.attempt_id, a.bench_id, a.ended_at FROM attempts a JOIN trials t USING (trial_id) "
-            "WHERE a.status = 'complete' AND a.trial_id IN (SELECT trial_id FROM attempts WHERE status = 'complete' "
+            "WHERE a.status = 'complete' AND a.dry_run = 0 AND a.trial_id IN (SELECT trial_id FROM attempts "
+            "WHERE status = 'complete' AND dry_run = 0 "
             'GROUP BY trial_id HAVING COUNT(*) > 1) ORDER BY t."order", a.n')
         return _grouped(rows, "trial_id", "attempts", lambda r: {
             "attempt_id": r["attempt_id"], "bench_id": r["bench_id"], "ended_at": r["ended_at"],
@@ -990,8 +997,9 @@ class Ledger:
         benches."""
         rows = self._query(
             "SELECT t.evaluation_id, a.trial_id, a.bench_id FROM attempts a JOIN trials t USING (trial_id) "
-            "WHERE a.status = 'complete' AND t.evaluation_id IN (SELECT t2.evaluation_id FROM attempts a2 "
-            "JOIN trials t2 USING (trial_id) WHERE a2.status = 'complete' GROUP BY t2.evaluation_id "
+            "WHERE a.status = 'complete' AND a.dry_run = 0 AND t.evaluation_id IN (SELECT t2.evaluation_id "
+            "FROM attempts a2 JOIN trials t2 USING (trial_id) WHERE a2.status = 'complete' AND a2.dry_run = 0 "
+            "GROUP BY t2.evaluation_id "
             'HAVING COUNT(DISTINCT COALESCE(a2.bench_id, \'\')) > 1) ORDER BY t."order", a.n')
         out = _grouped(rows, "evaluation_id", "trials", lambda r: (r["trial_id"], r["bench_id"]))
         for entry in out:
@@ -1081,7 +1089,8 @@ class Ledger:
             row = tx.one(
                 "SELECT s.evaluation_id, s.bench_id, s.lease_expires FROM scene_sets s WHERE EXISTS "
                 "(SELECT 1 FROM trials t WHERE t.evaluation_id = s.evaluation_id AND NOT EXISTS "
-                " (SELECT 1 FROM attempts a WHERE a.trial_id = t.trial_id AND a.status = 'complete')) "
+                " (SELECT 1 FROM attempts a WHERE a.trial_id = t.trial_id AND a.status = 'complete' "
+                "  AND a.dry_run = 0)) "
                 "AND (s.bench_id IS NULL OR s.bench_id = ? OR (s.lease_expires < ? AND "
                 " (s.lease_expires >= ? OR ? = 1))) "
                 "ORDER BY CASE WHEN s.bench_id = ? THEN 0 ELSE 1 END, s.first_order LIMIT 1"

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from spabench.errors import ConfigError
 from spabench.plan.config import CampaignConfig
-from spabench.plan.planner import build_plan, config_hash, summary_table, write_campaign
+from spabench.plan.planner import build_plan, config_hash, safety_limits, summary_table, write_campaign
 from spabench.suite.config import SuiteConfig
 from spabench.suite.success import DEFAULT_RELATION_RULE
 
@@ -112,7 +112,8 @@ def plan(cfg: SpabenchConfig) -> int:
     the_plan = build_plan(campaign, suite, cards=load_campaign_cards(campaign, cfg.group_dirs("policy")))
     digest = config_hash(campaign, settings, tasks_root, hardware_root)
     paths = write_campaign(out_dir, the_plan, digest, settings, ledger_url=ledger_url,
-                           ledger_grant=cfg.ledger_grant or None, config_dir=cfg.config_dir)
+                           ledger_grant=cfg.ledger_grant or None, config_dir=cfg.config_dir,
+                           limits=safety_limits(hardware_root))
 
     console = Console()
     console.print(summary_table(the_plan))

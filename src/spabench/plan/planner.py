@@ -284,20 +284,47 @@ def _suite_files(tasks_root: Path, hardware_root: Path) -> list[tuple[str, Path]
     return sorted(files)
 
 
+def _bench_yaml(hardware_root: Path) -> dict[str, Any]:
+    from spabench.suite.yamlio import read_yaml
+
+    path = hardware_root / "bench.yaml"
+    data = read_yaml(path) if path.is_file() else {}
+    return data if isinstance(data, dict) else {}
+
+
+def safety_limits(hardware_root: str | os.PathLike) -> Any:
+    """The arm's safety limits as bench.yaml states them now (its SAFETY_GROUP; None when left out)."""
+    from spabench.suite.loader import SAFETY_GROUP
+
+    return _bench_yaml(Path(hardware_root)).get(SAFETY_GROUP)
+
+
+def _file_digest(label: str, path: Path, legacy: bool) -> bytes:
+    """A suite file's digest; bench.yaml's without its safety limits (not part of the plan's identity)."""
+    if label != "hardware/bench.yaml" or legacy:
+        return hashlib.sha256(path.read_bytes()).digest()
+    from spabench.suite.loader import SAFETY_GROUP
+
+    rest = {k: v for k, v in _bench_yaml(path.parent).items() if k != SAFETY_GROUP}
+    return hashlib.sha256(json.dumps(rest, sort_keys=True, separators=(",", ":"), default=str).encode()).digest()
+
+
 def config_hash(campaign: CampaignConfig, suite_settings: Mapping[str, Any], tasks_root: str | os.PathLike,
-                hardware_root: str | os.PathLike) -> str:
+                hardware_root: str | os.PathLike, *, legacy: bool = False) -> str:
     """sha256 over the canonical resolved campaign + suite config and the suite's data files.
 
     Paths enter as configured (relative), file contents by their own digest, so moving the checkout
-    keeps the hash while editing a scene, prompt or the bench geometry changes it.
+    keeps the hash while editing a scene, prompt or the bench geometry changes it. The arm's safety
+    limits (bench.yaml's SAFETY_GROUP) are left out: changing one never orphans a campaign.
+    `legacy`: the v1 hash, over bench.yaml's bytes, that campaigns planned before v2 carry.
     """
-    digest = hashlib.sha256(b"spabench-config-hash-v1\0")
+    digest = hashlib.sha256(b"spabench-config-hash-v1\0" if legacy else b"spabench-config-hash-v2\0")
     canonical = json.dumps({"campaign": campaign.as_dict(), "suite": dict(suite_settings)},
                            sort_keys=True, separators=(",", ":"), default=str)
     digest.update(canonical.encode())
     for label, path in _suite_files(Path(tasks_root), Path(hardware_root)):
         digest.update(b"\0" + label.encode() + b"\0")
-        digest.update(hashlib.sha256(path.read_bytes()).digest())
+        digest.update(_file_digest(label, path, legacy))
     return digest.hexdigest()
 
 
@@ -333,7 +360,16 @@ def planned_relation_rule(campaign_dir: str | os.PathLike):
     return RelationRule.from_mapping(recorded) if recorded else DEFAULT_RELATION_RULE
 
 
-def hash_for_campaign_dir(campaign_dir: str | os.PathLike, root: str | os.PathLike | None = None) -> str:
+def campaign_hardware_root(campaign_dir: str | os.PathLike, root: str | os.PathLike | None = None) -> Path:
+    """The hardware folder DIR's campaign was planned with (its config.yaml's suite.hardware)."""
+    from spabench.paths import repo_root, resolve
+
+    suite = read_campaign_config(campaign_dir)["suite"]
+    return resolve(suite.get("hardware", "hardware"), Path(root) if root is not None else repo_root())
+
+
+def hash_for_campaign_dir(campaign_dir: str | os.PathLike, root: str | os.PathLike | None = None, *,
+                          legacy: bool = False) -> str:
     """The config hash that DIR's campaign has *now* (its config.yaml with today's suite files).
 
     Pass it to `Ledger.open(..., expect_hash=...)` when resuming: a mismatch means the suite or the
@@ -346,7 +382,14 @@ def hash_for_campaign_dir(campaign_dir: str | os.PathLike, root: str | os.PathLi
     suite = data["suite"]
     base = Path(root) if root is not None else repo_root()
     return config_hash(campaign, suite, resolve(suite.get("root", "tasks"), base),
-                       resolve(suite.get("hardware", "hardware"), base))
+                       resolve(suite.get("hardware", "hardware"), base), legacy=legacy)
+
+
+def hashes_for_campaign_dir(campaign_dir: str | os.PathLike, root: str | os.PathLike | None = None
+                            ) -> tuple[str, str]:
+    """The hashes a resumable campaign may carry: today's (v2) and the v1 hash of a campaign planned
+    before the safety limits were left out of it."""
+    return (hash_for_campaign_dir(campaign_dir, root), hash_for_campaign_dir(campaign_dir, root, legacy=True))
 
 
 def open_campaign(campaign_dir: str | os.PathLike, *, readonly: bool = False, check_hash: bool = True,
@@ -354,7 +397,7 @@ def open_campaign(campaign_dir: str | os.PathLike, *, readonly: bool = False, ch
     """DIR's ledger, refusing it (ConfigError) when the campaign config or suite files changed since planning.
 
     `lock=True` for a writer session (Ledger.open: one session per campaign)."""
-    expect = hash_for_campaign_dir(campaign_dir, root) if check_hash else None
+    expect = hashes_for_campaign_dir(campaign_dir, root) if check_hash else None
     return Ledger.open(Path(campaign_dir), expect_hash=expect, readonly=readonly, lock=lock, **open_kw)
 
 
@@ -379,10 +422,11 @@ def plan_csv_text(trials: Sequence[TrialRow]) -> str:
 
 def write_campaign(out_dir: str | os.PathLike, plan: Plan, digest: str,
                    suite_settings: Mapping[str, Any], ledger_url: str | None = None,
-                   ledger_grant: str | None = None, config_dir: str | os.PathLike | None = None
-                   ) -> dict[str, Path]:
+                   ledger_grant: str | None = None, config_dir: str | os.PathLike | None = None,
+                   limits: Any = None) -> dict[str, Path]:
     """DIR/ledger.sqlite (new, never overwritten; with `ledger_url` a new PostgreSQL schema and its
-    pointer DIR/ledger.pg.json instead), DIR/plan.csv and DIR/config.yaml."""
+    pointer DIR/ledger.pg.json instead), DIR/plan.csv and DIR/config.yaml. `limits`: the arm's safety
+    limits at planning (`safety_limits`), the ledger's reference for a later change."""
     import yaml
 
     from spabench import __version__
@@ -406,6 +450,7 @@ def write_campaign(out_dir: str | os.PathLike, plan: Plan, digest: str,
         "carryover": design_record([p.name for p in campaign.policies], campaign.seed, campaign.order),
         "n_evaluations": len(plan.evaluations),
         "spabench_version": __version__,
+        "safety_limits": limits,
     }
     Ledger.create(ledger_path, plan.trials, digest, meta, url=ledger_url, grant=ledger_grant).close()
     if ledger_url not in (None, "", "sqlite"):

@@ -1,5 +1,6 @@
 """What a campaign was planned with binds every session that runs it: the bench kind, the Relational
-Placement rule and the config hash (its ledger refuses a changed suite or campaign config).
+Placement rule and the config hash (its ledger refuses a changed suite or campaign config). The arm's
+safety limits are not bound: a change since the last session is recorded in the ledger and said.
 
 Checked before anything is written or moves; a mismatch is one ConfigError saying how to run it."""
 
@@ -63,10 +64,52 @@ def open_ledger(campaign_dir: Path, url: str | None = None) -> Any:
     A ledger without the planner's config.yaml beside it (built by another tool) opens unchecked.
     `url` (a shared PostgreSQL ledger) replaces the pointer's URL, e.g. to connect as this bench's role."""
     from spabench.ledger import Ledger
-    from spabench.plan.planner import CONFIG_YAML, hash_for_campaign_dir
+    from spabench.plan.planner import CONFIG_YAML, hashes_for_campaign_dir
 
     if not (campaign_dir / CONFIG_YAML).is_file() and Ledger.exists(campaign_dir):
         log.warning("%s has no %s: the config hash cannot be checked", campaign_dir, CONFIG_YAML)
         return Ledger.open(campaign_dir, url=url, lock=True)
-    return Ledger.open(campaign_dir, expect_hash=hash_for_campaign_dir(campaign_dir), url=url,
+    return Ledger.open(campaign_dir, expect_hash=hashes_for_campaign_dir(campaign_dir), url=url,
                        lock=True)  # one session per campaign, before anything is touched
+
+
+LIMITS_CHANGED, LIMITS_RECORDED = "safety_limits_changed", "safety_limits_recorded"
+
+
+def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        return {k: v for key, sub in value.items() for k, v in _flat(sub, f"{prefix}{key}.").items()}
+    return {prefix.rstrip("."): value}
+
+
+def limit_diff(old: Any, new: Any) -> dict[str, list[Any]]:
+    """Each limit that differs, as dotted key -> [old, new] (None: not stated)."""
+    a, b = _flat(old or {}), _flat(new or {})
+    return {k: [a.get(k), b.get(k)] for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)}
+
+
+def record_safety_limits(ledger: Any, campaign_dir: Path, say: Any) -> None:
+    """A change of the arm's safety limits (bench.yaml) since planning or the last change is allowed:
+    one ledger event with the old and new values (the report lists it), and said. A campaign planned
+    before its limits were recorded gets today's as its reference."""
+    from spabench.plan.planner import CONFIG_YAML, campaign_hardware_root, safety_limits
+
+    if not (campaign_dir / CONFIG_YAML).is_file():
+        return
+    new = safety_limits(campaign_hardware_root(campaign_dir))
+    seen = sorted(ledger.events(kind=LIMITS_CHANGED) + ledger.events(kind=LIMITS_RECORDED),
+                  key=lambda e: e["event_id"])
+    meta = ledger.meta()
+    if seen:
+        old = seen[-1]["payload"]["new"]
+    elif "safety_limits" in meta:
+        old = meta["safety_limits"]
+    else:
+        ledger.log_event(None, LIMITS_RECORDED, {"new": new})
+        return
+    changed = limit_diff(old, new)
+    if not changed:
+        return
+    ledger.log_event(None, LIMITS_CHANGED, {"old": old, "new": new, "changed": changed})
+    say("safety limits changed since the last session (recorded in the ledger, shown in the report): "
+        + "; ".join(f"{k} {o} -> {n}" for k, (o, n) in changed.items()))

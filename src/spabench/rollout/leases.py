@@ -53,6 +53,9 @@ class SceneSetClaims:
         self.multi_bench = bool(ledger.storage.multi_bench)
         self.claim: str | None = None
         self.keeper: LeaseKeeper | None = None
+        # a dry run: its attempts consume no trial, so the trials it ran are skipped here instead
+        self.dry_run = False
+        self.dry_ran: set[str] = set()
 
     def start(self) -> None:
         """On a shared ledger: say so and renew leases from now on (every third of the lease)."""
@@ -75,7 +78,10 @@ class SceneSetClaims:
         """The next trial this bench runs. One bench (SQLite): the lowest-order pending trial. Several
         benches (PostgreSQL): the next trial of this bench's scene set; when the set is done, claim the
         next free one; when every pending set is held by another bench, wait (a dead bench's lease
-        lapses and its set comes free)."""
+        lapses and its set comes free). A dry run takes each pending trial once, in plan order, and
+        claims nothing (its attempts count for no set)."""
+        if self.dry_run:
+            return next((t for t in self.ledger.pending_trials() if t.trial_id not in self.dry_ran), None)
         if not self.multi_bench:
             return self.ledger.next_trial()
         waiting = False

@@ -46,6 +46,7 @@ from spabench.rollout.binding import (
     check_operator_binding,
     check_relation_binding,
     open_ledger,
+    record_safety_limits,
 )
 from spabench.rollout.controls import StopControl
 from spabench.rollout.exits import (
@@ -169,6 +170,7 @@ class Session:
                            aliases={t.alias: t.card for t in trials})
         self.claims = SceneSetClaims(self.ledger, self.bench_id, self.cfg.lease_s, self.say)
         self._recover()
+        self.claims.dry_run = self.dry_run
         pending = self.ledger.pending_trials()
         if not pending:
             self.say(f"campaign {self.campaign_dir}: every trial has a complete attempt")
@@ -178,6 +180,7 @@ class Session:
             self.say(self.resume_note)
         self._blind(Blinder.for_trials(self.ledger.trials(), cards))
         names = set(t.card for t in pending)
+        record_safety_limits(self.ledger, self.campaign_dir, self.say)   # checks are done: a change is written
         self.policies = PolicyServers(self.cfg, {n: c for n, c in cards.items() if n in names},
                                       self.campaign_dir, self.ledger, self.say, self.blinder,
                                       self.op_cfg.server_wait_s)
@@ -615,7 +618,8 @@ class Session:
                 return self.end_by_estop()
             trial = self.open_claims.next_trial()
             if trial is None:
-                self.say("campaign complete: every trial has a complete attempt")
+                self.say("dry run done: every pending trial ran once; nothing was counted and the trials "
+                         "stay pending" if self.dry_run else "campaign complete: every trial has a complete attempt")
                 break
             if suspect is not None:
                 if not self.open_policies.server_back(suspect):
@@ -653,6 +657,8 @@ class Session:
 
     def _say_progress(self, attempt_id: str | None, result: Any) -> None:
         p = self.ledger.progress()
+            if self.dry_run and result.valid:
+                self.open_claims.dry_ran.add(trial.trial_id)
         status = "complete" if result.valid else f"INVALID ({result.invalid_reason}: {result.detail})"
         if result.valid and result.stop_reason == "estop":
             status = f"FAILURE ({UNSAFE}: e-stopped for {ESTOP_CAUSE_LABELS[UNSAFE]})"
@@ -671,6 +677,8 @@ class Session:
             self.say(f"error: {self.identity_error}")
             return EXIT_CONFIG
         if not result.valid and result.invalid_reason == "storage_error":
+        if self.dry_run:
+            status += " (dry run: not counted)"
             from spabench.storage_advice import storage_advice
 
             self.say(f"session stopped: {attempt_id} could not be recorded ({result.detail}); it is "

@@ -33,7 +33,11 @@ MANIFEST_KEYS_REQUIRED = ("name", "version", "generator_seed", "tasks", "counts"
 MANIFEST_KEYS_OPTIONAL = ("protocol", "notes")
 GEOMETRY_KEYS = ("table_size_cm", "workspace_x_cm", "workspace_y_cm", "bowl_xy_cm", "bowl_inner_radius_cm",
                  "bowl_outer_radius_cm", "bowl_height_cm", "cameras")
-GEOMETRY_KEYS_OPTIONAL = ("arm_envelope",)
+# The arm's safety limits in bench.yaml: a group of its own, never part of a plan's identity (a lab may
+# change a limit between sessions; `run` records the change in the ledger). Every field a later envelope
+# gains lives inside it, so no list of names has to follow it.
+SAFETY_GROUP = "arm_envelope"
+GEOMETRY_KEYS_OPTIONAL = (SAFETY_GROUP,)
 ENVELOPE_KEYS = ("table_z_cm", "table_margin_cm", "box_cm", "keep_out_cm")
 BOX_KEYS = ("x", "y", "z")
 MAX_TABLE_MARGIN_CM = 20.0

@@ -1,0 +1,133 @@
+"""Issue 35: what the plan binds at `run`, and what a run may change without spending a trial.
+
+Measured on main before: `run dry_run=true` on the planned bench used up the trials (the counted run then
+said every trial had a complete attempt, and the report dropped the dry runs as "run on a bench of another
+kind"); raising the arm envelope's table_margin_cm in hardware/bench.yaml after planning changed the
+campaign hash, so the campaign could never resume.
+"""
+
+from __future__ import annotations
+
+import socket
+import sqlite3
+from pathlib import Path
+
+import pytest
+from tests.support.campaigns import plan_smoke
+
+from spabench.cli.main import main
+
+TWO = [{"name": "scripted_compositional", "card": "scripted_compositional", "timer_s": 1.0},
+       {"name": "scripted_memorising", "card": "scripted_memorising", "timer_s": 1.0}]
+SMALL = ["bench.cameras.wrist.width=32", "bench.cameras.wrist.height=24"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _server(card_name: str, mode: str):
+    from spabench.config import SpabenchConfig
+    from spabench.policy.card import load_card
+    from spabench.standins.serve import build_server
+
+    port = _free_port()
+    _, server = build_server(SpabenchConfig.from_mapping(
+        {"policy": load_card(card_name), "suite": {"root": "tasks", "hardware": "hardware"}, "port": port,
+         "mode": mode}, groups=("policy", "suite")))
+    return server, port
+
+
+def _cards(campaign: Path, ports: dict[str, int]) -> list[str]:
+    """cards.<alias>.port=N for each planned card (aliases on: a card is addressed by its alias)."""
+    import csv
+
+    with open(campaign / "plan.csv", newline="") as fh:
+        aliases = {row["card"]: row["alias"] for row in csv.DictReader(fh)}
+    return [f"cards.{aliases[card]}.port={port}" for card, port in ports.items()]
+
+
+def _attempts(campaign: Path) -> list[tuple]:
+    with sqlite3.connect(campaign / "ledger.sqlite") as conn:
+        return conn.execute("SELECT trial_id, status, dry_run FROM attempts ORDER BY attempt_id").fetchall()
+
+
+@pytest.mark.slow
+@pytest.mark.bench
+def test_a_dry_run_on_the_planned_bench_spends_no_trial_and_is_reported_as_a_dry_run(tmp_path, capsys):
+    """On the twin (the planned bench): a dry run runs each trial once and leaves it pending; the counted
+    run then runs every trial again; the report counts only the counted rollouts and lists the dry runs
+    by themselves (never as 'a bench of another kind')."""
+    pytest.importorskip("mujoco")
+    campaign = plan_smoke(tmp_path, policies=TWO, bench="sim")
+    s1, p1 = _server("scripted_compositional", "compositional")
+    s2, p2 = _server("scripted_memorising", "memorising")
+    cards = _cards(campaign, {"scripted_compositional": p1, "scripted_memorising": p2})
+    capsys.readouterr()
+    with s1, s2:
+        assert main(["run", f"campaign={campaign}", "dry_run=true", *cards, *SMALL]) == 0
+        out = capsys.readouterr().out
+        assert "every trial has a complete attempt" not in out, out
+        dry = _attempts(campaign)
+        assert [(s, d) for _, s, d in dry] == [("complete", 1), ("complete", 1)], dry
+        assert main(["run", f"campaign={campaign}", *cards, *SMALL]) == 0
+        out = capsys.readouterr().out
+    counted = [a for a in _attempts(campaign) if a[2] == 0]
+    assert sorted(t for t, s, _ in counted if s == "complete") == sorted(t for t, _, _ in dry), out
+    assert main(["report", f"campaign={campaign}", f"out={tmp_path / 'r'}"]) == 0
+    said = capsys.readouterr().out
+    assert "another kind" not in said and "2 dry-run rollout(s)" in said, said
+    assert "report: 2 rollouts" in said, said
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert "## Dry runs (not counted)" in md and "2 rollout(s) were dry runs" in md
+    assert len((tmp_path / "r" / "dry_runs.csv").read_text().strip().splitlines()) == 3
+
+
+@pytest.mark.slow
+@pytest.mark.bench
+def test_a_safety_limit_raised_after_planning_is_recorded_and_reported_not_refused(tmp_path, capsys):
+    """The campaign's bench.yaml gets a higher table_margin_cm after planning: the run resumes, the ledger
+    records the change (old and new values) once, and the report shows it. A change of the geometry
+    (not a safety limit) still refuses the campaign."""
+    import json
+    import shutil
+
+    import yaml
+
+    pytest.importorskip("mujoco")
+    hardware = tmp_path / "hardware"
+    shutil.copytree(Path(__file__).resolve().parents[2] / "hardware", hardware)
+    from spabench.cli.main import main as cli
+
+    spec = yaml.safe_load((Path(__file__).resolve().parents[2] / "conf" / "campaign" / "smoke.yaml").read_text())
+    spec.update(policies=TWO[:1], bench="sim")
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(spec))
+    campaign = tmp_path / "c"
+    assert cli(["plan", f"campaign={tmp_path / 'c.yaml'}", f"out={campaign}", f"suite.hardware={hardware}"]) == 0
+    bench_yaml = hardware / "bench.yaml"
+    bench_yaml.write_text(bench_yaml.read_text().replace("table_margin_cm: 0.5 ", "table_margin_cm: 2.0 "))
+    assert "table_margin_cm: 2.0 " in bench_yaml.read_text()
+    server, port = _server("scripted_compositional", "compositional")
+    capsys.readouterr()
+    with server:
+        code = cli(["run", f"campaign={campaign}", *_cards(campaign, {"scripted_compositional": port}), *SMALL])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "table_margin_cm 0.5 -> 2.0" in out, out
+    with sqlite3.connect(campaign / "ledger.sqlite") as conn:
+        events = [json.loads(p) for (p,) in conn.execute(
+            "SELECT payload FROM events WHERE kind = 'safety_limits_changed'")]
+        complete = conn.execute("SELECT COUNT(*) FROM attempts WHERE status = 'complete'").fetchone()[0]
+    assert complete == 1 and len(events) == 1, events
+    assert events[0]["changed"] == {"table_margin_cm": [0.5, 2.0]}
+    assert events[0]["old"]["table_margin_cm"] == 0.5 and events[0]["new"]["table_margin_cm"] == 2.0
+    assert cli(["report", f"campaign={campaign}", f"out={tmp_path / 'r'}"]) == 0
+    md = (tmp_path / "r" / "report.md").read_text()
+    assert "## Safety limits changed during the campaign" in md and "| table_margin_cm | 0.5 | 2.0 |" in md, md
+    # the geometry is the plan's: moving the bowl refuses the campaign, as before
+    bench_yaml.write_text(bench_yaml.read_text().replace("bowl_xy_cm: [20.0, -19.0]", "bowl_xy_cm: [21.0, -19.0]"))
+    capsys.readouterr()
+    assert cli(["run", f"campaign={campaign}", *_cards(campaign, {"scripted_compositional": port}), *SMALL]) == 2
+    assert "was planned with config hash" in capsys.readouterr().out
