@@ -136,6 +136,7 @@ def _attempts(campaign) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.sim   # a twin session (bench=sim_demo)
 def test_a_page_of_another_origin_cannot_frame_and_click_the_bench_or_review(browser, policy_servers, tmp_path):
     campaign = plan_small(tmp_path / "campaign")
     port = free_port()

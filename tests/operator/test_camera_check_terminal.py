@@ -25,7 +25,7 @@ from tests.integration.harness import RUN_GROUPS, WaveServer, cfg_data, make_cam
 from tests.support.feetech_bus import EmulatedBus
 
 pytest.importorskip("lerobot")
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.bench]   # sessions on the emulated bus with LeRobot cameras
 
 
 def _run(tmp_path, answers: str, cameras: dict | None = None) -> tuple[int, str, list, list]:
