@@ -109,16 +109,28 @@ def _staging_name(out: Path) -> str:
     return f".{out.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.partial"
 
 
-def _remove_stale_staging(out: Path) -> None:
-    """Staging folders of `out` left by a process that died (killed mid-write): removed. One whose
-    writer still runs (its pid alive) is left alone."""
-    pattern = re.compile(rf"^\.{re.escape(out.name)}\.(?:(\d+)-)?[0-9a-f]{{8}}\.partial$")
+_ACTIVE: set[Path] = set()   # staging folders this process is writing now
+
+
+def _remove_stale_staging(out: Path) -> list[Path]:
+    """Staging folders of `out` left by a process that died (killed mid-write), and previous outputs
+    retired but not yet deleted when it died (`.<out>.old-<staging>`): removed, and returned. One
+    whose writer still runs (another live pid, or this process writing it now) is left alone; one
+    named with this process's own pid but not being written is a dead run's whose pid came back
+    (a container starts every command with the same pid)."""
+    name = re.escape(out.name)
+    staging = rf"\.{name}\.(?:(\d+)-)?[0-9a-f]{{8}}\.partial"
+    pattern = re.compile(rf"^(?:\.{name}\.old-)?{staging}$")
+    removed = []
     for entry in out.parent.iterdir() if out.parent.is_dir() else ():
         found = pattern.match(entry.name)
-        if found is None or not entry.is_dir():
+        if found is None or not entry.is_dir() or entry.is_symlink():
             continue
         pid = int(found.group(1)) if found.group(1) else None
-        if pid is not None and pid != os.getpid():
+        if pid == os.getpid():
+            if any(entry.name.endswith(active.name) for active in _ACTIVE if active.parent == entry.parent):
+                continue                      # this process is writing it (or retiring for it) now
+        elif pid is not None:
             try:
                 os.kill(pid, 0)
                 continue                      # still being written by a live process
@@ -126,9 +138,9 @@ def _remove_stale_staging(out: Path) -> None:
                 pass
             except PermissionError:
                 continue
-        elif pid == os.getpid():
-            continue
         _tidy(entry)
+        removed.append(entry)
+    return removed
 
 
 def _not_written(out: Path, command: str, exc: OSError) -> OutputNotWritten:
@@ -144,12 +156,13 @@ def _not_written(out: Path, command: str, exc: OSError) -> OutputNotWritten:
 
 @contextmanager
 def replace_output(out: str | os.PathLike, command: str, *, key: str = "out",
-                   create: bool = True) -> Iterator[Path]:
+                   create: bool = True, cleaned: list[Path] | None = None) -> Iterator[Path]:
     """Build a folder output in a staging sibling, then put it in place of `out` with a marker.
 
     Refuses (before yielding, so nothing is computed in vain) an `out` that is a file or holds
     anything a previous `command` output did not. `create=False` yields a staging path that does
-    not exist yet (for writers that insist on creating their root themselves)."""
+    not exist yet (for writers that insist on creating their root themselves). What a killed run
+    left beside `out` is removed first and appended to `cleaned` (for the command to say so)."""
     out = Path(out).expanduser().absolute()
     _check_target(out, command, key)
     try:
@@ -158,12 +171,16 @@ def replace_output(out: str | os.PathLike, command: str, *, key: str = "out",
         raise ConfigError(f"{key}={out}: cannot create its parent folder ({exc.strerror or exc})") from None
     if not os.access(out.parent, os.W_OK | os.X_OK):
         raise ConfigError(f"{key}={out}: the folder {out.parent} is not writable")
-    _remove_stale_staging(out)
+    removed = _remove_stale_staging(out)
+    if cleaned is not None:
+        cleaned.extend(removed)
     staging = out.parent / _staging_name(out)
+    _ACTIVE.add(staging)
     try:
         if create:
             staging.mkdir()  # a plain mkdir keeps the caller's umask (mkdtemp would make it 0700)
     except OSError as exc:
+        _ACTIVE.discard(staging)
         raise ConfigError(f"{key}={out}: cannot write in {out.parent} ({exc.strerror or exc})") from None
     try:
         yield staging
@@ -187,6 +204,8 @@ def replace_output(out: str | os.PathLike, command: str, *, key: str = "out",
     except BaseException:
         _tidy(staging)
         raise
+    finally:
+        _ACTIVE.discard(staging)
 
 
 def check_new_folder(out: str | os.PathLike, command: str, *, key: str = "out",

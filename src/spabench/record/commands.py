@@ -35,6 +35,8 @@ def export_lerobot(cfg: SpabenchConfig, out_stream=None) -> int:
     except SpabenchError as exc:
         print(f"error: {exc}", file=out_stream)
         return 2
+    for stale in report.cleaned:
+        print(f"removed {stale.name}, a partial output left by an interrupted export", file=out_stream)
     print(f"LeRobotDataset v3 written to {report.root}: {report.episodes} episode(s), {report.frames} frames; "
           f"{report.copied} camera stream(s) copied, {report.reencoded} re-encoded, "
           f"{time.perf_counter() - started:.1f} s"

@@ -29,7 +29,7 @@ import os
 import shutil
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +68,7 @@ class ExportReport:
     copied: int        # camera streams copied as recorded
     reencoded: int     # camera streams re-encoded
     skipped: list[str]
+    cleaned: list[Path] = field(default_factory=list)   # partial outputs a killed run had left, removed
 
 
 def episode_folders(campaign_dir: Path, include_invalid: bool = False) -> list[ExportEpisode]:
@@ -317,6 +318,33 @@ def _write_episode(dataset, item: ExportEpisode, ep: EpisodeReader, shapes: dict
     report.episodes += 1
 
 
+def _abandon(dataset) -> None:
+    """Stop LeRobot's writer for good before its staging folder is removed.
+
+    `DatasetWriter` and `DatasetMetadata` re-run `finalize()` from `__del__` as a safety net. After
+    a failed write (a full disk) that finalize had not completed, so when the garbage collector
+    freed the dataset (once the error had been reported and the staging folder removed) the
+    metadata flush recreated `<staging>/meta/episodes/...`: a `.partial` folder the message said
+    was removed. Here the buffered metadata is dropped, open parquet writers are closed (errors
+    ignored: those files are discarded) and both objects are marked finalized, so nothing writes
+    again, whenever they are collected."""
+    writer = getattr(dataset, "writer", None)
+    meta = getattr(dataset, "meta", None)
+    buffer = getattr(meta, "_metadata_buffer", None)
+    if isinstance(buffer, list):
+        buffer.clear()
+    for part in (writer, meta, getattr(writer, "_meta", None)):
+        if part is None:
+            continue
+        parquet = getattr(part, "_pq_writer", None)
+        if parquet is not None:
+            with contextlib.suppress(Exception):
+                parquet.close()
+            part._pq_writer = None
+        part._finalized = True
+    dataset._is_finalized = True
+
+
 def export_lerobot_dataset(campaign_dir: str | os.PathLike, out: str | os.PathLike, repo_id: str | None = None,
                            include_invalid: bool = False, fps: int | None = None, *, reencode: bool = False,
                            codec: str = "libx264", crf: int = 23, progress: bool = True) -> ExportReport:
@@ -338,8 +366,8 @@ def export_lerobot_dataset(campaign_dir: str | os.PathLike, out: str | os.PathLi
     repo_id = repo_id or f"spabench/{campaign_dir.name}"
     report = ExportReport(out, 0, 0, 0, 0, [])
     features = features_for(shapes, True)
-    with replace_output(out, "export lerobot", create=False) as staging, _quiet_third_party(), \
-            _no_image_embedding(features):
+    with replace_output(out, "export lerobot", create=False, cleaned=report.cleaned) as staging, \
+            _quiet_third_party(), _no_image_embedding(features):
         dataset = LeRobotDataset.create(repo_id=repo_id, fps=fps, features=features, root=staging,
                                         robot_type=ROBOT_TYPE, use_videos=True)
         # one video file per episode and camera: nothing is concatenated, from_timestamp stays 0
@@ -356,9 +384,12 @@ def export_lerobot_dataset(campaign_dir: str | os.PathLike, out: str | os.PathLi
                         report.skipped.append(item.attempt_id)
                         continue
                     _write_episode(dataset, item, ep, shapes, reencode, codec, crf, tmp_root, report)
+            dataset.finalize()
+        except BaseException:
+            _abandon(dataset)   # before replace_output removes the staging folder
+            raise
         finally:
             bar.close()
-            dataset.finalize()
             shutil.rmtree(tmp_root, ignore_errors=True)
             images = staging / "images"
             if images.is_dir() and not any(images.rglob("*")):
