@@ -315,3 +315,30 @@ def test_after_a_gripper_stall_homing_opens_the_gripper_first_and_the_session_co
     opened = next(w.t for w in later if w.motor_id == 6 and w.ticks >= open_ticks)
     pan_moved = next(w.t for w in later if w.motor_id == 1 and abs(w.ticks - pan_held) > 5)
     assert opened < pan_moved, (opened, pan_moved)
+
+
+def test_the_cool_down_after_an_overheat_says_where_the_arm_is_what_to_do_and_how_long(tmp_path):
+    """Issue 34: the terminal's cool-down was one line without an estimate, and after an overheat it
+    did not say where the arm was. It now names the hottest motor, its temperature, the threshold and
+    the time left ("estimating" until the readings fell twice), and that the arm holds where the
+    overheat stopped it, with what to do. (What the session prints is the terminal of every operator.)"""
+    campaign = make_campaign(tmp_path, n=2)
+    out = io.StringIO()
+    with EmulatedBus() as bus, WaveServer() as server:
+        when(lambda: server.calls >= 3, bus.set_temperature, "shoulder_lift", 68.0)   # past the hard limit
+        when(lambda: "cooling down" in out.getvalue(), lambda: bus.set_thermal(tau_s=8.0))
+        cfg = make_cfg(campaign, bus.port, server.port, timer_s=30.0, max_trials=2, bench=_health())
+        code = run(cfg, out=out)
+    text = out.getvalue()
+    assert code == EXIT_OK, text
+    attempts, _, _ = _attempts(campaign)
+    assert [(a.status, a.invalid_reason) for a in attempts] == [("invalid", "overheat"), ("complete", None)], text
+    pause = next(line for line in text.splitlines() if "pausing before the next trial" in line)
+    assert ("The overheat of shoulder_lift stopped the last rollout: the arm holds at its pose there, torque on. "
+            "It goes home before the next trial once every motor is below 45 C.") in pause, pause
+    assert "press the e-stop, support the arm, then switch its power off" in pause
+    waits = [line for line in text.splitlines() if line.startswith("cooling down: ")]
+    assert waits and all(re.match(r"cooling down: hottest motor shoulder_lift at \d+ C, resume below 45 C, ", w)
+                         for w in waits), waits
+    assert "estimating the time left" in waits[0]
+    assert any(re.search(r"about \d+ s left", w) for w in waits), waits

@@ -19,6 +19,7 @@ the session waits for hot motors to cool (`hot_motors`, `cool_enough`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -94,6 +95,70 @@ class AttemptHealth:
 def hot_motors(sample: HealthSample, threshold_c: float) -> dict[str, float]:
     """Motors at or above threshold_c, with their temperature."""
     return {j: float(t) for j, t in zip(JOINTS, sample.temperature_c, strict=True) if t >= threshold_c}
+
+
+@dataclass
+class CoolingEstimate:
+    """How long a cool-down will take, from the cooling rate measured over the last readings.
+
+    The servos report whole degrees, so the rate comes from the moments the hottest reading fell: when
+    it first shows r, the temperature has just passed r + 1. The last `falls_used` falls within
+    `window_s` give the rate (the latest, as the rate changes); until there are two (or while a motor still warms up) eta_s is None and the display says
+    "estimating". A motor cools toward the room's temperature, more slowly as it nears it (first order),
+    and the coolest motor is the nearest reading of the room there is: the estimate follows that curve
+    from the measured rate (a straight line when the coolest motor is not below the threshold)."""
+
+    resume_c: float
+    window_s: float = 60.0
+    falls: list[tuple[float, float]] = field(default_factory=list)   # (t, temperature passed)
+    last: float | None = None
+    room: float | None = None                                        # the coolest motor's reading
+    falls_used: int = 4                                              # the latest falls the rate comes from
+
+    def add(self, t: float, sample: HealthSample) -> dict[str, Any]:
+        """Take one reading; returns what the display shows: hottest motor, its temperature, the resume
+        threshold and the estimated seconds left (eta_s None: estimating)."""
+        i = int(np.argmax(sample.temperature_c))
+        hottest = float(sample.temperature_c[i])
+        if self.last is not None and hottest > self.last:
+            self.falls = []                                # warming again: no cooling rate to go by
+        elif self.last is not None and hottest < self.last:
+            self.falls.append((float(t), hottest + 1.0))
+        self.last = hottest
+        self.room = float(np.min(sample.temperature_c))
+        self.falls = [f for f in self.falls if f[0] >= t - self.window_s]
+        return {"motor": JOINTS[i], "temperature_c": round(hottest, 1), "resume_c": self.resume_c,
+                "eta_s": self.eta_s(t)}
+
+    def eta_s(self, now: float) -> float | None:
+        if len(self.falls) < 2:
+            return None
+        recent = self.falls[-self.falls_used:]
+        t = np.array([f[0] for f in recent])
+        c = np.array([f[1] for f in recent])
+        if np.ptp(t) <= 0 or c[-1] >= c[0]:
+            return None
+        room = self.room
+        if room is None or room >= self.resume_c - 1.0 or c[-1] <= room:
+            rate = -float(np.polyfit(t, c, 1)[0])          # degrees per second, a straight line
+            if rate <= 0:
+                return None
+            return max(0.0, (c[-1] - rate * (now - t[-1]) - self.resume_c) / rate)
+        k = -float(np.polyfit(t, np.log(c - room), 1)[0])  # dT/dt = -k (T - room)
+        if k <= 0:
+            return None
+        temperature = room + (c[-1] - room) * math.exp(-k * (now - t[-1]))
+        if temperature <= self.resume_c:
+            return 0.0
+        return math.log((temperature - room) / (self.resume_c - room)) / k
+
+
+def eta_text(eta_s: float | None) -> str:
+    """'about 1 min 20 s left', or 'estimating the time left' while there is no rate to go by."""
+    if eta_s is None:
+        return "estimating the time left"
+    seconds = int(round(eta_s))
+    return f"about {seconds // 60} min {seconds % 60} s left" if seconds >= 60 else f"about {seconds} s left"
 
 
 def temperatures_text(sample: HealthSample) -> str:

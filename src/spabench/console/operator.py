@@ -315,12 +315,13 @@ class WebOperator(Operator):
     def observers(self) -> list[Any]:
         return [self.stats, self.publisher]
 
-    def show_health(self, text: str) -> None:
-        """The bench page shows the cool-down (phase 'cooling') with the temperatures and the wait."""
+    def show_health(self, text: str, cooling: dict | None = None) -> None:
+        """The bench page shows the cool-down (phase 'cooling'): the line the terminal printed, and while
+        it waits the hottest motor, its temperature, the resume threshold, the estimate and the arm."""
         if self.channel.phase == "cooling":
-            self.channel.update(message=text)
+            self.channel.update(message=text, cooling=cooling)
         else:
-            self.channel.set_phase("cooling", message=text)
+            self.channel.set_phase("cooling", message=text, cooling=cooling)
 
     def score(self, trial: Any, result: Any, prefill: Score | None = None) -> Score | None:
         form = {**public_trial(trial),

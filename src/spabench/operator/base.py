@@ -98,9 +98,10 @@ class Operator:
     def observers(self) -> list[Any]:
         return []
 
-    def show_health(self, text: str) -> None:
+    def show_health(self, text: str, cooling: dict | None = None) -> None:
         """Motor health news for the operator (the session waits for hot motors to cool); the session
-        already printed it to the terminal."""
+        already printed it to the terminal. `cooling` while it waits: hottest motor, temperature_c,
+        resume_c, eta_s (None: estimating), waited_s and arm (where the arm is and what to do)."""
 
     def score(self, trial: Any, result: Any, prefill: Score | None = None) -> Score | None:
         return None

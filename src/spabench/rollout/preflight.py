@@ -74,22 +74,27 @@ def motors_ready(health: Any, bench: Any, ledger: Any, controls: Any, operator: 
 
 def _cool_down(health: Any, bench: Any, ledger: Any, controls: Any, operator: Any, say: Callable[[str], None],
                sample: Any, hot: dict[str, float]) -> Any:
-    """Wait until every motor is below the resume temperature; the last sample, or None when the
-    operator stopped the session meanwhile."""
-    from spabench.bench.health import temperatures_text
+    """Wait until every motor is below the resume temperature, showing the hottest motor, its
+    temperature, the threshold, an estimate of the time left and where the arm is; the last sample, or
+    None when the operator stopped the session meanwhile."""
+    from spabench.bench.health import CoolingEstimate, eta_text, temperatures_text
 
     cfg = health.cfg
     controls.stage = "cooling down"
     started, first = time.monotonic(), sample
+    arm = _arm_text(health, bench)
+    estimate = CoolingEstimate(cfg.resume_temperature_c)
     say(f"motors hot ({', '.join(f'{j} {t:.0f} C' for j, t in hot.items())}; warning at "
         f"{cfg.warn_temperature_c:g} C): pausing before the next trial until every motor is below "
-        f"{cfg.resume_temperature_c:g} C")
+        f"{cfg.resume_temperature_c:g} C. {arm}")
     while float(sample.temperature_c.max()) >= cfg.resume_temperature_c:
         waited = time.monotonic() - started
-        text = (f"cooling down, {waited:.0f} s so far, resume below {cfg.resume_temperature_c:g} C: "
-                f"{temperatures_text(sample)}")
+        cooling = {**estimate.add(sample.t, sample), "waited_s": round(waited, 1), "arm": arm}
+        text = (f"cooling down: hottest motor {cooling['motor']} at {cooling['temperature_c']:.0f} C, resume below "
+                f"{cfg.resume_temperature_c:g} C, {eta_text(cooling['eta_s'])}; {waited:.0f} s so far "
+                f"({temperatures_text(sample)})")
         say(text)
-        operator.show_health(text)
+        operator.show_health(text, cooling)
         if not _pause(cfg.cool_poll_s, controls):
             return None
         sample = _read_health(bench, cfg.cool_poll_s, controls, say)
@@ -104,6 +109,28 @@ def _cool_down(health: Any, bench: Any, ledger: Any, controls: Any, operator: An
     say(text)
     operator.show_health(text)
     return sample
+
+
+def _arm_text(health: Any, bench: Any) -> str:
+    """Where the arm waits during the cool-down and what the operator does meanwhile. After an overheat
+    mid-rollout the arm holds where the guard stopped it (it is not driven home hot)."""
+    from spabench.bench.health import EVENT_OVERHEAT
+
+    resume = f"{health.cfg.resume_temperature_c:g} C"
+    trip = getattr(health, "last_trip", None)
+    try:
+        homed = bool(bench.at_home())
+    except Exception:  # noqa: BLE001 - the health reads say whether the bus answers
+        homed = False
+    stop = "To end the session instead, press the e-stop, support the arm, then switch its power off."
+    if trip is not None and trip.kind == EVENT_OVERHEAT:
+        return (f"The overheat of {trip.joint} stopped the last rollout: the arm holds at its pose there, torque on. "
+                f"It goes home before the next trial once every motor is below {resume}. Leave it as it is and "
+                f"do not move it by hand. {stop}")
+    if homed:
+        return f"The arm is homed, torque on; the next trial starts once every motor is below {resume}. {stop}"
+    return (f"The arm holds at its pose, torque on; it goes home before the next trial once every motor is "
+            f"below {resume}. Do not move it by hand. {stop}")
 
 
 def _status_clear(health: Any, bench: Any, ledger: Any, controls: Any, say: Callable[[str], None], sample: Any,

@@ -212,10 +212,36 @@ function renderEstopCause(s) {
   $("#estop-cause-form").reset();
 }
 
+// The cool-down (issue 34): the hottest motor, its temperature, the resume threshold and the estimated
+// time left (the session's cooling rate; "estimating" until it has one), then where the arm is and what
+// to do. Its panel is built here and shown only while the session waits for the motors.
+function etaText(eta) {
+  if (eta === null || eta === undefined) return "estimating the time left";
+  const s = Math.round(eta);
+  return s >= 60 ? `about ${Math.floor(s / 60)} min ${s % 60} s left` : `about ${s} s left`;
+}
+
+function renderCooling(s) {
+  let box = $("#cooling");
+  if (!box) {
+    box = el("section", { class: "panel", id: "cooling", hidden: true }, el("h2", { text: "Cooling down" }),
+      el("p", { id: "cool-status" }), el("p", { id: "cool-arm" }));
+    $("#message").after(box);
+  }
+  const c = s.phase === "cooling" ? s.cooling : null;
+  box.hidden = !c;
+  if (!c) return;
+  $("#cool-status").replaceChildren("Hottest motor ", el("b", { id: "cool-motor", text: c.motor }), " at ",
+    el("b", { id: "cool-temp", text: `${Math.round(c.temperature_c)} °C` }), " · resumes below ",
+    el("b", { id: "cool-resume", text: `${c.resume_c} °C` }), " · ", el("b", { id: "cool-eta", text: etaText(c.eta_s) }));
+  $("#cool-arm").textContent = c.arm || "";
+}
+
 function render(s) {
   state = s;
   $("#phase").textContent = s.phase;
   $("#message").textContent = s.message || "";
+  renderCooling(s);
   if (s.error) $("#error").textContent = s.error;
   // a console without a session has no E-STOP: it could not stop anything (a live session's page can)
   $("#estop").hidden = s.phase === "offline";
