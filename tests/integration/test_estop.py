@@ -183,7 +183,8 @@ def test_console_estop_at_the_scene_reset_ends_the_session(tmp_path):
         replies["estop"] = c.stop("estop")
         causes = c.wait("estop_cause", timeout=10)["causes"]
         replies["causes"] = [cause["name"] for cause in causes]
-        assert c.command("estop_cause", cause="other", text="").status_code == 200   # taken, then refused
+        refused = c.command("estop_cause", cause="other", text="")   # taken, then refused: the reply says why
+        assert refused.status_code == 409 and "a few words" in refused.json()["error"], refused.text
         assert "a few words" in c.wait("estop_cause", lambda s: bool(s.get("error")), timeout=10)["error"]
         assert c.command("estop_cause", cause="other", text="testing the stop").status_code == 200
         replies["after"] = c.wait("ended", timeout=10)

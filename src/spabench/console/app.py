@@ -27,6 +27,7 @@ from spabench.suite.vocabulary import CAMERAS
 
 STATIC = Path(__file__).parent / "static"
 COOKIE = "spabench_console_token"
+COMMAND_WAIT_S = 4.0   # how long a page's command waits for the session's verdict (read within 1 s; under clients' 5 s)
 PAGES = {"/": "index.html", "/bench": "bench.html", "/review": "review_list.html"}
 
 
@@ -95,6 +96,7 @@ def build_app(ctx: ConsoleContext):
     index of the console's whole HTTP API; split up, each handler would take the context as an
     argument and the table would point into several modules."""
     from starlette.applications import Starlette
+    from starlette.concurrency import run_in_threadpool
     from starlette.middleware import Middleware
     from starlette.requests import Request
     from starlette.responses import FileResponse, JSONResponse, Response
@@ -102,7 +104,7 @@ def build_app(ctx: ConsoleContext):
     from starlette.staticfiles import StaticFiles
 
     from spabench.console import review
-    from spabench.console.channel import CommandRefused
+    from spabench.console.channel import CommandConflict, CommandRefused
     from spabench.console.frames import StreamGate, encode_jpeg
     from spabench.console.guard import CSRF_HEADER, RequestGuard
     from spabench.console.server import resolve_token
@@ -186,11 +188,18 @@ def build_app(ctx: ConsoleContext):
         why = too_long({k: v for k, v in payload.items()})
         if why is not None:
             return error(why)
+        # the answer waits for the session's verdict, so a page never says "done" for a command the
+        # session refused or that lost to another page's answer (which the 409 names)
+        channel = ctx.channel
         try:
-            ctx.channel.post(str(body.get("command", "")), payload, body.get("version"))
+            ticket = channel.post(str(body.get("command", "")), payload, body.get("version"))
+            done = await run_in_threadpool(channel.outcome, ticket, COMMAND_WAIT_S)
+        except CommandConflict as exc:
+            return js({"error": str(exc), "conflict": {"answer": exc.answer}}, 409)
         except CommandRefused as exc:
             return error(str(exc), 409)
-        return js({"ok": True})
+        return js({"ok": True} if done else {"ok": True, "pending": "the session has not taken it yet"},
+                  200 if done else 202)
 
     async def bench_stop(request: Request):
         kind = request.path_params["kind"]

@@ -199,6 +199,7 @@ class WebOperator(Operator):
             if cmd is None:
                 continue
             if cmd[0] == "end":
+                self.channel.accept()
                 self.channel.set_phase("ended", message="session ended at the camera check")
                 return False
             if cmd[0] == "confirm_cameras":
@@ -212,6 +213,7 @@ class WebOperator(Operator):
                     self.channel.update(error=f"enter the rater's name: {RATER_RULE}")
                     continue
                 self.rater = self.ctx.rater = name
+                self.channel.accept(rater=name)
                 self.cameras = snap["cameras"]
                 session = self.session
                 if session is not None and getattr(session, "ledger", None) is not None:
@@ -253,6 +255,7 @@ class WebOperator(Operator):
             if cmd is None:
                 continue
             if cmd[0] == "end":
+                self.channel.accept()
                 self.channel.live = {}
                 self.channel.set_phase("ended", message="session ended by the operator")
                 return False
@@ -268,6 +271,7 @@ class WebOperator(Operator):
                     verdict, reason, roi=self.console_cfg.workspace_roi, shown=cmd[1].get("shown"), rater=self.rater,
                     note="first attempt of this evaluation: its first frame becomes the reference" if first else ""))]
                 self._last_ready = time.monotonic()
+                self.channel.accept()
                 self.channel.live = {}
                 self.channel.set_phase("homing", card=card)
                 return True
@@ -340,6 +344,7 @@ class WebOperator(Operator):
                 continue
             kind, data = cmd
             if kind == "leave":
+                self.channel.accept()
                 self.channel.set_phase("stopping", message="left unscored")
                 return None
             success = data.get("success")
@@ -353,6 +358,7 @@ class WebOperator(Operator):
             if prefill is not None and prefill.success == success and prefill.failure_mode == mode:
                 source = "operator_confirmed_prefill"
                 note = note or prefill.note
+            self.channel.accept()   # the first page's score; another page's is refused, naming this one
             self.channel.set_phase("stopping", message="scored")
             return Score(success, mode, note, self.rater, source)
 
@@ -379,6 +385,7 @@ class WebOperator(Operator):
             if problem:
                 self.channel.update(error=problem)
                 continue
+            self.channel.accept()
             self.channel.set_phase("stopping", message=f"e-stop cause recorded: {ESTOP_CAUSE_LABELS[cause]}")
             return cause, text
 

@@ -309,15 +309,33 @@ $("#score-form").addEventListener("submit", async (ev) => {
   const success = form.success.value === "yes";
   const mode = success ? null : (form.querySelector("input[name=failure_mode]:checked") || {}).value || null;
   const payload = { success, failure_mode: mode, note: $("#note").value };
-  const alias = (state.form || {}).alias;
-  await command("score", payload);
-  if (!$("#error").textContent) {
-    show("last", true);
-    $("#last-score").textContent = `${alias} · ${state.form.trial_id}: ${success ? "success" : "failure"}` +
-      (mode ? ` (${mode})` : "") + (payload.note ? ` — note: ${payload.note}` : "");
-    $("#last-score").dataset.score = JSON.stringify({ trial_id: state.form.trial_id, ...payload });
-  }
+  const shown = state.form || {};   // the attempt this page was asked about (the state moves on meanwhile)
+  const entry = `${shown.alias} · ${shown.trial_id}: ${scoreText(payload)}` + (payload.note ? ` — note: ${payload.note}` : "");
+  $("#error").textContent = "";
+  $("#submit-score").disabled = true;   // one save in flight per page
+  try {
+    await post("/api/bench/command", { command: "score", payload, version: state.version });
+  } catch (e) {
+    if (e.status === 409 && e.data && e.data.conflict) showScoreConflict(e.data, entry, { trial_id: shown.trial_id, ...payload });
+    else $("#error").textContent = e.message;
+    return;
+  } finally { $("#submit-score").disabled = false; }
+  show("last", true);
+  $("#last-score").textContent = entry;
+  $("#last-score").dataset.score = JSON.stringify({ trial_id: shown.trial_id, ...payload });
 });
+
+// Another page (tab) answered first: as on the review page, say whose score was saved, save
+// nothing, and keep this page's entry on screen (it outlives the score form, which the session's
+// next phase hides) until dismissed.
+function showScoreConflict(reply, entry, data) {
+  $("#sc-text").textContent = `${reply.error}\nYour score below was not saved. To replace the saved one, rescore ` +
+    "the attempt on the review page (Review, above) with a reason.";
+  $("#sc-entry").textContent = entry;
+  $("#score-conflict").dataset.entry = JSON.stringify(data);
+  show("score-conflict", true);
+}
+$("#sc-dismiss").addEventListener("click", () => show("score-conflict", false));
 $("#leave").addEventListener("click", () => command("leave"));
 $("#estop-cause-form").addEventListener("submit", async (ev) => {
   ev.preventDefault();
