@@ -221,8 +221,9 @@ class SpabenchConfig:
     repo_id: str | None = key(None, str, "the exported dataset's repo id (org/name)", "export lerobot", optional=True)
     include_invalid: bool = key(False, bool, "export invalid attempts too", "export lerobot")
     reencode: bool = key(False, bool, "re-encode every camera stream instead of copying it", "export lerobot")
-    codec: str = key("libx264", str, "codec for re-encoded streams", "export lerobot")
-    crf: int = key(23, int, "quality of re-encoded streams (lower: better)", "export lerobot", minimum=0, maximum=51)
+    codec: str | None = key(None, str, "codec for reencode=true (null: libx264)", "export lerobot", optional=True)
+    crf: int | None = key(None, int, "quality for reencode=true, lower is better (null: 23)", "export lerobot",
+                          optional=True, minimum=0, maximum=51)
     dry_run: bool = key(False, bool, "allow running on a bench of another kind than the campaign was "
                         "planned for (twin vs robot); its attempts are marked dry_run", "run")
     config_dir: Path | None = key(None, Path, "a lab's own folder with bench/, policy/, campaign/ files "

@@ -75,11 +75,15 @@ def policy_cards(outcomes, plan, folders: list[Path]) -> dict:
     return cards
 
 
-def _display_names(names: dict) -> dict[str, str]:
-    """`display_names.<policy>=<name>`: how figures and report.md name each policy."""
+def _display_names(names: dict, policies: list[str]) -> dict[str, str]:
+    """`display_names.<policy>=<name>`: how figures and report.md name each policy; a name for a policy
+    the report does not hold (a typo) is refused, naming the policies it does."""
     for policy, name in names.items():
         if not isinstance(name, str) or not name.strip():
             raise ConfigError(f"display_names.{policy}={name!r} must be non-empty text")
+        if str(policy) not in policies:
+            raise ConfigError(f"display_names.{policy}: no policy '{policy}' in these outcomes (policies: "
+                              f"{', '.join(policies)})")
     return {str(k): v for k, v in names.items()}
 
 
@@ -151,6 +155,7 @@ def report(cfg: SpabenchConfig) -> int:
     outcomes = one_bench_kind(outcomes, cfg.bench_kind)
     if outcomes.empty:
         raise DataError(source, "no rollouts: the outcomes table has a header but no data rows")
+    names = _display_names(cfg.display_names, [str(p) for p in dict.fromkeys(outcomes["policy"])])
     dry_runs = outcomes.attrs.get("dry_runs")
 
     def campaign_extras(analysis: Analysis) -> None:
@@ -169,7 +174,7 @@ def report(cfg: SpabenchConfig) -> int:
 
     analysis, written = analyse_and_write(
         outcomes, cfg.out, figure_settings=settings, complete=campaign_extras, n_resamples=cfg.bootstrap,
-        seed=cfg.bootstrap_seed, names=_display_names(cfg.display_names), plan=plan, ratings=ratings,
+        seed=cfg.bootstrap_seed, names=names, plan=plan, ratings=ratings,
         gathered=lambda: {"cards": policy_cards(outcomes, plan, cfg.group_dirs("policy"))})
     print(f"report: {len(outcomes)} rollouts, {len(analysis.policies)} policies -> {written[0].parent}")
     return 0

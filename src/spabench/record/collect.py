@@ -66,7 +66,13 @@ def collect_episodes(campaign_dir: Path, out: Path, bench_dirs: Mapping[str, str
                               "or an rsync-able [user@]host:/path)")
     result = CollectResult()
     with Ledger.open(campaign_dir, readonly=True, url=url) as ledger:
-        attempts = [a for a in ledger.attempts() if a.episode_path and
+        every = ledger.attempts()
+        benches = sorted({a.bench_id for a in every if a.bench_id})
+        unknown = [b for b in bench_dirs if b not in benches]
+        if unknown:   # a typo would silently look for that bench's episodes here
+            raise ConfigError(f"bench_dirs.{unknown[0]}: no attempt of this campaign was run on bench "
+                              f"{unknown[0]!r} (benches in its ledger: {', '.join(benches) or 'none yet'})")
+        attempts = [a for a in every if a.episode_path and
                     (a.status == "complete" or (include_invalid and a.status == "invalid"))]
         marker = read_marker(out) if out.is_dir() else None
         if marker is not None and marker.get("command") == COMMAND:

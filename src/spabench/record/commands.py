@@ -29,9 +29,10 @@ def export_lerobot(cfg: SpabenchConfig, out_stream=None) -> int:
 
     started = time.perf_counter()
     try:
+        codec, crf = _reencode_settings(cfg)
         report = export_lerobot_dataset(campaign_folder(cfg.campaign_dir, "export lerobot"), cfg.out,
                                         repo_id=cfg.repo_id, include_invalid=cfg.include_invalid,
-                                        reencode=cfg.reencode, codec=cfg.codec, crf=cfg.crf)
+                                        reencode=cfg.reencode, codec=codec, crf=crf)
     except SpabenchError as exc:
         print(f"error: {exc}", file=out_stream)
         return 2
@@ -42,6 +43,30 @@ def export_lerobot(cfg: SpabenchConfig, out_stream=None) -> int:
           f"{time.perf_counter() - started:.1f} s"
           + (f"; skipped {', '.join(report.skipped)}" if report.skipped else ""), file=out_stream)
     return 0
+
+
+REENCODE_CODEC, REENCODE_CRF = "libx264", 23   # a camera the export cannot copy, and reencode=true's default
+
+
+def _reencode_settings(cfg: SpabenchConfig) -> tuple[str, int]:
+    """codec= and crf= for reencode=true, checked before anything is written: without reencode=true
+    they would change nothing (streams are copied), and a codec FFmpeg cannot encode with is refused."""
+    given = [f"{k}={v}" for k, v in (("codec", cfg.codec), ("crf", cfg.crf)) if v is not None]
+    if given and not cfg.reencode:
+        raise ConfigError(f"export lerobot: {' '.join(given)} applies only with reencode=true (without it the "
+                          f"recorded streams are copied, and a camera that cannot be copied is re-encoded with "
+                          f"{REENCODE_CODEC} crf {REENCODE_CRF})")
+    codec = cfg.codec or REENCODE_CODEC
+    import av
+
+    try:
+        found = av.codec.Codec(codec, "w")
+    except Exception:
+        found = None
+    if found is None or found.type != "video":
+        raise ConfigError(f"export lerobot: codec={codec}: not a video encoder this FFmpeg has (e.g. libx264, "
+                          "libx265, mpeg4, libsvtav1)")
+    return codec, REENCODE_CRF if cfg.crf is None else cfg.crf
 
 
 @dataclass(frozen=True)

@@ -73,12 +73,34 @@ def default_key_map(features: dict[str, Any]) -> dict[str, str]:
     return mapping
 
 
+def check_device(device: str) -> None:
+    """`device=` names a torch device this machine has (torch would fail deep inside the checkpoint load)."""
+    import torch
+
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ConfigError(f"serve lerobot: device={device!r} is not a torch device ({str(exc).splitlines()[0]}; "
+                          "allowed: cpu, cuda, cuda:N, mps)") from None
+    if dev.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0 or (dev.index or 0) >= count:
+            raise ConfigError(f"serve lerobot: device={device}: torch sees {count} CUDA GPU(s) on this machine "
+                              f"(torch {torch.__version__}, built for CUDA {torch.version.cuda or 'none'}); "
+                              "use device=cpu or a GPU it lists")
+    elif dev.type == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError(f"serve lerobot: device={device}: this machine has no Apple MPS device; use device=cpu")
+    elif dev.type not in ("cpu", "cuda", "mps"):
+        raise ConfigError(f"serve lerobot: device={device}: not supported here (allowed: cpu, cuda, cuda:N, mps)")
+
+
 class LeRobotPolicy:
     """A loaded checkpoint; call it with an openpi observation dict, get `{"actions": (chunk, D)}`."""
 
     def __init__(self, checkpoint: str | os.PathLike, device: str = "cpu",
                  key_map: dict[str, str] | None = None) -> None:
         os.environ["HF_HUB_OFFLINE"] = "1"
+        check_device(device)
         self.checkpoint = Path(checkpoint).expanduser().resolve()
         self._check_folder()
         self.checkpoint_digest = checkpoint_digest(self.checkpoint)  # before loading: what was read

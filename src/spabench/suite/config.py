@@ -22,6 +22,9 @@ class SuiteConfig:
         for name in ("root", "hardware"):
             if not str(getattr(self, name)).strip():
                 raise ConfigError(f"conf/suite: field '{name}' must name a folder")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ConfigError(f"conf/suite: field 'seed': {self.seed!r} (allowed: an integer >= 0, the "
+                              "generator's seed)")
         if not isinstance(self.motion_onset, MotionOnsetRule):
             self.motion_onset = MotionOnsetRule.from_mapping(self.motion_onset)
         if not isinstance(self.relation, RelationRule):
