@@ -7,6 +7,7 @@ webbrowser with $BROWSER naming a small recording script (the desktop viewer's s
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
 import math
@@ -134,3 +135,57 @@ def test_terminal_without_a_display_prints_the_path(tmp_path, suite, monkeypatch
     text = out.getvalue()
     assert "v = view" not in text and "No desktop display here" in text
     assert os.fspath(next((tmp_path / "references" / "rendered").glob("*.sheet.png"))) in text
+
+
+def _cached(campaign_dir: Path, scene_id: str) -> dict[str, Path]:
+    """The cached files of a scene's rendered reference (sheet last: it is written after the rest)."""
+    folder = campaign_dir / "references" / "rendered"
+    return {p.name.rsplit(".", 2)[1]: p for p in folder.glob(f"{scene_id}-*.png")}
+
+
+def test_scenes_in_order_follow_the_trials_once_each(suite):
+    from spabench.operator.render_ahead import scenes_in_order
+
+    ids = ["object_state-id-002", "object_state-id-001", "object_state-id-002", "no-such-scene", SCENE]
+    trials = [types.SimpleNamespace(scene_id=i) for i in ids]
+    assert [s.scene_id for s in scenes_in_order(trials, suite)] == ["object_state-id-002", "object_state-id-001",
+                                                                   SCENE]
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+def test_the_worker_draws_ahead_in_order_at_low_priority_and_the_operator_finds_them(tmp_path, suite):
+    """Issue 34: references made ahead, not while the operator waits at a new scene."""
+    pytest.importorskip("mujoco")
+    import time
+
+    from spabench.operator.render_ahead import NICENESS, RenderAhead
+
+    scenes = [suite.scenes[i] for i in ("object_state-id-002", SCENE)]
+    own_nice = os.getpriority(os.PRIO_PROCESS, 0)
+    worker = RenderAhead(tmp_path, suite, scenes).start()
+    niced = False
+    try:
+        deadline = time.monotonic() + 300
+        while not all("sheet" in _cached(tmp_path, s.scene_id) for s in scenes):
+            assert time.monotonic() < deadline, "the worker did not draw the references within 300 s"
+            if worker.alive and not niced:
+                with contextlib.suppress(ProcessLookupError):
+                    niced = os.getpriority(os.PRIO_PROCESS, worker.process.pid) >= own_nice + NICENESS
+            time.sleep(0.05)
+    finally:
+        worker.stop()
+    assert niced, "the worker never ran at the lower priority"
+    first, second = (_cached(tmp_path, s.scene_id) for s in scenes)
+    assert sorted(first) == sorted(second) == ["middle", "overhead", "placement", "sheet"]
+    assert first["sheet"].stat().st_mtime_ns <= second["placement"].stat().st_mtime_ns   # in the order given
+    stamps = {p: p.stat().st_mtime_ns for files in (first, second) for p in files.values()}
+    # the terminal's scene gate on the second scene finds its reference drawn: nothing is drawn again
+    out = io.StringIO()
+    op = TerminalOperator(OperatorConfig(keys=False, status_line=False, rater="Ada"), stdin=io.StringIO("\n"),
+                          stdout=out)
+    op.begin_session(_session(tmp_path, suite))
+    assert op.wait_scene_ready(_trial(), suite.scenes[SCENE], "checklist") is True
+    assert f"Rendered reference (twin, from the specification): {second['sheet']}" in out.getvalue()
+    assert rendered_reference(tmp_path, suite, suite.scenes[SCENE]).drawn is False
+    assert {p: p.stat().st_mtime_ns for p in stamps} == stamps

@@ -4,10 +4,12 @@ The real reference (spabench.operator.checklist) only exists after an evaluation
 so the first placement had nothing to look at. This one exists from the specification alone: the
 twin's overhead and middle views of the scene (spabench.sim.reference) and the top-down placement
 diagram (spabench.operator.placement), plus one sheet with all three for a desktop viewer. Drawn the
-first time a person places the scene (a campaign of 900 scenes does not wait at start-up) and kept
-in DIR/references/rendered/, named by scene id and a digest of everything drawn, so an edited
-specification or bench geometry draws anew. Without MuJoCo (or when the twin cannot render here)
-the diagram is still drawn and `problem` says why the views are missing.
+first time it is asked for and kept in DIR/references/rendered/, named by scene id and a digest of
+everything drawn, so an edited specification or bench geometry draws anew. A session whose operator
+places scenes asks ahead, in a background process (spabench.operator.render_ahead), so that a person
+placing a new scene finds it drawn; asking here when it is not is the fallback. Without MuJoCo (or
+when the twin cannot render here) the diagram is still drawn and `problem` says why the views are
+missing.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ class RenderedReference:
     sheet: Path                                       # diagram and views in one image (desktop viewer)
     views: dict[str, Path] = field(default_factory=dict)   # camera -> the twin's rendering
     problem: str = ""
+    drawn: bool = False                               # this call drew it (it was not in the cache)
 
     def files(self) -> dict[str, Path]:
         """{"placement": ..., "overhead": ..., "middle": ...} of what exists."""
@@ -94,7 +97,8 @@ def rendered_reference(campaign_dir: str | os.PathLike, suite: Any, scene: Any,
     stem = f"{re.sub(r'[^A-Za-z0-9_.-]', '_', scene.scene_id)}-{_digest(scene, objects, geometry, home)}"
     paths = {name: folder / f"{stem}.{name}.png" for name in ("placement", "sheet", *VIEWS)}
     problem = ""
-    if not all(p.exists() for p in paths.values()):
+    drawn = not all(p.exists() for p in paths.values())
+    if drawn:
         folder.mkdir(parents=True, exist_ok=True)
         if not paths["placement"].exists():
             draw_placement(scene, objects, geometry, paths["placement"])
@@ -103,7 +107,7 @@ def rendered_reference(campaign_dir: str | os.PathLike, suite: Any, scene: Any,
         if not problem or not paths["sheet"].exists():
             _sheet(paths["placement"], {v: paths[v] for v in VIEWS if paths[v].exists()}, paths["sheet"])
     return RenderedReference(scene.scene_id, paths["placement"], paths["sheet"],
-                             {v: paths[v] for v in VIEWS if paths[v].exists()}, problem)
+                             {v: paths[v] for v in VIEWS if paths[v].exists()}, problem, drawn)
 
 
 def _render_views(scene: Any, objects: Mapping[str, Any], geometry: Any, home: Mapping[str, float] | None,

@@ -133,6 +133,7 @@ class Session:
         self.running_reason = "operator_abort"   # how close() ends an attempt left running
         self.resume_note: str | None = None      # unscored attempts found at start, for the bench page too
         self.identity_error: Exception | None = None   # a policy server changed its checkpoint mid-session
+        self.render_ahead: Any = None            # the background process drawing the scenes' references
 
     @property
     def open_policies(self) -> PolicyServers:
@@ -186,6 +187,7 @@ class Session:
                                       self.op_cfg.server_wait_s)
         self.policies.connect()
         self._connect_bench()
+        self._render_ahead(pending)
         self.controls.stage = "session start"
         self.claims.start()
         if not self.operator.begin_session(self):  # e.g. the browser's camera check was not confirmed
@@ -229,6 +231,17 @@ class Session:
         self.operator = make_operator(self.op_cfg, bench=self.bench, stdin=self.stdin, stdout=self.out)
         self.bench.adopt_suite(self.suite)   # the twin scores by the configured success rules
 
+    def _render_ahead(self, pending: list[Any]) -> None:
+        """A person places the scenes: their rendered references are drawn ahead, in the order the
+        pending trials run, by a low-priority background process (spabench.operator.render_ahead)."""
+        from spabench.operator.render_ahead import RenderAhead, scenes_in_order
+
+        if not self.operator.confirms_scene or self.suite is None:
+            return
+        home = getattr(getattr(self.bench, "cfg", None), "home_pose", None)   # as the operators pass it
+        self.render_ahead = RenderAhead(self.campaign_dir, self.suite, scenes_in_order(pending, self.suite),
+                                        home=home).start()
+
     def _blind(self, blinder: Blinder | None) -> None:
         """With aliases on, everything the operator reads (this stream, the logs) is redacted."""
         if blinder is None:
@@ -253,6 +266,8 @@ class Session:
     # ---- shutdown: the arm holds first, then the ledger, videos, servers, bus ----------------------
     def close(self) -> None:
         self.controls.stage = "shutdown"
+        if self.render_ahead is not None:
+            self.render_ahead.stop()
         if self.claims is not None:
             self.claims.stop()
         if self.bench is not None and self.bench.is_connected:

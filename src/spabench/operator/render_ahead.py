@@ -1,0 +1,105 @@
+"""The rendered scene references of a session, made ahead in a background process.
+
+Drawing one scene's reference (spabench.operator.scene_reference: the twin's two views and the
+placement diagram) takes seconds of CPU. Drawn when a person first places the scene, that is seconds
+per new scene while the operator waits. So a session whose operator shows them starts one worker
+process at session start that draws the references of the session's pending trials in the order the
+trials will run, into the same cache (DIR/references/rendered/), where the on-demand path finds them
+(it still draws any the worker has not reached: it is the fallback). A resumed session finds the
+ones already drawn and goes on with the rest.
+
+Why a process, not a thread: MuJoCo's rendering holds the CPU (and the GIL in parts), and the
+control loop must not pay for it; the process runs at low priority (os.nice) so the rollout's
+process wins the cores. Why at session start, not at `plan`: the drawing depends on the bench
+(its home pose is part of the cache key), the planning machine may have no GL, and a campaign of
+900 scenes would make `plan` take many minutes for scenes a session may never reach.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+NICENESS = 10          # added to the worker's nice value: the session's own process comes first
+STOP_WAIT_S = 10.0     # how long stop() lets the worker finish its current scene before terminating it
+
+
+@dataclass(frozen=True)
+class _SuiteParts:
+    """What rendered_reference reads of a suite, small enough to send to the worker."""
+
+    objects: Mapping[str, Any]
+    geometry: Any
+
+
+def _draw_all(campaign_dir: str, suite: _SuiteParts, scenes: list[Any], home: Mapping[str, float] | None,
+              stop: Any) -> None:
+    """The worker: each scene's reference in order, until done or `stop` is set."""
+    from spabench.operator.scene_reference import rendered_reference
+
+    with contextlib.suppress(OSError):   # a platform without nice: the worker still helps
+        os.nice(NICENESS)
+    for scene in scenes:
+        if stop.is_set():
+            return
+        try:
+            rendered_reference(campaign_dir, suite, scene, home=home)
+        except Exception as exc:  # one scene the worker cannot draw: the on-demand path says why
+            log.warning("rendering the reference of scene %s ahead failed: %s", scene.scene_id, exc)
+
+
+def scenes_in_order(trials: Iterable[Any], suite: Any) -> list[Any]:
+    """The scene specifications of `trials` (in their run order), each once; unknown scenes left out."""
+    seen: dict[str, Any] = {}
+    for trial in trials:
+        if trial.scene_id in seen:
+            continue
+        try:
+            seen[trial.scene_id] = suite.scene(trial.scene_id)
+        except Exception:
+            continue
+    return list(seen.values())
+
+
+class RenderAhead:
+    """One worker process drawing `scenes`' references into `campaign_dir`; `stop()` ends it."""
+
+    def __init__(self, campaign_dir: str | os.PathLike, suite: Any, scenes: list[Any],
+                 home: Mapping[str, float] | None = None) -> None:
+        self.campaign_dir = Path(campaign_dir)
+        self.scenes = list(scenes)
+        self._args = (str(self.campaign_dir), _SuiteParts(dict(suite.objects), suite.geometry), self.scenes,
+                      dict(home) if home is not None else None)
+        self._ctx = multiprocessing.get_context("spawn")   # no fork of a process with threads and GL state
+        self._stop = self._ctx.Event()
+        self.process: Any = None
+
+    def start(self) -> RenderAhead:
+        if self.scenes:
+            self.process = self._ctx.Process(target=_draw_all, args=(*self._args, self._stop),
+                                             name="spabench-render-ahead", daemon=True)
+            self.process.start()
+        return self
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.is_alive()
+
+    def stop(self) -> None:
+        """Ask the worker to stop after its current scene; terminate it if that takes too long."""
+        if self.process is None:
+            return
+        self._stop.set()
+        self.process.join(STOP_WAIT_S)
+        if self.process.is_alive():
+            self.process.terminate()
+            self.process.join(STOP_WAIT_S)
+        self.process = None
