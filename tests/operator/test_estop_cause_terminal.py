@@ -42,11 +42,11 @@ def _prompts(text: str) -> int:
     return text.count("Cause [1-3] ") + text.count("What happened? ")
 
 
-def _session(tmp_path, answers: list[bytes]):
+def _session(tmp_path, answers: list[bytes], n_trials: int = 1):
     """Run one trial with the terminal operator on a pty: Enter at the ready gate, 'e' once the policy
     moves the arm, then each of `answers` once the prompt before it is shown. Returns (exit code,
     terminal output, ledger path)."""
-    campaign = make_campaign(tmp_path)
+    campaign = make_campaign(tmp_path, n_trials)
     master, slave = pty.openpty()
     stdin = os.fdopen(slave, "r")
     out = io.StringIO()
