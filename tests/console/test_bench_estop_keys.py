@@ -1,10 +1,14 @@
-"""The bench page's e-stop key is Escape, never a key that also activates a form control (issue 18).
+"""The bench page's e-stop keys by phase (issues 18 and 34).
 
 Measured before: Space both ticked the focused checklist box (or chose "Failure") and e-stopped, so
-the session ended during scene reset or scoring. Each test drives a real `spabench run operator=web`
-on the twin from Chromium at 1366x768, presses Space on focused controls, then Escape; the ledger
-must hold exactly one e-stop, from the console key, in the phase where Escape was pressed. After the
-e-stop the page asks why (issue 19), and the answer decides what the e-stopped attempt is."""
+the session ended during scene reset or scoring (issue 18); then Escape typed in the rater name, the
+override reason or the note e-stopped too, ending the session before its first trial or leaving the
+attempt unscored (issue 34). The rule now: while the arm moves (homing, rollout, stopping) Esc and
+Space e-stop from whatever has focus; in the other phases a key typed in a text field belongs to the
+field (Esc leaves it), and outside one Esc e-stops while Space stays with the focused control. Each
+test drives a real `spabench run operator=web` on the twin from Chromium at 1366x768; the ledger must
+hold exactly one e-stop, from the console key, in the phase where it was pressed. After the e-stop
+the page asks why (issue 19), and the answer decides what the e-stopped attempt is."""
 
 from __future__ import annotations
 
@@ -13,7 +17,18 @@ import pytest
 from spabench.ledger import Ledger
 from spabench.suite.rules import UNSAFE
 
-from .conftest import _phase, _steps_at_least, answer_estop_cause, finish_estopped_session, session_at_reset
+from .conftest import (
+    RATER,
+    _phase,
+    _steps_at_least,
+    answer_estop_cause,
+    finish_estopped_session,
+    free_port,
+    plan_small,
+    session_at_reset,
+    start_run,
+    wait_http,
+)
 
 pytestmark = [pytest.mark.sim, pytest.mark.slow]
 
@@ -145,3 +160,113 @@ def test_an_estop_for_unsafe_policy_behaviour_makes_the_attempt_a_failure(tmp_pa
         assert (event["payload"]["source"], event["payload"]["during"], event["payload"]["cause"]) == \
             ("console key", "rollout", UNSAFE)
         assert attempt.trial_id not in [t.trial_id for t in ledger.pending_trials()]   # not run again
+
+
+# ---- issue 34: keys typed in a text field belong to it, except while the arm moves ----------------
+NO_STOP = "() => window.__lastStop === undefined"
+
+
+def _focused_text_field(page) -> None:
+    """A text field that has focus while the arm moves (the bench page shows none then; any page
+    element may have focus, e.g. one a browser extension added): Esc and Space must still e-stop."""
+    page.evaluate("() => { const f = document.createElement('input'); f.type = 'text'; f.id = 'typed-in'; "
+                  "document.querySelector('#rollout').prepend(f); f.focus(); }")
+    assert page.evaluate("() => document.activeElement.id") == "typed-in"
+
+
+def _esc_leaves_the_field(page, selector: str, phase: str) -> None:
+    assert page.evaluate("(s) => document.activeElement === document.querySelector(s)", selector)
+    page.keyboard.press("Escape")
+    assert page.evaluate("() => document.activeElement === document.body"), "Esc did not leave the field"
+    assert page.evaluate(NO_STOP) and page.text_content("#phase") == phase
+
+
+def test_esc_and_space_in_the_rater_name_type_and_blur_space_in_the_rollout_estops(tmp_path, small_page,
+                                                                                    policy_servers):
+    page = small_page
+    campaign = plan_small(tmp_path / "campaign")
+    port = free_port()
+    proc = start_run(campaign, policy_servers, port, tmp_path / "run.log", rater=None)
+    try:
+        wait_http(f"http://127.0.0.1:{port}/api/meta", 120, proc)
+        page.goto(f"http://127.0.0.1:{port}/bench")
+        _phase(page, "camera_check")
+        page.click("#rater-name")
+        page.keyboard.type("Grace")
+        page.keyboard.press(" ")                              # a space in a name, not an e-stop
+        page.keyboard.type("Hopper")
+        _esc_leaves_the_field(page, "#rater-name", "camera_check")   # Esc leaves the field, stops nothing
+        assert page.input_value("#rater-name") == "Grace Hopper"
+        page.wait_for_function("() => !document.querySelector('#confirm-cameras').disabled", timeout=30_000)
+        page.click("#confirm-cameras")
+        _phase(page, "reset")
+        page.click("#ready")
+        _phase(page, "rollout")
+        _steps_at_least(page, 10)
+        _focused_text_field(page)
+        page.keyboard.press(" ")                              # while the arm moves: Space e-stops
+        answer_estop_cause(page, "operator")
+    finally:
+        finish_estopped_session(proc, tmp_path, campaign, "rollout")
+    with Ledger.open(campaign / Ledger.FILENAME, readonly=True) as ledger:
+        (check,) = ledger.events(kind="camera_check")
+        assert check["payload"]["rater"] == "Grace Hopper"
+        (attempt,) = [a for t in ledger.trials() for a in ledger.attempts_for(t.trial_id)]
+        assert (attempt.status, attempt.invalid_reason) == ("invalid", "estop: operator")
+
+
+def test_esc_in_the_note_blurs_and_saves_the_score_esc_in_the_next_rollout_estops(tmp_path, small_page,
+                                                                                 policy_servers):
+    page = small_page
+    campaign, proc = session_at_reset(page, tmp_path, policy_servers)
+    try:
+        page.click("#ready")
+        _phase(page, "rollout")
+        _steps_at_least(page, 10)
+        page.click("#stop")
+        _phase(page, "score")
+        page.evaluate("() => { window.__lastStop = undefined; }")   # the Stop button's request, seen
+        page.check("input[name=success][value=yes]")
+        page.click("#note")
+        page.keyboard.type("clean pick, no bump")             # spaces typed into the note
+        _esc_leaves_the_field(page, "#note", "score")
+        assert page.input_value("#note") == "clean pick, no bump"
+        page.click("#submit-score")
+        page.wait_for_function("() => document.querySelector('#last-score').dataset.score", timeout=30_000)
+        _phase(page, "reset")
+        page.click("#ready")
+        _phase(page, "rollout")
+        _steps_at_least(page, 10)
+        _focused_text_field(page)
+        page.keyboard.press("Escape")                         # while the arm moves: Esc e-stops
+        answer_estop_cause(page, "operator")
+    finally:
+        finish_estopped_session(proc, tmp_path, campaign, "rollout")
+    with Ledger.open(campaign / Ledger.FILENAME, readonly=True) as ledger:
+        first, second = [a for t in ledger.trials() for a in ledger.attempts_for(t.trial_id)]
+        (score,) = ledger.scores_for(first.attempt_id)         # the attempt is scored, not left unscored
+        assert (score.rater, score.success, score.note) == (RATER, True, "clean pick, no bump")
+        assert (second.status, second.invalid_reason) == ("invalid", "estop: operator")
+
+
+def test_the_first_screen_says_the_software_estop_is_not_a_safety_rated_stop(tmp_path, small_page, policy_servers):
+    page = small_page
+    campaign = plan_small(tmp_path / "campaign")
+    port = free_port()
+    proc = start_run(campaign, policy_servers, port, tmp_path / "run.log", rater=None)
+    try:
+        wait_http(f"http://127.0.0.1:{port}/api/meta", 120, proc)
+        page.goto(f"http://127.0.0.1:{port}/bench")
+        _phase(page, "camera_check")
+        assert page.is_visible("#hardware-estop")
+        text = " ".join(page.inner_text("#hardware-estop").split())
+        assert "not a safety-rated stop" in text and "power cut" in text and "within the operator's reach" in text, text
+        box = page.locator("#hardware-estop").bounding_box()     # on the first screen, not below the fold
+        assert box and box["y"] >= 0 and box["y"] + box["height"] <= VIEWPORT["height"], box
+        page.click("#end-at-check")
+        _phase(page, "ended", timeout=30_000)
+        proc.wait(60)
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait(10)

@@ -305,7 +305,7 @@ $("#score-form").addEventListener("change", (ev) => {
 $("#score-form").addEventListener("submit", async (ev) => {
   ev.preventDefault();
   const form = ev.target;
-  if (!form.success.value) { $("#error").textContent = "choose success or failure"; return; }
+  if (!form.success.value) { $("#error").textContent = "choose success or failure (keys y / n)"; return; }
   const success = form.success.value === "yes";
   const mode = success ? null : (form.querySelector("input[name=failure_mode]:checked") || {}).value || null;
   const payload = { success, failure_mode: mode, note: $("#note").value };
@@ -343,16 +343,25 @@ $("#estop-cause-form").addEventListener("submit", async (ev) => {
   if (!cause) { $("#error").textContent = "choose why the e-stop came"; return; }
   await command("estop_cause", { cause, text: $("#ec-text").value });
 });
+// E-stop keys by phase: while the arm moves (homing, rollout, stopping) Esc and Space e-stop from
+// whatever has focus, and do nothing else. In the other phases a key typed in a text field (rater
+// name, override reason, note) belongs to the field, Esc only leaves it; outside a text field Esc
+// e-stops, while Space and Enter stay with the focused checkbox, radio or button.
+const MOTION_PHASES = ["homing", "rollout", "stopping"];
+const scoring = scoringKeys({ active: () => state.phase === "score" && !$("#score").hidden,
+                              modes: () => (state.form || {}).failure_modes, save: () => $("#score-form").requestSubmit(),
+                              say: (text) => { $("#error").textContent = text; } });
 document.addEventListener("keydown", (ev) => {
-  const typing = ["INPUT", "TEXTAREA", "SELECT"].includes(document.activeElement && document.activeElement.tagName) &&
-    document.activeElement.type !== "radio" && document.activeElement.type !== "checkbox" && document.activeElement.type !== "range";
+  const focus = document.activeElement || document.body;
   const key = ev.key.toLowerCase();
-  // The page's e-stop key is Escape, in every phase of a session and from any focused element: it
-  // types nothing and activates no control. Space and Enter are left to the focused control (Space
-  // used to e-stop too, so ticking a checklist box with Space ended the session).
   const session = !["offline", "ended"].includes(state.phase);
-  if (session && ev.key === "Escape") { ev.preventDefault(); stopRollout("estop", "key"); return; }
-  if (typing) return;
+  if (session && (ev.key === "Escape" || ev.key === " ")) {
+    if (MOTION_PHASES.includes(state.phase)) { ev.preventDefault(); stopRollout("estop", "key"); return; }
+    if (isTextField(focus)) { if (ev.key === "Escape") { ev.preventDefault(); focus.blur(); } return; }
+    if (ev.key === "Escape") { ev.preventDefault(); stopRollout("estop", "key"); return; }
+  }
+  if (scoring(ev)) return;
+  if (isTextField(focus) || focus.tagName === "SELECT") return;
   if (state.phase === "rollout" && key === "s") stopRollout("operator_stop", "key");
   else if (state.phase === "rollout" && key === "a") stopRollout("abort", "key");
   else if (state.phase === "reset" && key === "enter") { ev.preventDefault(); $("#ready").click(); }

@@ -61,3 +61,53 @@ function modeChoice(m) {
   return el("label", { class: m.applicable ? "" : "na", title: m.why_not || "" }, input, " ",
     el("b", { text: `${m.number}) ${m.label}` }), el("small", { text: m.applicable ? m.definition : `not for this trial: ${m.why_not}` }));
 }
+
+// A focused element that takes typed text: keys pressed there belong to it.
+function isTextField(node) {
+  if (!node) return false;
+  if (node.tagName === "TEXTAREA" || node.isContentEditable) return true;
+  return node.tagName === "INPUT" && !["radio", "checkbox", "range", "button", "submit", "reset", "file", "color"].includes(node.type);
+}
+
+// Keyboard scoring, the same on the bench page and the review page: y success, n failure, a failure
+// mode's number (two digits within a second: 1 then 1 is 11), Enter saves (Shift+Enter passes
+// shift to `save`; in the note Ctrl+Enter). Keys typed in a text field stay text. The page's form is
+// #score-form with its #modes; `opts.active()`: an attempt can be scored now; `opts.modes()`: the
+// failure modes (with their numbers) in the order of the form's choices; `opts.save(shift)`;
+// `opts.say(text)`: show an error ("" clears it). Returns a keydown handler that says whether it
+// took the key.
+function scoringKeys(opts) {
+  let digits = "", digitsAt = 0;
+  const outcome = (value) => {
+    $(`#score-form input[name=success][value=${value}]`).checked = true;
+    $("#modes").hidden = value !== "no";
+  };
+  const chooseMode = (key) => {
+    const now = performance.now();
+    digits = (now - digitsAt < 1000 ? digits : "") + key;
+    digitsAt = now;
+    const modes = opts.modes() || [];
+    const find = n => $$("#modes input[name=failure_mode]").find((input, i) => modes[i] && modes[i].number === n);
+    let input = find(Number(digits));
+    if (!input) { digits = key; input = find(Number(key)); }
+    if (!input) { opts.say(`no failure mode ${digits}`); return; }
+    if (input.disabled) { opts.say(`failure mode ${digits} does not apply to this trial`); return; }
+    opts.say("");
+    outcome("no");
+    input.checked = true;
+  };
+  return (ev) => {
+    if (!opts.active()) return false;
+    const focus = document.activeElement || document.body;
+    if (ev.key === "Enter") {
+      if (focus.tagName === "TEXTAREA" ? !(ev.ctrlKey || ev.metaKey) : ["BUTTON", "A", "SELECT"].includes(focus.tagName)) return false;
+      ev.preventDefault();
+      opts.save(ev.shiftKey);
+      return true;
+    }
+    if (isTextField(focus) || focus.tagName === "SELECT" || ev.ctrlKey || ev.metaKey || ev.altKey) return false;
+    if (ev.key === "y" || ev.key === "n") { outcome(ev.key === "y" ? "yes" : "no"); return true; }
+    if (/^[0-9]$/.test(ev.key)) { chooseMode(ev.key); return true; }
+    return false;
+  };
+}

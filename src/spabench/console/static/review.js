@@ -181,12 +181,6 @@ function showConflict(reply) {
   $("#conflict").hidden = false;
 }
 
-function outcome(value) {
-  const input = $(`#score-form input[name=success][value=${value}]`);
-  input.checked = true;
-  $("#modes").hidden = value !== "no";
-}
-
 async function save(next) {
   const f = $("#score-form");
   $("#error").textContent = ""; $("#saved").textContent = "";
@@ -219,42 +213,16 @@ async function save(next) {
   $("#saved").textContent = `saved: ${scoreText(body)}` + (next ? (Object.keys(VIEW).length ? " — every attempt in this view is scored" : " — every attempt is scored (nothing left for you here)") : "");
 }
 
-// Keyboard-only scoring. Escape is never used here (it is the bench page's E-STOP key); keys typed
-// into a text field stay text, except Ctrl+Enter in the note.
-let digits = "", digitsAt = 0;
-function chooseMode(key) {
-  const now = performance.now();
-  digits = (now - digitsAt < 1000 ? digits : "") + key;
-  digitsAt = now;
-  const find = n => $$("#modes input[name=failure_mode]").find((input, i) => data.trial.failure_modes[i].number === n);
-  let input = find(Number(digits));
-  if (!input) { digits = key; input = find(Number(key)); }
-  if (!input) { $("#error").textContent = `no failure mode ${digits}`; return; }
-  if (input.disabled) { $("#error").textContent = `failure mode ${digits} does not apply to this trial`; return; }
-  $("#error").textContent = "";
-  outcome("no");
-  input.checked = true;
-}
-
-function typing(node) {
-  return node.tagName === "TEXTAREA" || node.tagName === "SELECT" || (node.tagName === "INPUT" && node.type === "text");
-}
-
+// Keyboard-only scoring (common.js: the same keys as on the bench page). Escape is never used here
+// (it is the bench page's E-STOP key); keys typed into a text field stay text.
+const scoring = scoringKeys({ active: () => !!data && data.status === "complete", modes: () => data.trial.failure_modes,
+                              save: (shift) => save(shift), say: (text) => { $("#error").textContent = text; } });
 document.addEventListener("keydown", (ev) => {
+  if (scoring(ev)) return;
   const focus = document.activeElement || document.body;
-  if (ev.key === "Enter" && data && data.status === "complete") {
-    if (focus.tagName === "TEXTAREA" ? !(ev.ctrlKey || ev.metaKey) : ["BUTTON", "A", "SELECT"].includes(focus.tagName)) return;
-    ev.preventDefault();
-    save(ev.shiftKey);
-    return;
-  }
-  if (typing(focus) || ev.ctrlKey || ev.metaKey || ev.altKey) return;
+  if (isTextField(focus) || focus.tagName === "SELECT" || ev.ctrlKey || ev.metaKey || ev.altKey) return;
   if (ev.key === ",") step(-1);
   else if (ev.key === ".") step(1);
-  else if (!data || data.status !== "complete") return;
-  else if (ev.key === "y") outcome("yes");
-  else if (ev.key === "n") outcome("no");
-  else if (/^[0-9]$/.test(ev.key)) chooseMode(ev.key);
 });
 
 $("#play").addEventListener("click", () => setPlaying(!playing));
