@@ -25,6 +25,7 @@ from .conftest import (
     finish_estopped_session,
     free_port,
     plan_small,
+    screenshot,
     session_at_reset,
     start_run,
     wait_http,
@@ -261,8 +262,10 @@ def test_the_first_screen_says_the_software_estop_is_not_a_safety_rated_stop(tmp
         assert page.is_visible("#hardware-estop")
         text = " ".join(page.inner_text("#hardware-estop").split())
         assert "not a safety-rated stop" in text and "power cut" in text and "within the operator's reach" in text, text
-        box = page.locator("#hardware-estop").bounding_box()     # on the first screen, not below the fold
-        assert box and box["y"] >= 0 and box["y"] + box["height"] <= VIEWPORT["height"], box
+        for sel in ("#hardware-estop", "#rater-name", "#confirm-cameras"):   # all on the first screen, none below the fold
+            box = page.locator(sel).bounding_box()
+            assert box and box["y"] >= 0 and box["y"] + box["height"] <= VIEWPORT["height"], (sel, box)
+        screenshot(page, "bench_camera_check_1366.png", tmp_path)
         page.click("#end-at-check")
         _phase(page, "ended", timeout=30_000)
         proc.wait(60)
