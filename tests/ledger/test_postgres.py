@@ -12,7 +12,7 @@ import pytest
 from tests.ledger.conftest import HASH, make_ledger
 
 from spabench.errors import ConfigError
-from spabench.ledger import BenchSessionActive, Ledger, LedgerError
+from spabench.ledger import BenchSessionActive, ClaimLost, Ledger, LedgerError, SceneSetTaken
 
 
 @pytest.fixture
@@ -114,8 +114,13 @@ def test_a_lapsed_lease_passes_the_set_on_and_interrupts_the_dead_attempt(pg_led
         ev = other.events(dead, "attempt_interrupted")[0]["payload"]
         assert ev == {"lease_lapsed": True, "from_bench": "a", "by_bench": "b"}
         assert pg_ledger.renew_claim("a", "E0001", 30) is False
-        with pytest.raises(LedgerError, match="not running"):
+        # the late finish is the lost claim the session handles (before: a plain "not running" error)
+        with pytest.raises(ClaimLost, match="bench 'b' took the set over") as lost:
             pg_ledger.finish_attempt(dead, "complete", "timer")
+        assert (lost.value.evaluation_id, lost.value.holder, lost.value.status) == ("E0001", "b", "invalid")
+        with pytest.raises(SceneSetTaken, match="claimed by bench 'b'") as taken:   # nothing more begins there
+            pg_ledger.begin_attempt("E0001-P1", bench_id="a")
+        assert (taken.value.evaluation_id, taken.value.holder) == ("E0001", "b")
         again = other.begin_attempt("E0001-P2", bench_id="b")
         assert again == "E0001-P2-a2"
     finally:

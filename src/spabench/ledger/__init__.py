@@ -7,6 +7,7 @@ from spabench.ledger.ledger import (
     ClaimLost,
     Ledger,
     LedgerError,
+    SceneSetTaken,
     ScoreConflict,
     validate_plan,
 )
@@ -21,7 +22,7 @@ from spabench.ledger.schema import (
 from spabench.suite.rules import STOP_REASONS
 
 __all__ = [
-    "Ledger", "LedgerError", "BenchSessionActive", "ClaimLost", "ScoreConflict", "LedgerLocked", "LedgerDamaged", "LedgerStorageError",
+    "Ledger", "LedgerError", "BenchSessionActive", "ClaimLost", "SceneSetTaken", "ScoreConflict", "LedgerLocked", "LedgerDamaged", "LedgerStorageError",
     "CampaignLock", "validate_plan", "TrialRow", "AttemptRow", "ScoreRow",
     "TRIAL_COLUMNS", "OUTCOME_COLUMNS", "STOP_REASONS",
 ]

@@ -93,12 +93,22 @@ class LedgerError(SpabenchError):
     """An operation the campaign's current state does not allow (unknown id, wrong status)."""
 
 
-class ClaimLost(LedgerError):
+class SceneSetTaken(LedgerError):
+    """A bench's scene set is now another bench's (its lease lapsed while it was paused or stalled
+    and `holder` took the set over): nothing was written."""
+
+    def __init__(self, message: str, *, evaluation_id: str | None, holder: str | None):
+        super().__init__(message)
+        self.evaluation_id, self.holder = evaluation_id, holder
+
+
+class ClaimLost(SceneSetTaken):
     """A bench tried to finish an attempt whose scene set another bench has taken over (its lease
     lapsed): nothing was written; `status` is what the attempt is now."""
 
-    def __init__(self, message: str, *, attempt_id: str, status: str):
-        super().__init__(message)
+    def __init__(self, message: str, *, attempt_id: str, status: str, evaluation_id: str | None = None,
+                 holder: str | None = None):
+        super().__init__(message, evaluation_id=evaluation_id, holder=holder)
         self.attempt_id, self.status = attempt_id, status
 
 
@@ -641,8 +651,9 @@ class Ledger:
             claim = tx.one(f"SELECT bench_id, lease_expires > {self.storage.now_epoch()} AS live FROM scene_sets "
                            f"WHERE evaluation_id = ?{self.storage.for_update}", (trial["evaluation_id"],))
             if claim is not None and claim["bench_id"] not in (None, bench_id) and claim["live"]:
-                raise LedgerError(f"{self.path}: scene set {trial['evaluation_id']} is claimed by bench "
-                                  f"{claim['bench_id']!r}; bench {bench_id!r} does not run its trials")
+                raise SceneSetTaken(f"{self.path}: scene set {trial['evaluation_id']} is claimed by bench "
+                                    f"{claim['bench_id']!r}; bench {bench_id!r} does not run its trials",
+                                    evaluation_id=trial["evaluation_id"], holder=claim["bench_id"])
             done = tx.one("SELECT attempt_id FROM attempts WHERE trial_id = ? AND status = 'complete' "
                           "AND dry_run = 0", (trial_id,))
             if done is not None:
@@ -707,6 +718,8 @@ class Ledger:
             row = self._attempt_row(tx, attempt_id)
             if self._retrying and (row["status"], row["stop_reason"]) == (status, stop_reason):
                 return                # committed just before the connection broke
+            if row["status"] != "running" and self._taken_over(tx, attempt_id):
+                raise self._lost_claim(tx, attempt_id, status)   # interrupted by the set's new holder
             if row["status"] != "running":
                 raise LedgerError(f"{self.path}: attempt {attempt_id} is {row['status']}, not running"
                                   + (f" ({row['invalid_reason']})" if row["invalid_reason"] else ""))
@@ -733,7 +746,14 @@ class Ledger:
                 self._insert_event(tx, attempt_id, "scored", {"rater": unsafe_by, "success": False,
                                                               "failure_mode": UNSAFE, "source": "estop_cause"})
 
-    def _lost_claim(self, tx: Tx, attempt_id: str, status: str) -> LedgerError:
+    @staticmethod
+    def _taken_over(tx: Tx, attempt_id: str) -> bool:
+        """The attempt was interrupted by another bench taking its lapsed scene set over."""
+        ev = tx.one("SELECT payload FROM events WHERE attempt_id = ? AND kind = 'attempt_interrupted' "
+                    "ORDER BY event_id DESC LIMIT 1", (attempt_id,))
+        return ev is not None and bool(json.loads(ev["payload"]).get("lease_lapsed"))
+
+    def _lost_claim(self, tx: Tx, attempt_id: str, status: str) -> ClaimLost:
         """Why a finish changed nothing: the attempt is no longer running (another bench took its scene
         set over and interrupted it), or its set is now another bench's."""
         row = self._attempt_row(tx, attempt_id)
@@ -751,7 +771,8 @@ class Ledger:
             f"longer holds scene set {claim['evaluation_id'] if claim else '?'} (its lease lapsed and bench "
             f"{taker!r} took the set over); the attempt is {state} and its trial is run by the set's holder. "
             "Nothing was changed; the recording stays where it is",
-            attempt_id=attempt_id, status=row["status"])
+            attempt_id=attempt_id, status=row["status"], evaluation_id=claim["evaluation_id"] if claim else None,
+            holder=taker)
 
     @_reconnecting
     def mark_interrupted(self, bench_id: str | None = None) -> list[str]:

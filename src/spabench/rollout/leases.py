@@ -56,6 +56,7 @@ class SceneSetClaims:
         # a dry run: its attempts consume no trial, so the trials it ran are skipped here instead
         self.dry_run = False
         self.dry_ran: set[str] = set()
+        self.lost_set: tuple[str, str] | None = None   # (scene set, the bench that took it), not yet said
 
     def start(self) -> None:
         """On a shared ledger: say so and renew leases from now on (every third of the lease)."""
@@ -70,9 +71,33 @@ class SceneSetClaims:
         if self.keeper is not None:
             self.keeper.stop()
 
-    def lost(self) -> None:
-        """Another bench took the set over (this bench's lease lapsed while it stalled)."""
+    def lost(self, evaluation_id: str | None = None, holder: str | None = None,
+             attempt_id: str | None = None) -> None:
+        """Another bench took the set over: this bench's lease lapsed while it was paused or stalled.
+
+        What this bench does in the lost set ends here: it begins nothing more there, and the attempt
+        it was in (`attempt_id`, when the loss showed at its finish) stays as the taker recorded it,
+        invalid ('interrupted', once) with its trial run again by the taker; this bench's finish
+        wrote nothing, so the attempt is never counted twice nor complete. The loss is an event of
+        the campaign (`scene_set_lost`) and is said when the next set is claimed (or none is left)."""
+        eid = evaluation_id or self.claim
         self.claim = None
+        if eid is None or self.lost_set is not None and self.lost_set[0] == eid:
+            return
+        self.lost_set = (eid, holder or "?")
+        self.ledger.log_event(None, "scene_set_lost", {"evaluation_id": eid, "bench_id": self.bench_id,
+                                                       "to_bench": holder, "attempt_id": attempt_id})
+
+    def _holder(self, evaluation_id: str) -> str | None:
+        return next((c["bench_id"] for c in self.ledger.claims() if c["evaluation_id"] == evaluation_id), None)
+
+    def _say_lost(self, then: str) -> None:
+        """'lost scene set X to bench B ...; moving on to scene set Y' (or: none is left)."""
+        if self.lost_set is not None:
+            eid, holder = self.lost_set
+            self.lost_set = None
+            self.say(f"bench {self.bench_id}: lost scene set {eid} to bench {holder} (its lease lapsed while "
+                     f"this bench was paused or stalled); {then}")
 
     def next_trial(self) -> Any:
         """The next trial this bench runs. One bench (SQLite): the lowest-order pending trial. Several
@@ -87,8 +112,7 @@ class SceneSetClaims:
         waiting = False
         while True:
             if self.claim is not None and self.keeper is not None and self.keeper.lost == self.claim:
-                self.say(f"bench {self.bench_id}: scene set {self.claim} was taken over by another bench")
-                self.claim = None
+                self.lost(self.claim, self._holder(self.claim))
             if self.claim is not None:
                 trial = self.ledger.next_trial(self.claim)
                 if trial is not None:
@@ -98,10 +122,15 @@ class SceneSetClaims:
             eid = self.ledger.claim_scene_set(self.bench_id, self.lease_s)
             if eid is not None:
                 self.claim = eid
-                self.say(f"bench {self.bench_id}: claimed scene set {eid}")
+                if self.lost_set is not None:
+                    self._say_lost(f"moving on to scene set {eid}")
+                else:
+                    self.say(f"bench {self.bench_id}: claimed scene set {eid}")
                 continue
             if not self.ledger.pending_trials():
+                self._say_lost("no scene set is left for it")
                 return None
+            self._say_lost("every other pending scene set is held by another bench")
             if not waiting:
                 held = sorted({c["bench_id"] for c in self.ledger.claims() if c["bench_id"]})
                 self.say(f"bench {self.bench_id}: every pending scene set is held by another bench "

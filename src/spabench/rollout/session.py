@@ -28,7 +28,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from spabench.bench.errors import MotionStopped
-from spabench.ledger import ClaimLost, LedgerStorageError, ScoreConflict
+from spabench.ledger import ClaimLost, LedgerStorageError, SceneSetTaken, ScoreConflict
 from spabench.operator.base import motion_prefill
 from spabench.operator.blinding import Blinder, BlindStream, blind_logging
 from spabench.operator.checklist import (
@@ -481,11 +481,12 @@ class Session:
                                            episode_path=self._recorded_path(attempt_id, rel_path),
                                            invalid_reason=result.invalid_reason)
         except ClaimLost as exc:
-            # this bench's lease lapsed (it stalled) and another bench took the set over: that bench
-            # already made the attempt invalid ('interrupted'); the finish wrote nothing
+            # this bench's lease lapsed (it was paused or stalled) and another bench took the set over:
+            # that bench already made the attempt invalid ('interrupted'), once; the finish wrote nothing
+            # (a compare-and-set), so the attempt is never complete and its trial is run by the taker
             self.running_attempt = None
             self.say(f"attempt {attempt_id}: {exc}; its recording is kept at {rel_path}")
-            self.open_claims.lost()
+            self.open_claims.lost(exc.evaluation_id, exc.holder, attempt_id)
             return False
         self.running_attempt = None
         return True
@@ -548,7 +549,8 @@ class Session:
                 result.valid, result.invalid_reason, result.stop_reason = False, "server_changed", "fault"
                 result.detail = "the policy server changed its checkpoint during the attempt"
         if not self._finish_attempt(attempt_id, result, rel_path):
-            return dataclasses.replace(result, valid=False, invalid_reason="interrupted"), attempt_id
+            return dataclasses.replace(result, valid=False, invalid_reason="interrupted",
+                                       detail="its scene set was taken over by another bench"), attempt_id
         self.ledger.log_event(attempt_id, "rollout_summary", {
             "steps": result.n_steps, "duration_s": round(result.duration_s, 3), "detail": result.detail,
             "motion_onset": motion.onset, "timer_s": timer_s, "timing": result.timing,
@@ -651,6 +653,9 @@ class Session:
             except ServerIdentityChanged as exc:   # before the attempt began: nothing was recorded
                 self.say(f"error: {exc}")
                 return EXIT_CONFIG
+            except SceneSetTaken as exc:   # paused past its lease before the attempt began: nothing began
+                self.open_claims.lost(exc.evaluation_id, exc.holder)
+                continue
             if result is None:
                 if self.controls.estopped():
                     return self.end_by_estop(trial)
