@@ -662,6 +662,8 @@ class Session:
                 self.say("session ended by the operator before the trial started")
                 break
             done += 1
+            if self.dry_run and result.valid:
+                self.open_claims.dry_ran.add(trial.trial_id)
             self._say_progress(attempt_id, result)
             code = self._stop_after(trial, attempt_id, result)
             if code is not None:
@@ -677,11 +679,11 @@ class Session:
 
     def _say_progress(self, attempt_id: str | None, result: Any) -> None:
         p = self.ledger.progress()
-            if self.dry_run and result.valid:
-                self.open_claims.dry_ran.add(trial.trial_id)
         status = "complete" if result.valid else f"INVALID ({result.invalid_reason}: {result.detail})"
         if result.valid and result.stop_reason == "estop":
             status = f"FAILURE ({UNSAFE}: e-stopped for {ESTOP_CAUSE_LABELS[UNSAFE]})"
+        if self.dry_run:
+            status += " (dry run: not counted)"
         self.say(f"[{p['complete']}/{p['trials']}] {attempt_id}: {result.stop_reason} -> {status}; "
                  f"{p['invalid_attempts']} invalid so far, {p['unscored']} unscored")
 
@@ -697,8 +699,6 @@ class Session:
             self.say(f"error: {self.identity_error}")
             return EXIT_CONFIG
         if not result.valid and result.invalid_reason == "storage_error":
-        if self.dry_run:
-            status += " (dry run: not counted)"
             from spabench.storage_advice import storage_advice
 
             self.say(f"session stopped: {attempt_id} could not be recorded ({result.detail}); it is "
