@@ -90,3 +90,44 @@ def test_a_checkpoint_swapped_between_trials_stops_the_session_and_counts_nothin
         assert bus.goal_writes() == [] and server.calls == 0
     assert "is not the one this campaign pinned" in out.getvalue()
     assert _attempts(campaign)["E0002-P1"] == []
+
+
+def test_a_checkpoint_swapped_while_the_operator_places_the_next_scene_stops_before_that_attempt(tmp_path):
+    """The swap comes while the terminal operator stands at trial 2's scene gate (stdin a pipe the test
+    types into): the check after homing finds it, and trial 2 never begins."""
+    import os
+    import threading
+    import time
+
+    campaign = make_campaign(tmp_path, n=2)
+    read_fd, write_fd = os.pipe()
+    person = os.fdopen(write_fd, "w")
+    out = io.StringIO()
+    done: dict[str, int] = {}
+    with EmulatedBus() as bus, SwappingServer(swap_at=0) as server, os.fdopen(read_fd) as stdin:
+        cfg = make_cfg(campaign, bus.port, server.port, timer_s=0.6,
+                       operator={"type": "terminal", "keys": False, "status_line": False, "rater": "Ada"})
+        session = threading.Thread(target=lambda: done.update(code=run(cfg, out=out, stdin=stdin)), daemon=True)
+        session.start()
+        try:
+            person.write("\ny\n\n")          # trial 1: ready, success, no note
+            person.flush()
+            deadline = time.monotonic() + 120
+            while out.getvalue().count("Scene ready?") < 2:   # the session waits at trial 2's gate
+                assert session.is_alive() and time.monotonic() < deadline, out.getvalue()
+                time.sleep(0.05)
+            server.server.metadata["checkpoint_digest"] = DIGEST_B   # reloaded in place, no restart
+            person.write("\n")               # trial 2: ready
+            person.flush()
+            session.join(120)
+        finally:
+            person.close()
+            session.join(60)
+    text = out.getvalue()
+    assert done.get("code") == EXIT_CONFIG, text
+    assert _attempts(campaign) == {"E0000-P1": [("complete", None)], "E0001-P1": []}, text
+    (changed,) = _events(campaign, CHANGED)
+    assert changed["when"] == "before trial E0001-P1" and changed["identity"]["checkpoint_digest"] == DIGEST_B
+    assert "error: the policy server of policy P1 changed its checkpoint during the session (before trial " \
+           "E0001-P1)" in text, text
+    assert server.server.resets == 1 and "itest" not in text
