@@ -98,6 +98,8 @@ def test_the_safety_envelope_applies_the_workspace_after_the_joint_clamps():
     ({"box_cm": {"x": [-10.0, 60.0], "y": [-35.0, 35.0], "z": [1.0, 60.0]}}, "arm_envelope.box_cm.z"),
     ({"table_margin_cm": -0.5}, "arm_envelope.table_margin_cm"),
     ({"table_margin_cm": 25.0}, "arm_envelope.table_margin_cm"),
+    ({"keep_out_margin_cm": -0.1}, "arm_envelope.keep_out_margin_cm"),
+    ({"keep_out_margin_cm": 25.0}, "arm_envelope.keep_out_margin_cm"),
     ({"keep_out_cm": {"Camera": {"x": [0, 1], "y": [0, 1], "z": [0, 1]}}}, "arm_envelope.keep_out_cm.Camera"),
     ({"keep_out_cm": {"cam": {"x": [0, 1], "y": [0, "a"], "z": [0, 1]}}}, "arm_envelope.keep_out_cm.cam.y"),
     ({"table_hight_cm": 0.0}, "arm_envelope.table_hight_cm"),
@@ -140,3 +142,69 @@ def test_a_home_pose_outside_the_envelope_is_refused_before_connecting():
                                              "joint_limits": {j: [-100.0, 100.0] if j != "gripper" else [0.0, 100.0]
                                                               for j in JOINTS},
                                              "home_pose": {j: 0.0 for j in JOINTS}}))
+
+
+# The issue's path: the gripper folded up 1.3 cm above the table, the wrist bracket 3.6 cm into it
+WRIST_DOWN = np.array([0.0, 97.0, 42.0, 90.0, 0.0, 10.0])
+
+
+def test_a_target_with_the_gripper_above_the_table_and_the_wrist_in_it_is_cut():
+    """Reproduction (issue 34): only the gripper's points were checked, so this target passed."""
+    assert 1.2 < lowest_cm(WRIST_DOWN) < 1.4          # the premise: the gripper is above the margin
+    env = envelope(table_margin_cm=0.5)
+    sent, clamp = env.limit(WRIST_DOWN, HOME)
+    assert clamp is not None, "a target with the wrist 3.6 cm into the table was passed through"
+    assert clamp.rule == "table" and clamp.link not in ("gripper", "moving_jaw")
+    assert clamp.depth_cm > 3.5 + 0.5            # past the table top plus the margin
+    # the clamp names the link and its geometry in words: "wrist bracket 4.2 cm below the table margin"
+    assert clamp.geom.replace("_", " ") in clamp.message and "below the table margin" in clamp.message
+    assert f"{clamp.depth_cm:.1f} cm" in clamp.message
+    # what was sent keeps every link's geometry above the margin
+    assert env.violation(sent) == (0.0, "")
+    assert 0.0 <= clamp.kept < 1.0
+    # through the safety envelope (a step bound that lets it through) it is cut and logged as one clamp
+    safety = SafetyEnvelope(DEFAULT_JOINT_LIMITS, 180.0, workspace=env)
+    safe, clamps = safety.check_target(WRIST_DOWN, HOME, last=HOME)
+    cuts = [c for c in clamps if c.reason == REASON_WORKSPACE]
+    assert len(cuts) == 1 and cuts[0].link == clamp.link
+    assert env.violation(safe) == (0.0, "")
+
+
+def _finger(target) -> np.ndarray:
+    """(8, 3) corners of the fixed finger at a target, in cm."""
+    from spabench.bench.kinematics import to_radians
+
+    arm = arm_model()
+    return arm.box_corners(to_radians(target, arm.gripper_range), ["fixed_finger"]) * 100.0
+
+
+def test_a_keep_out_box_between_a_links_corners_is_caught():
+    """Reproduction (issue 34): a keep-out box the finger's face enters 2.5 mm deep between its corners
+    was passed (only corners were tested)."""
+    target = HOME + 0.6 * (DOWN - HOME)
+    corners = _finger(target)
+    face = corners[np.argsort(corners[:, 2])[:4]].mean(axis=0)      # the middle of the finger's lower face
+    mount = Box((face[0] - 0.5, face[0] + 0.5), (face[1] - 0.5, face[1] + 0.5), (face[2] - 1.0, face[2] + 0.25))
+    assert not any(all(lo <= c[i] <= hi for i, (lo, hi) in enumerate((mount.x_cm, mount.y_cm, mount.z_cm)))
+                   for c in corners)                           # no corner of the finger is inside
+    env = envelope(keep_out={"lamp": mount})
+    sent, clamp = env.limit(target, HOME)
+    assert clamp is not None, "a finger 2.5 mm inside a keep-out box was passed through"
+    assert clamp.rule == "keep_out:lamp" and clamp.link == "gripper" and clamp.geom == "fixed_finger"
+    assert "keep-out box lamp" in clamp.message
+    assert env.violation(sent) == (0.0, "")
+
+
+def test_keep_out_boxes_have_a_margin():
+    target = HOME + 0.6 * (DOWN - HOME)
+    corners = _finger(target)
+    low = corners[int(np.argmin(corners[:, 2]))]          # the finger's lowest point
+    for gap_cm, cut in ((0.3, True), (0.9, True), (1.2, False), (2.0, False)):
+        mount = Box((low[0] - 1.0, low[0] + 1.0), (low[1] - 1.0, low[1] + 1.0), (low[2] - 3.0, low[2] - gap_cm))
+        env = envelope(keep_out={"lamp": mount}, keep_out_margin_cm=1.0)
+        sent, clamp = env.limit(target, HOME)
+        assert (clamp is not None) == cut, (gap_cm, clamp)
+        if cut:
+            assert clamp.rule == "keep_out:lamp" and clamp.depth_cm == pytest.approx(1.0 - gap_cm, abs=0.05)
+    # the shipped envelope has a margin around every keep-out box
+    assert load_geometry(REPO_BENCH_YAML).arm_envelope.keep_out_margin_cm >= 0.5

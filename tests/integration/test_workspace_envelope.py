@@ -1,7 +1,8 @@
 """A stand-in policy that drives the gripper into the table, behind the Cartesian workspace envelope:
 on the MuJoCo twin (the gripper's geoms, measured by MuJoCo, never sink below the plane minus the
 margin) and through `run(cfg)` on the emulated Feetech bus with LeRobot's SO101Follower (no goal
-position the servos receive puts a gripper point below the plane; each cut is a clamp event)."""
+position the servos receive puts a gripper point below the plane; each cut is a clamp event). And a
+path that keeps the gripper above the table but lowers the wrist into it (issue 34), on the twin."""
 
 from __future__ import annotations
 
@@ -146,3 +147,71 @@ def test_the_emulated_so101_never_receives_a_goal_below_the_plane(tmp_path):
         np.testing.assert_allclose(sent[i], e["sent_target"], atol=1e-3)
     executed = [a for a in sent if np.all(np.isfinite(a))]
     assert min(lowest_cm(a) for a in executed) >= floor - 1e-4
+
+
+# issue 34's path: the gripper folded up (wrist_flex at its limit), then the shoulder lowers the
+# forearm; the gripper stays above the table's margin all the way, the wrist bracket ends 3.6 cm into it
+WRIST_PATH = (np.array([0.0, 0.0, 42.0, 95.0, 0.0, 10.0]), np.array([0.0, 97.0, 42.0, 95.0, 0.0, 10.0]))
+
+
+def test_the_twin_stops_a_path_that_lowers_the_wrist_into_the_table():
+    """Reproduction: only the gripper was checked, so the wrist bracket reached the table and the
+    twin's contact stopped it (no cut, no clamp). Now the envelope holds the arm first: no arm geom
+    touches the table, and every cut is a clamp naming the link."""
+    pytest.importorskip("mujoco")
+    import mujoco
+
+    from spabench.sim.bench import make_sim_bench
+
+    objects, geometry = load_objects_and_geometry()
+    env = geometry.arm_envelope
+    plane, floor = env.table_z_cm, env.table_z_cm + env.table_margin_cm
+    assert min(lowest_cm(WRIST_PATH[0] + f * (WRIST_PATH[1] - WRIST_PATH[0]))
+               for f in np.linspace(0.0, 1.0, 101)) > floor           # the premise: the gripper stays above
+    bench = make_sim_bench({"type": "sim", "cameras": {}, "sim": {"privileged": False}},
+                           objects=objects, geometry=geometry)
+    with bench:
+        model, data = bench.robot.world.model, bench.robot.world.data
+        table = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, "table")
+        shoulder = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_BODY, "shoulder")
+        arm = [g for g in range(model.ngeom) if _below(model, int(model.geom_bodyid[g]), shoulder)]   # the links
+        box, capsule = int(mujoco.mjtGeom.mjGEOM_BOX), int(mujoco.mjtGeom.mjGEOM_CAPSULE)
+        links = [g for g in arm if int(model.geom_type[g]) in (box, capsule)
+                 and mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_BODY, model.geom_bodyid[g]) not in GRIPPER_BODIES]
+        waypoint, cuts, touching, measured_low = 0, [], [], np.inf
+        for _ in range(300):                          # 10 s of the twin at 30 Hz
+            state = bench.observe().state
+            if waypoint + 1 < len(WRIST_PATH) and np.abs(WRIST_PATH[waypoint] - state).max() < 2.0:
+                waypoint += 1
+            target = state + np.clip(WRIST_PATH[waypoint] - state, -STEP_DEG, STEP_DEG)
+            result = bench.act(target)
+            cuts += [c for c in result.clamps if c.reason == "workspace"]
+            touching += [mujoco.mj_id2name(model, mujoco.mjtObj.mjOBJ_GEOM, c.geom1 + c.geom2 - table)
+                         for c in data.contact[:data.ncon] if table in (c.geom1, c.geom2) and
+                         ({c.geom1, c.geom2} & set(arm))]
+            # MuJoCo's own poses of the links' boxes and capsules (not the gripper's) after the step
+            for g in links:
+                rot = data.geom_xmat[g].reshape(3, 3)
+                if int(model.geom_type[g]) == box:
+                    low = (data.geom_xpos[g] + (SIGNS * model.geom_size[g]) @ rot.T)[:, 2].min()
+                else:
+                    low = (data.geom_xpos[g] + np.outer([-1, 1], rot[:, 2]) * model.geom_size[g][1])[:, 2].min() \
+                        - model.geom_size[g][0]
+                measured_low = min(measured_low, float(low) * 100.0)
+        assert len(links) == 7, links                 # shoulder, upper arm, forearm, wrist: 5 boxes, 2 capsules
+        assert waypoint == 1, "the path never reached its second leg"
+        assert touching == [], f"arm geoms touched the table: {sorted(set(touching))}"
+        assert cuts, "the envelope never cut the path"
+        for clamp in cuts:
+            assert clamp.rule == "table" and clamp.link not in GRIPPER_BODIES, clamp
+            assert clamp.geom.replace("_", " ") in clamp.message and "below the table margin" in clamp.message
+            assert lowest_cm(clamp.requested_target) > floor           # the gripper alone would have passed
+        assert any(c.kept == 0.0 for c in cuts)                         # pressing on: the arm held
+        assert plane <= measured_low < floor + 1.0, measured_low         # down to the margin, not into the table
+
+
+def _below(model, body: int, top: int) -> bool:
+    """Whether `body` is `top` or hangs from it."""
+    while body > 0 and body != top:
+        body = int(model.body_parentid[body])
+    return body == top

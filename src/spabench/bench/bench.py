@@ -151,17 +151,17 @@ class Bench:
 
     def _workspace_envelope(self, spec: ArmEnvelope | None) -> WorkspaceEnvelope:
         """The Cartesian envelope over the arm model, refused before anything connects when the
-        joint units are not degrees (the FK needs them) or the home pose's gripper lies outside."""
+        joint units are not degrees (the FK needs them) or a link lies outside at the home pose."""
         if not self.cfg.use_degrees:
             raise ConfigError("bench config, field 'use_degrees': false; the Cartesian workspace envelope "
                               "places the gripper from joint degrees (allowed: true)")
         if spec is None:
             spec = self._default_arm_envelope()
         envelope = WorkspaceEnvelope(spec, arm_model(self._arm_model_file()))
-        depth, rule = envelope.violation(self.home_pose)
-        if depth > 0:
-            raise ConfigError(f"bench config, field 'home_pose': {self.cfg.home_pose} puts the gripper "
-                              f"{depth * 100:.1f} cm past the workspace envelope's {rule!r} rule "
+        worst = envelope.worst(self.home_pose)
+        if worst.depth > 0:
+            raise ConfigError(f"bench config, field 'home_pose': {self.cfg.home_pose} puts the "
+                              f"{envelope.describe(worst)}, past the workspace envelope's {worst.rule!r} rule "
                               "(hardware/bench.yaml arm_envelope); move the home pose or the envelope")
         return envelope
 

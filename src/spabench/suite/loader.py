@@ -38,7 +38,7 @@ GEOMETRY_KEYS = ("table_size_cm", "workspace_x_cm", "workspace_y_cm", "bowl_xy_c
 # gains lives inside it, so no list of names has to follow it.
 SAFETY_GROUP = "arm_envelope"
 GEOMETRY_KEYS_OPTIONAL = (SAFETY_GROUP,)
-ENVELOPE_KEYS = ("table_z_cm", "table_margin_cm", "box_cm", "keep_out_cm")
+ENVELOPE_KEYS = ("table_z_cm", "table_margin_cm", "box_cm", "keep_out_cm", "keep_out_margin_cm")
 BOX_KEYS = ("x", "y", "z")
 MAX_TABLE_MARGIN_CM = 20.0
 COUNT_KEYS = (*SCENE_CONDITIONS, "matched", "paraphrase")
@@ -162,7 +162,13 @@ def load_arm_envelope(value, path: Path) -> ArmEnvelope:
         if not isinstance(name, str) or not _OBJECT_ID.match(name):
             raise DataError(path, f"keep-out box name {name!r} must be lower_snake_case", field=where)
         keep_out[name] = _box(spec, path, where)
-    return ArmEnvelope(table_z_cm=table_z, table_margin_cm=margin, box=box, keep_out=keep_out)
+    keep_out_margin = checks.number(data.get("keep_out_margin_cm", default.keep_out_margin_cm), path,
+                                    f"{field}.keep_out_margin_cm", minimum=0.0)
+    if keep_out_margin > MAX_TABLE_MARGIN_CM:
+        raise DataError(path, f"{keep_out_margin} cm (allowed: 0 to {MAX_TABLE_MARGIN_CM} cm)",
+                        field=f"{field}.keep_out_margin_cm")
+    return ArmEnvelope(table_z_cm=table_z, table_margin_cm=margin, box=box, keep_out=keep_out,
+                       keep_out_margin_cm=keep_out_margin)
 
 
 # -- manifest ----------------------------------------------------------------------------------------

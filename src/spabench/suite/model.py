@@ -134,14 +134,16 @@ DEFAULT_ARM_BOX = Box(x_cm=(-10.0, 60.0), y_cm=(-35.0, 35.0), z_cm=(0.0, 60.0))
 
 @dataclass(frozen=True)
 class ArmEnvelope:
-    """Where the gripper may go (hardware/bench.yaml `arm_envelope:`; checked by bench/safety.py on
-    every arm target): every gripper point at least table_margin_cm above the table top
-    (table_z_cm), inside `box`, and outside every `keep_out` box (camera mounts and the like)."""
+    """Where the arm may go (hardware/bench.yaml `arm_envelope:`; checked by bench/safety.py on
+    every arm target): every link's collision geometry at least table_margin_cm above the table top
+    (table_z_cm), inside `box`, and at least keep_out_margin_cm clear of every `keep_out` box (camera
+    mounts and the like)."""
 
     table_z_cm: float = 0.0
     table_margin_cm: float = 0.5
     box: Box = DEFAULT_ARM_BOX
     keep_out: dict[str, Box] = field(default_factory=dict)
+    keep_out_margin_cm: float = 1.0
 
 
 @dataclass(frozen=True)
