@@ -189,3 +189,31 @@ def test_the_worker_draws_ahead_in_order_at_low_priority_and_the_operator_finds_
     assert f"Rendered reference (twin, from the specification): {second['sheet']}" in out.getvalue()
     assert rendered_reference(tmp_path, suite, suite.scenes[SCENE]).drawn is False
     assert {p: p.stat().st_mtime_ns for p in stamps} == stamps
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+def test_the_worker_stays_a_bounded_number_of_scenes_ahead_of_the_operator(tmp_path, suite):
+    """A campaign of hundreds of scenes must not spend a core drawing scenes far ahead while the arm
+    moves: the worker draws up to `lookahead` scenes beyond the one being placed, then waits for the
+    session to reach the next."""
+    pytest.importorskip("mujoco")
+    import time
+
+    from spabench.operator.render_ahead import RenderAhead
+
+    scenes = [suite.scenes[i] for i in ("object_state-id-002", SCENE)]
+    worker = RenderAhead(tmp_path, suite, scenes, lookahead=0).start()
+    try:
+        deadline = time.monotonic() + 300
+        while worker.waiting.value != 1:   # drew the scene being placed, now waits before the next
+            assert worker.alive and time.monotonic() < deadline, "the worker never waited at scene 2"
+            time.sleep(0.05)
+        assert "sheet" in _cached(tmp_path, scenes[0].scene_id)
+        assert _cached(tmp_path, scenes[1].scene_id) == {}, "drew beyond its lookahead"
+        worker.reached(scenes[1].scene_id)   # the operator moves on: the next scene is drawn
+        while "sheet" not in _cached(tmp_path, scenes[1].scene_id):
+            assert time.monotonic() < deadline, "the worker did not draw the reached scene"
+            time.sleep(0.05)
+    finally:
+        worker.stop()

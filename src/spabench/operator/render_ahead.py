@@ -13,6 +13,10 @@ control loop must not pay for it; the process runs at low priority (os.nice) so 
 process wins the cores. Why at session start, not at `plan`: the drawing depends on the bench
 (its home pose is part of the cache key), the planning machine may have no GL, and a campaign of
 900 scenes would make `plan` take many minutes for scenes a session may never reach.
+
+The worker stays at most LOOKAHEAD scenes ahead of the scene the operator is placing (`reached`):
+enough that the next new scene is always drawn while the current one runs, without a session of 900
+scenes spending a core for hours on scenes far ahead while the arm moves.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 NICENESS = 10          # added to the worker's nice value: the session's own process comes first
+LOOKAHEAD = 3          # scenes drawn beyond the one being placed
 STOP_WAIT_S = 10.0     # how long stop() lets the worker finish its current scene before terminating it
 
 
@@ -41,13 +46,19 @@ class _SuiteParts:
 
 
 def _draw_all(campaign_dir: str, suite: _SuiteParts, scenes: list[Any], home: Mapping[str, float] | None,
-              stop: Any) -> None:
-    """The worker: each scene's reference in order, until done or `stop` is set."""
+              stop: Any, reached: Any, waiting: Any, lookahead: int) -> None:
+    """The worker: each scene's reference in order, at most `lookahead` beyond `reached`, until done or
+    `stop` is set; `waiting` holds the index it waits to draw (-1: drawing or done)."""
     from spabench.operator.scene_reference import rendered_reference
 
     with contextlib.suppress(OSError):   # a platform without nice: the worker still helps
         os.nice(NICENESS)
-    for scene in scenes:
+    for i, scene in enumerate(scenes):
+        while i > reached.value + lookahead:   # far enough ahead: wait for the session to move on
+            waiting.value = i
+            if stop.wait(0.5):
+                return
+        waiting.value = -1
         if stop.is_set():
             return
         try:
@@ -73,21 +84,32 @@ class RenderAhead:
     """One worker process drawing `scenes`' references into `campaign_dir`; `stop()` ends it."""
 
     def __init__(self, campaign_dir: str | os.PathLike, suite: Any, scenes: list[Any],
-                 home: Mapping[str, float] | None = None) -> None:
+                 home: Mapping[str, float] | None = None, lookahead: int = LOOKAHEAD) -> None:
         self.campaign_dir = Path(campaign_dir)
         self.scenes = list(scenes)
         self._args = (str(self.campaign_dir), _SuiteParts(dict(suite.objects), suite.geometry), self.scenes,
                       dict(home) if home is not None else None)
         self._ctx = multiprocessing.get_context("spawn")   # no fork of a process with threads and GL state
         self._stop = self._ctx.Event()
+        self._reached = self._ctx.Value("i", 0, lock=False)   # index in `scenes` of the scene being placed
+        self.waiting = self._ctx.Value("i", -1, lock=False)   # the worker's: the index it waits to draw
+        self.lookahead = lookahead
+        self._index = {scene.scene_id: i for i, scene in enumerate(self.scenes)}
         self.process: Any = None
 
     def start(self) -> RenderAhead:
         if self.scenes:
-            self.process = self._ctx.Process(target=_draw_all, args=(*self._args, self._stop),
+            self.process = self._ctx.Process(target=_draw_all, args=(*self._args, self._stop, self._reached,
+                                                                   self.waiting, self.lookahead),
                                              name="spabench-render-ahead", daemon=True)
             self.process.start()
         return self
+
+    def reached(self, scene_id: str) -> None:
+        """The operator is placing `scene_id`: the worker may draw up to LOOKAHEAD scenes beyond it."""
+        i = self._index.get(scene_id)
+        if i is not None and i > self._reached.value:
+            self._reached.value = i
 
     @property
     def alive(self) -> bool:

@@ -380,6 +380,8 @@ class Session:
     def _scene_ready(self, trial: Any, scene: Any) -> tuple[bool, str | None]:
         """The scene gate. (False, _): the operator ended the session or an e-stop came; else (True,
         who staged the scene: "twin", "operator" or None)."""
+        if self.render_ahead is not None:
+            self.render_ahead.reached(trial.scene_id)
         text = self._checklist_text(trial, scene)
         staged_by = self._stage_scene(scene)
         self.controls.stage = "scene reset"
