@@ -409,6 +409,10 @@ class Ledger:
             if not where.is_file():
                 raise ConfigError(f"{where}: no campaign ledger here; plan one first with "
                                   "`spabench plan campaign=<name> out=<dir>`")
+            if url is not None:   # a URL would be ignored here: the caller meant another ledger
+                raise ConfigError(f"ledger={url}: this campaign's ledger is the SQLite file {where}; ledger= "
+                                  "gives the connection URL of a campaign planned on PostgreSQL (allowed "
+                                  "here: leave it out, null or sqlite)")
             try:
                 storage = SQLiteStorage(where, readonly=readonly)
             except sqlite3.OperationalError as exc:  # the file is there but cannot be opened now
@@ -419,10 +423,6 @@ class Ledger:
                 check_sqlite(storage.conn, where)
             except BaseException:
                 storage.close()
-            if url is not None:   # a URL would be ignored here: the caller meant another ledger
-                raise ConfigError(f"ledger={url}: this campaign's ledger is the SQLite file {where}; ledger= "
-                                  "gives the connection URL of a campaign planned on PostgreSQL (allowed "
-                                  "here: leave it out, null or sqlite)")
                 raise
         try:
             rows = storage.query("SELECT key, value FROM meta")
