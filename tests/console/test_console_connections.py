@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import http.client
 import importlib.metadata
+import time
 import tomllib
 from pathlib import Path
 
@@ -62,7 +63,12 @@ def test_what_the_console_uses_of_uvicorns_h11_protocol_exists(tmp_path):
         assert isinstance(proto.cycle, RequestResponseCycle)
         for attr in UVICORN_INTERNALS["RequestResponseCycle instance"]:
             assert hasattr(proto.cycle, attr), f"uvicorn's RequestResponseCycle has no {attr!r}"
-        assert proto.cycle.scope["path"] == "/api/bench/state" and proto.cycle.response_complete
+        assert proto.cycle.scope["path"] == "/api/bench/state"
+        # the server thread marks the cycle complete after writing the body the client already read
+        deadline = time.monotonic() + 10
+        while not proto.cycle.response_complete:
+            assert time.monotonic() < deadline, "the state request's cycle never completed"
+            time.sleep(0.01)
         # what the subclass derived from them: a page connection, between requests
         assert proto._page_since is not None and proto._idle_since is not None
         assert "/api/bench/state".startswith(PAGE_PATHS) and page_reserve(cfg) == 8
