@@ -68,8 +68,9 @@ chromium:
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq chromium >/dev/null; \
 	fi
 
+# `make demo out=DIR` passes out= on to `spabench demo` (default: demo-out/<timestamp>/)
 demo: install egl
-	$(VENV)/bin/spabench demo
+	$(VENV)/bin/spabench demo $(if $(out),'out=$(out)')
 
 # ruff (pyflakes, bugbear, pyupgrade, simplify, isort) and mypy; configured in pyproject.toml.
 lint: install

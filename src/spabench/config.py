@@ -187,8 +187,8 @@ class SpabenchConfig:
     max_frame_bytes: int | None = key(None, int, "largest request frame (null: 4 MiB, two native 640x480 frames)",
                                       SERVE, optional=True, minimum=1)
     device: str = key("cpu", str, "torch device for the checkpoint", "serve lerobot")
-    mode: str = key("compositional", str, "which stand-in policy: compositional | memorising | state_blind",
-                    "serve scripted")
+    mode: str | None = key(None, str, "which stand-in policy: compositional | memorising | state_blind (null: the "
+                           "one the policy card names, policy=scripted_<mode>)", "serve scripted", optional=True)
     grasp_noise_cm: float = key(0.0, float, "grasp position noise of the stand-in", "serve scripted",
                                 minimum=0.0)
     seed: int = key(0, int, "stand-in policy seed", ("serve scripted", "demo"), minimum=0)

@@ -31,13 +31,12 @@ def start_stand_ins(cfg: SpabenchConfig) -> tuple[list[Any], dict[str, dict]]:
 
     Returns the servers and the per-card port overrides that `run` needs to reach them."""
     from spabench.policy.card import load_card
-    from spabench.standins.serve import build_server
+    from spabench.standins.serve import build_server, card_mode
 
     servers, ports = [], {}
     for entry in cfg.need("campaign").policies:
         card = load_card(entry.card, search=cfg.group_dirs("policy"))
-        mode = str(card.extra.get("mode", "memorising" if "memoris" in card.name
-                                  else "state_blind" if "state_blind" in card.name else "compositional"))
+        mode = card_mode(card)
         if card.family != "scripted":
             raise ConfigError(f"demo: policy card '{card.name}' is family '{card.family}'; the demo serves "
                               "only the scripted stand-ins (allowed: scripted_compositional, scripted_memorising, "
@@ -49,6 +48,14 @@ def start_stand_ins(cfg: SpabenchConfig) -> tuple[list[Any], dict[str, dict]]:
         server.start()
         servers.append(server)
     return servers, ports
+
+
+def by_alias(campaign_dir: Path, per_card: dict[str, dict]) -> dict[str, dict]:
+    """Per-card overrides keyed as `run` takes them: by alias when the campaign is blinded (plan.csv)."""
+    from spabench.plan.planner import PLAN_CSV, read_plan_csv
+
+    alias = {r.card: r.alias for r in read_plan_csv(campaign_dir / PLAN_CSV)}
+    return {alias.get(card, card): fields for card, fields in per_card.items()}
 
 
 def _headline(report_dir: Path) -> list[str]:
@@ -83,7 +90,7 @@ def demo(cfg: SpabenchConfig) -> int:
     servers, ports = start_stand_ins(cfg)
     try:
         started = time.monotonic()
-        rc = run(cfg.replace(campaign_dir=campaign_dir, cards=ports))
+        rc = run(cfg.replace(campaign_dir=campaign_dir, cards=by_alias(campaign_dir, ports)))
         elapsed = time.monotonic() - started
     finally:
         for server in servers:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from tests.support.campaigns import ledger_count, plan_smoke
+from tests.support.campaigns import by_alias, card_aliases, ledger_count, plan_smoke
 
 from spabench.cli.commands import COMMANDS
 from spabench.cli.main import compose, main
@@ -135,7 +135,7 @@ def test_robot_campaign_without_bench_argument_tries_the_robot_not_the_twin(tmp_
     server, port = _scripted_server()
     with server:
         code = main(["run", f"campaign={robot}", "operator=unattended", "bench.port=/dev/spabench-no-arm",
-                     f"cards.scripted_compositional.port={port}"])
+                     *by_alias(robot, [f"cards.scripted_compositional.port={port}"])])
     out = capsys.readouterr().out
     assert code == 3, out
     assert "/dev/spabench-no-arm" in out and "bench config field 'port'" in out
@@ -165,7 +165,7 @@ def test_a_dry_run_on_the_twin_is_marked_dry_run(tmp_path, capsys):
     with server:
         code = main(["run", f"campaign={robot}", "bench=sim", "operator=auto", "dry_run=true", "operator.timer_s=1",
                      "bench.cameras.wrist.width=32", "bench.cameras.wrist.height=24",
-                     f"cards.scripted_compositional.port={port}"])
+                     *by_alias(robot, [f"cards.scripted_compositional.port={port}"])])
     out = capsys.readouterr().out
     assert code == 0, out
     with sqlite3.connect(robot / "ledger.sqlite") as conn:
@@ -178,18 +178,19 @@ def test_card_overrides_as_documented(tmp_path, capsys):
     from spabench.rollout.policies import load_cards
 
     campaign = _plan(tmp_path)
-    cfg = compose(COMMANDS["run"], [f"campaign={campaign}", "cards.scripted_compositional.host=10.0.0.5",
-                                    "cards.scripted_compositional.port=9001"])
-    card = load_cards(["scripted_compositional"], cfg)["scripted_compositional"]
+    alias = card_aliases(campaign)["scripted_compositional"]
+    cfg = compose(COMMANDS["run"], [f"campaign={campaign}", f"cards.{alias}.host=10.0.0.5",
+                                    f"cards.{alias}.port=9001"])
+    card = load_cards(["scripted_compositional"], cfg, aliases={alias: "scripted_compositional"},
+                      blind=True)["scripted_compositional"]
     assert (card.host, card.port) == ("10.0.0.5", 9001)
     capsys.readouterr()
-    assert main(["run", f"campaign={campaign}", "cards.scripted_compositional.hots=10.0.0.5"]) == 2
+    assert main(["run", f"campaign={campaign}", f"cards.{alias}.hots=10.0.0.5"]) == 2
     out = capsys.readouterr().out
-    # (with blind aliases on, the run's output names the card by its alias: cards.P1)
-    assert "cards." in out and "unknown field(s) hots" in out and "allowed:" in out and "host" in out
+    assert f"cards.{alias}" in out and "unknown field(s) hots" in out and "allowed:" in out and "host" in out
     assert "conf/cards" not in out and _attempts(campaign) == 0
     assert main(["run", f"campaign={campaign}", "cards.pi05.host=10.0.0.5"]) == 2
-    assert "no policy card or alias 'pi05' in this campaign" in capsys.readouterr().out
+    assert "with blind aliases on, address cards by alias" in capsys.readouterr().out
 
 
 # ---------------------------------------------------------------------------- a lab's own folder
@@ -239,7 +240,7 @@ def test_help_lists_options_with_defaults(capsys):
     assert "e-stop" in out and "abort" in out            # the bench keys
     assert main(["serve", "scripted", "--help"]) == 0
     out = capsys.readouterr().out
-    assert "port" in out and "mode" in out and "[compositional]" in out and "state_blind" in out
+    assert "port" in out and "mode" in out and "[null]" in out and "state_blind" in out
     assert main(["serve", "scripted", "mode=clever"]) == 2
     assert "key 'mode': 'clever' (allowed: compositional | memorising | state_blind)" in capsys.readouterr().err
 

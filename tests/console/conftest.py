@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.campaigns import by_alias
+
 CHROMIUM = os.environ.get("SPABENCH_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
@@ -129,7 +131,7 @@ def start_run(campaign: Path, ports: dict, console_port: int, log: Path, *extra:
     args = [sys.executable, "-m", "spabench.cli.main", "run", f"campaign={campaign}", "bench=sim_demo",
             *([f"operator.rater={rater}"] if rater else []), *extra,
             "operator=web", f"operator.console.port={console_port}", "operator.timer_s=60",
-            "operator.console.camera_check_s=0.5", *[f"cards.{n}.port={p}" for n, p in ports.items()]]
+            "operator.console.camera_check_s=0.5", *by_alias(campaign, [f"cards.{n}.port={p}" for n, p in ports.items()])]
     return subprocess.Popen(args, cwd=REPO, env=env(), stdout=log.open("w"), stderr=subprocess.STDOUT, text=True)
 
 

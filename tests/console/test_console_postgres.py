@@ -13,6 +13,7 @@ import pytest
 
 from spabench.ledger import Ledger
 from tests.console.conftest import REPO, SMALL_CAMPAIGN, env, free_port, spabench, wait_http
+from tests.support.campaigns import by_alias
 
 pytestmark = [pytest.mark.sim]
 
@@ -23,7 +24,7 @@ def test_console_serves_and_scores_a_postgresql_campaign(tmp_path, pg_url, polic
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (campaign / Ledger.POINTER).is_file() and not (campaign / Ledger.FILENAME).exists()
     proc = spabench("run", f"campaign={campaign}", "bench=sim_demo", "operator=auto", "operator.timer_s=1",
-                    "max_trials=1", "bench_id=bench-a", *[f"cards.{n}.port={p}" for n, p in policy_servers.items()],
+                    "max_trials=1", "bench_id=bench-a", *by_alias(campaign, [f"cards.{n}.port={p}" for n, p in policy_servers.items()]),
                     timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     with Ledger.open(campaign, readonly=True) as ledger:

@@ -27,7 +27,7 @@ import pytest
 from spabench.cli.commands import CAMPAIGN_FOLDER
 from spabench.cli.main import compose, fill_positionals, main, split_command
 from spabench.errors import SpabenchError
-from tests.support.campaigns import plan_smoke
+from tests.support.campaigns import by_alias, card_aliases, plan_smoke
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_CSV = REPO / "tests" / "analysis" / "data" / "example_outcomes.csv"
@@ -105,22 +105,31 @@ class Stage:
 
         self.tmp = tmp
         self.campaign = plan_smoke(tmp, "twin", bench="sim")
+        # `run` lines are composed against a blinded robot campaign of two cards, one of them the
+        # LeRobot checkpoint's (act_local): its cards are P1 and P2, as a lab's campaign names them
+        self.run_campaign = plan_smoke(tmp, "robot", bench="so101", policies=[
+            {"name": "scripted_compositional", "card": "scripted_compositional"},
+            {"name": "act_local", "card": "act_local"}])
         port = _free_port()
         _, server = build_server(SpabenchConfig.from_mapping(
             {"policy": load_card("scripted_compositional"), "suite": {"root": "tasks", "hardware": "hardware"},
              "port": port}, groups=("policy", "suite")))
         with server:
             code = main(["run", f"campaign={self.campaign}", "max_trials=1", "operator.timer_s=1",
-                         f"cards.scripted_compositional.port={port}"])
+                         *by_alias(self.campaign, [f"cards.scripted_compositional.port={port}"])])
         assert code == 0
         from spabench.ledger import Ledger
 
         with Ledger.open(self.campaign, readonly=True) as ledger:
             self.attempt = ledger.attempts()[0].attempt_id
+            self.bench_id = ledger.attempts()[0].bench_id   # the bench a `bench_dirs.B=PATH` line names
         self.n = 0
 
     def campaign_for(self, line: DocLine) -> Path:
-        """The shared campaign, or a copy of it for a line that changes it for good (invalidate=true)."""
+        """The shared campaign (the robot one for a `run` line), or a copy of it for a line that changes
+        it for good (invalidate=true)."""
+        if line.text.startswith("spabench run "):
+            return self.run_campaign
         if "invalidate=" not in line.text:
             return self.campaign
         copy = Path(self.fresh("campaign"))
@@ -132,7 +141,8 @@ class Stage:
         return str(self.tmp / f"{stem}{self.n}")
 
 
-VALUE_MAP = {"<host>": "127.0.0.1", "<gpu-host>": "127.0.0.1", "<chunk_size>": "100", "URL": "sqlite",
+# <chunk_size>: a chunk under act_local's default of 100 (tests/support/tiny_act.py's is 10)
+VALUE_MAP = {"<host>": "127.0.0.1", "<gpu-host>": "127.0.0.1", "<chunk_size>": "10", "URL": "sqlite",
              "...": "re-watched", '"..."': "re-watched"}
 
 
@@ -148,6 +158,8 @@ def arguments(line: DocLine, stage: Stage) -> list[str]:
     out: list[str] = []
     for word in words:
         key, sep, value = word.partition("=")
+        if "<alias>" in key:   # `cards.<alias>.field`: the LeRobot checkpoint's card, by its alias
+            key = key.replace("<alias>", card_aliases(campaign).get("act_local", "<alias>"))
         bare = key.lstrip("+~")
         if not sep:   # a positional (ledger copy SRC DST)
             out.append(str(stage.campaign) if word == "SRC" else stage.fresh("copy") if word == "DST" else word)
@@ -159,10 +171,10 @@ def arguments(line: DocLine, stage: Stage) -> list[str]:
             value = stage.fresh(Path(value).name or "out")
         elif bare == "attempt":
             value = stage.attempt
-        elif bare == "outcomes":
-            value = str(EXAMPLE_CSV)
+        elif bare == "outcomes":   # a file the checkout holds runs as written (Combining labs), else the example
+            value = str(REPO / value) if (REPO / value).is_file() else str(EXAMPLE_CSV)
         elif bare.startswith("bench_dirs."):
-            value = str(stage.campaign)
+            key, value = f"{key[: len(key) - len(bare)]}bench_dirs.{stage.bench_id}", str(stage.campaign)
         elif bare == "checkpoint":
             value = str(stage.tmp)
         elif bare == "ledger" and value.startswith("postgresql://"):
@@ -194,10 +206,10 @@ def check_line(line: DocLine, stage: Stage) -> str | None:
                 from spabench.ledger import Ledger
                 from spabench.rollout.policies import load_cards
 
-                with Ledger.open(stage.campaign, readonly=True) as ledger:
+                with Ledger.open(stage.run_campaign, readonly=True) as ledger:
                     trials = ledger.trials()
-                names = [t.card for t in trials] + [k for k in cfg.cards if k not in {t.alias for t in trials}]
-                load_cards(list(dict.fromkeys(names)), cfg, aliases={t.alias: t.card for t in trials})
+                load_cards(list(dict.fromkeys(t.card for t in trials)), cfg, aliases={t.alias: t.card for t in trials},
+                           blind=any(t.alias != t.policy for t in trials))   # as `run` loads them
         except SpabenchError as exc:
             return str(exc)
         return None

@@ -17,6 +17,7 @@ import yaml
 from spabench.config import SpabenchConfig
 from spabench.ledger import Ledger
 from spabench.rollout.commands import EXIT_OK, run
+from tests.support.campaigns import card_aliases
 
 pytestmark = [pytest.mark.sim, pytest.mark.slow]
 REPO = Path(__file__).resolve().parents[2]
@@ -50,7 +51,8 @@ def _campaign(tmp_path):
             {"policy": card, "mode": mode, "seed": 0, "suite": suite}, groups=("policy", "suite")))[1])
     bench = yaml.safe_load((REPO / "conf/bench/sim_demo.yaml").read_text())
     cfg = SpabenchConfig.from_mapping(
-        {"campaign_dir": str(tmp_path / "c"), "bench": bench, "suite": suite, "cards": cards,
+        {"campaign_dir": str(tmp_path / "c"), "bench": bench, "suite": suite,
+         "cards": {card_aliases(tmp_path / "c")[n]: v for n, v in cards.items()},
          "operator": {"type": "terminal", "timer_s": 1.5, "keys": False, "status_line": False,
                       "rater": "Ada Lovelace"}},
         groups=("bench", "operator", "suite"))

@@ -17,6 +17,7 @@ from spabench.config import SpabenchConfig
 from spabench.ledger import Ledger
 from spabench.rollout.exits import EXIT_STORAGE
 from tests.reliability.conftest import REPO, cli
+from tests.support.campaigns import by_alias
 
 pytestmark = [pytest.mark.sim,
               pytest.mark.skipif(os.geteuid() != 0, reason="mounting a tmpfs needs root")]
@@ -58,7 +59,7 @@ def _run(folder: Path, timer_s: float = 20.0) -> tuple[int, str, float]:
     with server:
         started = time.monotonic()
         proc = cli("run", f"campaign={folder}", "bench=sim_demo", "operator=auto", f"operator.timer_s={timer_s}",
-                   f"+cards.scripted_compositional.port={port}", timeout=240)
+                   *by_alias(folder, [f"+cards.scripted_compositional.port={port}"]), timeout=240)
         return proc.returncode, proc.stdout + proc.stderr, time.monotonic() - started
 
 

@@ -15,6 +15,7 @@ from spabench.config import SpabenchConfig
 from spabench.ledger import Ledger, LedgerDamaged, LedgerError, LedgerLocked
 from tests.integration.harness import trial_rows
 from tests.reliability.conftest import REPO, cli, one_error
+from tests.support.campaigns import by_alias
 
 
 def _ledger(tmp_path: Path, n: int = 3) -> Path:
@@ -116,7 +117,7 @@ def test_two_real_runs_on_one_campaign_the_second_is_refused(tmp_path):
     _, server = build_server(SpabenchConfig.from_mapping({"policy": card, "mode": "compositional", "port": port,
                                                "host": "127.0.0.1", "seed": 0, "suite": suite}, groups=("policy", "suite")))
     args = ["run", f"campaign={folder}", "bench=sim_demo", "operator=auto", "operator.timer_s=3",
-            f"+cards.scripted_compositional.port={port}"]
+            *by_alias(folder, [f"+cards.scripted_compositional.port={port}"])]
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "SPABENCH_ROOT": str(REPO)}
     with server:
         first = subprocess.Popen([sys.executable, "-m", "spabench.cli.main", *args], cwd=REPO, env=env,

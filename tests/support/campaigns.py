@@ -27,3 +27,22 @@ def ledger_count(campaign: Path, table: str) -> int:
     """Rows of one ledger table (attempts, events): nothing written means these stay the same."""
     with sqlite3.connect(campaign / "ledger.sqlite") as conn:
         return conn.execute(f"SELECT COUNT(*) FROM {table}").fetchone()[0]
+
+
+def card_aliases(campaign: Path) -> dict[str, str]:
+    """card -> alias, as the campaign's plan.csv records them (the card's name when not blinded)."""
+    import csv
+
+    with open(campaign / "plan.csv", newline="") as fh:
+        return {row["card"]: row["alias"] for row in csv.DictReader(fh)}
+
+
+def by_alias(campaign: Path, args: list[str]) -> list[str]:
+    """`cards.<card>.<field>=v` arguments as `run` takes them: a blinded campaign's cards by alias only."""
+    aliases = card_aliases(campaign)
+    out = []
+    for arg in args:
+        prefix, _, rest = arg.partition("cards.")
+        card, dot, tail = rest.partition(".")
+        out.append(f"{prefix}cards.{aliases.get(card, card)}{dot}{tail}" if rest and not prefix.strip("+~") else arg)
+    return out

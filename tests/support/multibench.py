@@ -12,6 +12,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from tests.support.campaigns import by_alias
+
 ROOT = Path(__file__).resolve().parents[2]
 POLICIES = ("scripted_compositional", "scripted_memorising")
 
@@ -77,7 +79,7 @@ def start_bench(folder: Path, bench_id: str, ports: list[str], *, timer_s: float
                 env: dict | None = None, log: Path | None = None) -> subprocess.Popen:
     args = [sys.executable, "-m", "spabench.cli.main", "run", f"campaign={folder}", "bench=sim_demo",
             "operator=auto", f"operator.timer_s={timer_s}", "operator.wait_videos_s=60", f"bench_id={bench_id}",
-            f"lease_s={lease_s}", *ports]
+            f"lease_s={lease_s}", *by_alias(folder, ports)]
     env = dict(env or os.environ, MUJOCO_GL="egl", PYOPENGL_PLATFORM="egl")
     with open(log or folder / "run.log", "w") as out:  # the run keeps its own copy of the descriptor
         return subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT)

@@ -28,12 +28,16 @@ def serve_console(campaign_dir: Path, console: ConsoleConfig, rater: str, suite:
                           "campaign folder written by `spabench plan`)")
     Ledger.open(campaign_dir, readonly=True).close()   # a PostgreSQL ledger that cannot be reached: say so now
     ctx = ConsoleContext(campaign_dir=campaign_dir, cfg=console, rater=rater, suite=suite)
-    server = ConsoleServer(build_app(ctx), console)
-    where = f"{console.host}:{console.port}"
-    print(f"console for {campaign_dir} on http://{where}/ (review: /review)"
-          + (f"\naccess token required (non-loopback bind): open /?token={server.token}" if server.token else ""),
-          file=out, flush=True)
-    server.serve_forever()
+    server = ConsoleServer(build_app(ctx), console).start()   # listening first: port=0 prints the port it got
+    try:
+        print(f"console for {campaign_dir} on http://{console.host}:{server.port}/ (review: /review)"
+              + (f"\naccess token required (non-loopback bind): open /?token={server.token}" if server.token
+                 else ""), file=out, flush=True)
+        server.wait()
+    except KeyboardInterrupt:   # Ctrl-C ends the console, as it did when the server ran in this thread
+        pass
+    finally:
+        server.stop()
     return 0
 
 

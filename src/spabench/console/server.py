@@ -67,8 +67,10 @@ class ConsoleServer:
             time.sleep(0.02)
         return self
 
-    def serve_forever(self) -> None:
-        self._server.run()
+    def wait(self) -> None:
+        """Until the server started by start() ends (Ctrl-C reaches the caller between the waits)."""
+        while self._thread is not None and self._thread.is_alive():
+            self._thread.join(0.5)
 
     def stop(self) -> None:
         self._server.should_exit = True

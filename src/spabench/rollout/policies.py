@@ -33,16 +33,23 @@ def card_yaml(card: Any) -> str:
     return yaml.safe_dump(dataclasses.asdict(card), sort_keys=False)
 
 
-def load_cards(names: list[str], cfg: SpabenchConfig, aliases: dict[str, str] | None = None) -> dict[str, Any]:
+def load_cards(names: list[str], cfg: SpabenchConfig, aliases: dict[str, str] | None = None,
+               blind: bool = False) -> dict[str, Any]:
     """One PolicyCard per card name in the plan; `cfg.policy` (with its overrides) wins for its own
     name, and `cfg.cards.<card or alias>.<field>=...` overrides single fields of any card (e.g. each
     policy's GPU host in a multi-policy campaign). `aliases` (alias -> card) lets a blinded operator
-    address a card by its alias; errors then name the alias only."""
+    address a card by its alias; errors then name the alias only. `blind` (the campaign's blind aliases
+    are on): a card is addressed by its alias only, a real card name is refused like an unknown one, so
+    no answer (nor the alias the screen would show for it) ties a policy to its alias."""
     from spabench.policy.card import card_from_mapping, load_card
 
     aliases = {a: c for a, c in (aliases or {}).items() if a != c}
     by_card: dict[str, tuple[str, dict[str, Any]]] = {}
     for key, fields in cfg.cards.items():
+        if blind and key not in aliases:   # the key is not echoed: the screen would show a card name as its alias
+            raise ConfigError(f"a cards.<name> key is not one of this campaign's aliases: with blind aliases on, "
+                              f"address cards by alias ({', '.join(sorted(aliases))}); plan.csv's alias column "
+                              "says which card each is")
         card_name = aliases.get(key, key)
         if card_name not in names:
             allowed = sorted(aliases) if aliases else sorted(names)
@@ -57,7 +64,10 @@ def load_cards(names: list[str], cfg: SpabenchConfig, aliases: dict[str, str] | 
             card = load_card(name, search=cfg.group_dirs("policy"))
         if name in by_card:
             key, fields = by_card[name]
-            card = card_from_mapping({**dataclasses.asdict(card), **fields}, source=f"cards.{key}")
+            base = dataclasses.asdict(card)
+            if "horizon" in fields and "execute_steps" not in fields and card.execute_steps == card.horizon:
+                base["execute_steps"] = None   # a card that executes the whole chunk keeps doing so
+            card = card_from_mapping({**base, **fields}, source=f"cards.{key}")
         cards[name] = card
     return cards
 

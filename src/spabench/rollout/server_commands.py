@@ -45,7 +45,7 @@ def _campaign_servers(cfg: SpabenchConfig, command: str, pending_only: bool = Tr
     with Ledger.open(folder) as ledger:
         trials = ledger.trials()   # every card of the plan, with its overrides (by card or alias), as `run`
         cards = load_cards(list(dict.fromkeys(t.card for t in trials)), cfg,
-                           aliases={t.alias: t.card for t in trials})
+                           aliases={t.alias: t.card for t in trials}, blind=any(t.alias != t.policy for t in trials))
         if pending_only:
             needed = {t.card for t in ledger.pending_trials()}
             cards = {n: c for n, c in cards.items() if n in needed}

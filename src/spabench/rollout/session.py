@@ -168,10 +168,10 @@ class Session:
         # every card of the plan, with its overrides: a bad cards.<name>.<field> fails before any write
         trials = self.ledger.trials()
         cards = load_cards(list(dict.fromkeys(t.card for t in trials)), self.cfg,
-                           aliases={t.alias: t.card for t in trials})
+                           aliases={t.alias: t.card for t in trials}, blind=any(t.alias != t.policy for t in trials))
         self.claims = SceneSetClaims(self.ledger, self.bench_id, self.cfg.lease_s, self.say)
-        self._recover()
         self.claims.dry_run = self.dry_run
+        self._recover()
         pending = self.ledger.pending_trials()
         if not pending:
             self.say(f"campaign {self.campaign_dir}: every trial has a complete attempt")
@@ -180,8 +180,8 @@ class Session:
         if self.resume_note:
             self.say(self.resume_note)
         self._blind(Blinder.for_trials(self.ledger.trials(), cards))
-        names = set(t.card for t in pending)
         record_safety_limits(self.ledger, self.campaign_dir, self.say)   # checks are done: a change is written
+        names = set(t.card for t in pending)
         self.policies = PolicyServers(self.cfg, {n: c for n, c in cards.items() if n in names},
                                       self.campaign_dir, self.ledger, self.say, self.blinder,
                                       self.op_cfg.server_wait_s)

@@ -1,6 +1,7 @@
 """`spabench serve scripted`: the twin's scripted stand-in policy (NOT a VLA) over openpi websocket.
 
-Keys (typed in spabench.config): mode compositional|memorising|state_blind, host, port (null: the policy card's),
+Keys (typed in spabench.config): mode compositional|memorising|state_blind (null: the stand-in the policy card
+names, `policy=scripted_memorising` serves the memorising one; mode= given wins), host, port (null: the card's),
 seed, grasp_noise_cm, api_key; the suite group's root/hardware say where tasks/ lives; the policy
 group's horizon sets the chunk length.
 """
@@ -8,7 +9,7 @@ group's horizon sets the chunk length.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # annotations only: spabench.config builds the groups and sits above every package
     from spabench.config import SpabenchConfig
@@ -18,6 +19,15 @@ log = logging.getLogger(__name__)
 DEFAULT_PORT = 8765
 
 
+def card_mode(card: Any) -> str:
+    """The stand-in a card names: its `mode` extra, else its name (conf/policy/scripted_<mode>.yaml);
+    compositional for any other card."""
+    from spabench.standins.grounding import MODES
+
+    mode = str(card.extra.get("mode", card.name.removeprefix("scripted_")))
+    return mode if mode in MODES else MODES[0]
+
+
 def build_server(cfg: SpabenchConfig):
     """(ScriptedPolicy, OpenPiServer) from the typed config, not yet listening."""
     from spabench.errors import ConfigError
@@ -25,14 +35,15 @@ def build_server(cfg: SpabenchConfig):
     from spabench.standins.grounding import MODES
     from spabench.standins.scripted import ScriptedPolicy
 
-    if cfg.mode not in MODES:
+    card, suite = cfg.need("policy"), cfg.need("suite")
+    mode = cfg.mode or card_mode(card)
+    if mode not in MODES:
         raise ConfigError(f"conf/config.yaml: key 'mode': {cfg.mode!r} (allowed: {' | '.join(MODES)})")
     from spabench.network import check_bind
 
-    card, suite = cfg.need("policy"), cfg.need("suite")
     port = cfg.port if cfg.port is not None else (card.port or DEFAULT_PORT)
     check_bind(cfg.host, cfg.api_key, cfg.allow_insecure, "serve scripted")
-    policy = ScriptedPolicy(mode=cfg.mode, seed=cfg.seed, grasp_noise_cm=cfg.grasp_noise_cm,
+    policy = ScriptedPolicy(mode=mode, seed=cfg.seed, grasp_noise_cm=cfg.grasp_noise_cm,
                             horizon=card.horizon, tasks_root=suite.root, hardware_root=suite.hardware)
     server = OpenPiServer(policy.infer, policy.metadata, host=cfg.host, port=port,
                           max_frame_bytes=cfg.max_frame_bytes, api_key=cfg.api_key, reset_fn=policy.reset)
