@@ -123,3 +123,29 @@ def test_mp4s_carry_real_times_and_last_as_long_as_the_rollout(stalled_episode):
         frame = ep.frame_at("overhead", t_after)
         index, times = _truth(ep, "overhead")
         assert pattern.decode_index(frame) == index[np.searchsorted(times, t_after - 1e-4)]
+
+
+def test_the_reports_camera_section_counts_the_recorded_stalls(stalled_episode):
+    """Issue 36: the campaign report's camera section (frames dropped and gaps per camera and policy),
+    read from the ledger, agrees with what the episode recorded (its frame accounting and camera_gap
+    events). Failed before: the ledger's accounting had no gap count and the report no camera section."""
+    from spabench.analysis.cameras import campaign_cameras
+
+    folder, _ = stalled_episode
+    campaign = next(p for p in folder.parents if (p / "ledger.sqlite").is_file())
+    cameras = campaign_cameras(campaign)
+    table = cameras.table.set_index("camera")
+    with EpisodeReader(folder) as ep:
+        counts = ep.attrs["camera_frames"]
+        events = ep.events()
+        for camera in ep.cameras:
+            row = table.loc[camera]
+            gaps = [e for e in events if e["kind"] == "camera_gap" and e["camera"] == camera]
+            assert (row["attempts"], row["frames"], row["repeated"], row["skipped"]) == (
+                1, counts[camera]["frames"], counts[camera]["repeated"], counts[camera]["skipped"])
+            assert row["gaps"] == len(gaps) and row["encoder_dropped"] == ep.attrs["dropped_frames"][camera] == 0
+            assert row["longest_gap_s"] == pytest.approx(counts[camera]["longest_gap_s"])
+    assert table.loc["wrist", "gaps"] >= 2 and table.loc["wrist", "attempts_with_gaps"] == 1
+    lines = "\n".join(cameras.markdown())
+    assert "## Cameras (frames dropped, gaps)" in lines and "| wrist |" in lines
+    assert sum(cameras.lost_by_period) == int(table["skipped"].sum())

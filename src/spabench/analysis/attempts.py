@@ -14,7 +14,7 @@ from __future__ import annotations
 import pandas as pd
 
 from spabench.analysis.matching import valid_rollouts
-from spabench.analysis.outcomes import policies_in_order
+from spabench.analysis.outcomes import lab_key, policies_in_order
 from spabench.suite.rules import (
     ESTOP_CAUSE_LABELS,
     ESTOP_CAUSE_NOT_RECORDED,
@@ -71,7 +71,7 @@ def invalid_attempt_table(outcomes: pd.DataFrame) -> pd.DataFrame:
     raw = (invalid["invalid_reason"] if "invalid_reason" in invalid.columns
            else pd.Series("", index=invalid.index)).fillna("").astype(str)
     reasons = raw.map(reason_of)
-    trial = ["policy", "task", "condition", "evaluation_id", "instruction_variant"]
+    trial = lab_key(outcomes, ["policy", "task", "condition", "evaluation_id", "instruction_variant"])
     done = pd.MultiIndex.from_frame(valid_rollouts(outcomes)[trial])
     described = [estop_kind(text) if reason == "estop" else REASON_KINDS.get(reason, reason)
                  for reason, text in zip(reasons, raw, strict=True)]

@@ -162,11 +162,13 @@ def report(cfg: SpabenchConfig) -> int:
         analysis.dry_runs = pd.DataFrame.from_records(dry_runs) if dry_runs else None
         if cfg.campaign_dir is not None:
             from spabench.analysis.alignment import campaign_below_threshold
+            from spabench.analysis.cameras import campaign_cameras
             from spabench.analysis.health import campaign_health
             from spabench.analysis.servers import campaign_server_provenance
 
             analysis.servers = campaign_server_provenance(cfg.campaign_dir)
             analysis.health = campaign_health(campaign_folder(cfg.campaign_dir, "report"), url=cfg.ledger_url)
+            analysis.cameras = campaign_cameras(campaign_folder(cfg.campaign_dir, "report"), url=cfg.ledger_url)
             analysis.below_threshold = campaign_below_threshold(campaign_folder(cfg.campaign_dir, "report"),
                                                                 url=cfg.ledger_url)
             analysis.limit_changes = campaign_limit_changes(campaign_folder(cfg.campaign_dir, "report"),

@@ -1,7 +1,7 @@
 """Statistics beyond the paper: policies compared on shared evaluations, multiplicity, completeness.
 
 Between policies: evaluation N is the same scene specification for every policy, so two policies'
-rollouts of one (task, condition, evaluation_id, instruction variant) are a matched pair. Per
+rollouts of one (task, condition, evaluation_id, instruction variant) of one lab are a matched pair. Per
 condition, and 'overall' over every shared evaluation, the estimate is the mean paired difference
 of the pooled pairs, the interval Tango's score interval and the p-value McNemar's score test (the
 interval's own statistic at zero: the interval excludes 0 exactly when p < alpha, and it exists
@@ -25,7 +25,7 @@ from scipy.sparse import csr_matrix
 
 from spabench.analysis.exact import holm, mcnemar_score_counts, tango_interval
 from spabench.analysis.matching import valid_rollouts
-from spabench.analysis.outcomes import DUPLICATE_KEY, policies_in_order
+from spabench.analysis.outcomes import DUPLICATE_KEY, lab_key, policies_in_order
 from spabench.suite.vocabulary import CONDITION_COUNTS, CONDITIONS, TASKS
 
 OVERALL = "overall"
@@ -45,7 +45,7 @@ def shared_outcomes(outcomes: pd.DataFrame) -> pd.DataFrame:
     valid = valid_rollouts(outcomes)
     if valid.empty:
         return pd.DataFrame()
-    wide = valid.pivot_table(index=list(SHARED_KEY), columns="policy", values="success", aggfunc="first")
+    wide = valid.pivot_table(index=lab_key(valid, SHARED_KEY), columns="policy", values="success", aggfunc="first")
     return wide.reindex(columns=[p for p in policies_in_order(valid) if p in wide.columns])
 
 
@@ -124,7 +124,7 @@ def completeness_table(outcomes: pd.DataFrame, plan: pd.DataFrame) -> pd.DataFra
     counts = valid.groupby(keys)["success"].agg(valid="size", successes="sum")
     invalid = outcomes[~outcomes["valid"]]
     attempts = invalid.groupby(keys).size().rename("invalid_attempts")
-    trial = list(DUPLICATE_KEY)
+    trial = lab_key(outcomes, DUPLICATE_KEY)
     done = pd.MultiIndex.from_frame(valid[trial])
     never_valid = invalid[~pd.MultiIndex.from_frame(invalid[trial]).isin(done)].drop_duplicates(trial)
     invalid_only = never_valid.groupby(keys).size().rename("invalid_only")

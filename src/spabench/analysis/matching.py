@@ -2,12 +2,15 @@
 
 A matched group is one OOD scene specification of one task. Per policy it holds the original OOD
 rollout, and on 20 of 50 scenes a direct-manipulation control, and on 10 of those a paraphrase of
-each. Pairing is always within (policy, task, matched_group), on valid rollouts only.
+each. Pairing is always within (policy, task, matched_group), and within a lab when the outcomes
+name labs (`outcomes.lab_key`), on valid rollouts only.
 """
 
 from __future__ import annotations
 
 import pandas as pd
+
+from spabench.analysis.outcomes import lab_key
 
 GROUP_KEY: tuple[str, ...] = ("policy", "task", "matched_group")
 
@@ -22,14 +25,14 @@ def valid_rollouts(outcomes: pd.DataFrame) -> pd.DataFrame:
 def groups_with(valid: pd.DataFrame, conditions: tuple[str, ...]) -> pd.MultiIndex:
     """(policy, task, matched_group) of the matched groups holding a rollout of any `conditions`."""
     rows = valid[valid["condition"].isin(conditions) & (valid["matched_group"] != "")]
-    return pd.MultiIndex.from_frame(rows[list(GROUP_KEY)].drop_duplicates())
+    return pd.MultiIndex.from_frame(rows[lab_key(valid, GROUP_KEY)].drop_duplicates())
 
 
 def in_groups(valid: pd.DataFrame, groups: pd.MultiIndex) -> pd.Series:
     """Boolean mask: the row's (policy, task, matched_group) is one of `groups`."""
     if len(groups) == 0:
         return pd.Series(False, index=valid.index)
-    keys = pd.MultiIndex.from_frame(valid[list(GROUP_KEY)])
+    keys = pd.MultiIndex.from_frame(valid[lab_key(valid, GROUP_KEY)])
     return pd.Series(keys.isin(groups), index=valid.index)
 
 
@@ -47,7 +50,8 @@ def matched_pairs(valid: pd.DataFrame, first: str, second: str) -> pd.DataFrame:
     """
     def side(condition: str, name: str) -> pd.DataFrame:
         rows = valid[(valid["condition"] == condition) & (valid["matched_group"] != "")]
-        return rows[list(GROUP_KEY) + ["success"]].rename(columns={"success": name})
+        return rows[key + ["success"]].rename(columns={"success": name})
 
-    pairs = side(first, "first").merge(side(second, "second"), on=list(GROUP_KEY), how="inner")
-    return pairs.sort_values(list(GROUP_KEY), kind="stable").reset_index(drop=True)
+    key = lab_key(valid, GROUP_KEY)
+    pairs = side(first, "first").merge(side(second, "second"), on=key, how="inner")
+    return pairs.sort_values(key, kind="stable").reset_index(drop=True)

@@ -30,7 +30,10 @@ from spabench.suite.vocabulary import (
 
 REQUIRED_COLUMNS: tuple[str, ...] = ("policy", "task", "condition", "evaluation_id", "success")
 OPTIONAL_COLUMNS: tuple[str, ...] = ("matched_group", "instruction_variant", "failure_mode", "valid",
-                                     "paraphrase_of")
+                                     "paraphrase_of", "lab")
+# The lab that ran a row: evaluation ids (and matched groups) are unique within a lab, so every
+# pairing and uniqueness key starts with it when the outcomes have the column (`lab_key`).
+LAB = "lab"
 
 # Conditions played on a matched OOD scene; their rollouts are paired by matched_group.
 MATCHED_CONDITIONS: tuple[str, ...] = ("ood", "direct", "paraphrase_ood", "paraphrase_direct")
@@ -50,6 +53,12 @@ FRAME_COLUMNS: tuple[str, ...] = (
 
 # The uniqueness rule for valid rows: one valid rollout per trial.
 DUPLICATE_KEY: tuple[str, ...] = ("policy", "task", "condition", "evaluation_id", "instruction_variant")
+
+
+def lab_key(frame: pd.DataFrame, key: Sequence[str]) -> list[str]:
+    """`key` preceded by `lab` when the outcomes name their labs: two labs' evaluation N are
+    different scenes, so rows pair (and duplicate) only within a lab."""
+    return ([LAB] if LAB in frame.columns else []) + list(key)
 
 
 def load_outcomes(path: str | Path, unpaired: str = "error") -> pd.DataFrame:
@@ -133,14 +142,15 @@ def _validate_outcomes(columns: Sequence[str], records: Sequence[Sequence[str]],
                             allowed=f"required columns {', '.join(REQUIRED_COLUMNS)}; optional "
                                     f"{', '.join(OPTIONAL_COLUMNS)}")
     has_matched_group = "matched_group" in seen
+    labs = [LAB] if LAB in seen else []
     extras = [c for c in columns if c not in REQUIRED_COLUMNS + OPTIONAL_COLUMNS and c != "row"]
 
     parsed = []
     for values, row in zip(records, rows, strict=True):
         record = {name: (value or "").strip() for name, value in zip(columns, values, strict=True)}
-        parsed.append(_validate_row(record, row, source, has_matched_group, extras))
+        parsed.append(_validate_row(record, row, source, has_matched_group, labs + extras))
 
-    frame = pd.DataFrame(parsed, columns=list(FRAME_COLUMNS) + extras)
+    frame = pd.DataFrame(parsed, columns=list(FRAME_COLUMNS) + labs + extras)
     frame["row"] = frame["row"].astype(int)
     frame["success"] = frame["success"].astype("Int64")
     frame["valid"] = frame["valid"].astype(bool)
@@ -240,17 +250,17 @@ def _validate_row(record: Mapping[str, str], row: int, source: str, has_matched_
 def _check_unique(frame: pd.DataFrame, source: str) -> None:
     """One valid row per trial, and one valid rollout per condition in each matched group."""
     valid = frame[frame["valid"]]
-    duplicated = valid.duplicated(list(DUPLICATE_KEY), keep="first")
+    trial = lab_key(frame, DUPLICATE_KEY)
+    duplicated = valid.duplicated(trial, keep="first")
     if duplicated.any():
         later = valid[duplicated].iloc[0]
-        first = valid[(valid[list(DUPLICATE_KEY)] == later[list(DUPLICATE_KEY)]).all(axis=1)].iloc[0]
+        first = valid[(valid[trial] == later[trial]).all(axis=1)].iloc[0]
+        same = ", ".join(trial[:-1]) + " and " + trial[-1]
         _fail(source, int(later["row"]), "evaluation_id",
-              f"duplicate valid rollout: same policy, task, condition, evaluation_id and "
-              f"instruction_variant as row {int(first['row'])}",
-              "one valid row per (policy, task, condition, evaluation_id, instruction_variant); "
-              "mark superseded attempts valid=false")
+              f"duplicate valid rollout: same {same} as row {int(first['row'])}",
+              f"one valid row per ({', '.join(trial)}); mark superseded attempts valid=false")
     paired = valid[valid["condition"].isin(MATCHED_CONDITIONS) & (valid["matched_group"] != "")]
-    key = ["policy", "task", "matched_group", "condition"]
+    key = lab_key(frame, ["policy", "task", "matched_group", "condition"])
     duplicated = paired.duplicated(key, keep="first")
     if duplicated.any():
         later = paired[duplicated].iloc[0]
@@ -273,13 +283,14 @@ def _check_pairing(frame: pd.DataFrame, source: str, unpaired: str) -> pd.DataFr
     an unpaired row (its matched_group belongs to another task or policy, or has no original) is one
     clear error naming the row (`unpaired=error`), or dropped and listed in attrs['unpaired_rows']
     (`unpaired=exclude`); never silently counted in the rates."""
-    present = {(r.policy, r.task, r.matched_group, r.condition) for r in frame.itertuples()}
+    lab = (lambda r: r.lab) if LAB in frame.columns else (lambda r: "")   # partners come from one lab
+    present = {(lab(r), r.policy, r.task, r.matched_group, r.condition) for r in frame.itertuples()}
     dropped = []
     for r in frame.itertuples():
         partner = PAIRED_WITH.get(r.condition)
         if partner is None or not r.matched_group:
             continue
-        if (r.policy, r.task, r.matched_group, partner) not in present:
+        if (lab(r), r.policy, r.task, r.matched_group, partner) not in present:
             if unpaired == "exclude":
                 dropped.append(int(r.row))
                 continue

@@ -130,6 +130,8 @@ def _clusters(outcomes: pd.DataFrame, index: pd.MultiIndex) -> np.ndarray:
                     + frame["evaluation_id"].astype(str) + "\x1f" + frame["instruction_variant"].astype(str),
                     "scene\x1f" + pd.Series(matched, dtype=object).fillna("").astype(str))
     keys = frame["task"].astype(str).to_numpy() + "\x1f" + keys
+    if "lab" in frame.columns:   # a matched group names a scene of one lab
+        keys = frame["lab"].astype(str).to_numpy() + "\x1f" + keys
     return np.unique(keys, return_inverse=True)[1]
 
 

@@ -29,6 +29,7 @@ from spabench.analysis.contrasts import DEFAULT_RESAMPLES, PAIRED_CONTRASTS, PUB
 from spabench.analysis.failures import FAILURE_MODE_ORDER, failure_mode_label, failure_mode_table
 from spabench.analysis.html import markdown_to_html
 from spabench.analysis.labels import display_names
+from spabench.analysis.labs import bench_names, factor_files, factor_lines, names_of
 from spabench.analysis.outcomes import invalid_rollouts, policies_in_order
 from spabench.analysis.protocol import differences, protocol_settings
 from spabench.analysis.ranking import bradley_terry_ranking
@@ -90,6 +91,7 @@ class Analysis:
     estops: pd.DataFrame = field(default_factory=pd.DataFrame)   # e-stopped attempts by policy and cause
     settings: pd.DataFrame = field(default_factory=pd.DataFrame)  # per-policy protocol settings
     health: Any = None   # spabench.analysis.health.CampaignHealth (campaign input only)
+    cameras: Any = None  # spabench.analysis.cameras.CameraHealth (campaign input only)
     below_threshold: list | None = None  # analysis.alignment.BelowThreshold rows (campaign input only)
     dry_runs: pd.DataFrame | None = None   # rollouts of `run dry_run=true`: listed, never counted
     limit_changes: list | None = None   # safety-limit changes during the campaign (ledger events)
@@ -246,8 +248,11 @@ def render_markdown(analysis: Analysis, drawn: dict[str, list[Path]] | None = No
     lines += protocol_lines(analysis)
     lines += servers_section(analysis.servers, analysis.name)
     lines += beyond_the_paper(analysis)
+    lines += factor_lines(analysis.outcomes, analysis.name)
     if analysis.health is not None:
         lines += analysis.health.markdown(analysis.name)
+    if analysis.cameras is not None:
+        lines += analysis.cameras.markdown(analysis.name)
     if analysis.below_threshold is not None:
         from spabench.analysis.alignment import below_threshold_lines
 
@@ -255,7 +260,7 @@ def render_markdown(analysis: Analysis, drawn: dict[str, list[Path]] | None = No
     if drawn:
         lines += figure_lines(analysis, drawn, figure_policies)
     lines += method_notes(analysis)
-    lines += LIMITATIONS
+    lines += limitation_lines(analysis)
     return "\n".join(lines)
 
 
@@ -500,6 +505,24 @@ def protocol_lines(analysis: Analysis) -> list[str]:
             text += f" ({where}" + (f" `{markdown_text(r.card)}`" if r.card and r.source != "plan" else "") + ")"
         lines.append(f"- **{_md(analysis, r.policy)}**: {text}.")
     return lines + [""]
+
+
+def limitation_lines(analysis: Analysis) -> list[str]:
+    """LIMITATIONS, its first line naming the benches and labs when the outcomes came from several."""
+    outcomes = analysis.outcomes
+    benches = bench_names(outcomes)
+    labs = names_of(outcomes, "lab") if "lab" in outcomes.columns else []
+    if len(benches) < 2 and len(labs) < 2:
+        return LIMITATIONS
+    where = []
+    if len(labs) > 1:
+        where.append(f"{len(labs)} labs ({', '.join(markdown_text(n) for n in labs)})")
+    if len(benches) > 1:
+        where.append(f"{len(benches)} benches ({', '.join(markdown_text(n) for n in benches)})")
+    first = (f"- {' and '.join(where).capitalize()}: per-{'lab' if len(labs) > 1 else 'bench'} rates and a "
+             "test of heterogeneity are above. The rollouts pool rooms, arms and camera setups only as far as "
+             "these differ; they measure no robustness beyond them.")
+    return LIMITATIONS[:2] + [first] + LIMITATIONS[3:]
 
 
 LIMITATIONS = [
@@ -775,7 +798,13 @@ def _write_files(analysis: Analysis, staging: Path, drawn: dict[str, list[Path]]
     if analysis.dry_runs is not None and not analysis.dry_runs.empty:
         csv_safe_frame(analysis.dry_runs).to_csv(staging / "dry_runs.csv", index=False)
         names.append("dry_runs.csv")
+    for file, table in factor_files(analysis.outcomes).items():
+        csv_safe_frame(table).to_csv(staging / file, index=False)
+        names.append(file)
     if analysis.health is not None:
         csv_safe_frame(analysis.health.table).to_csv(staging / "health.csv", index=False)
         names.append("health.csv")
+    if analysis.cameras is not None and not analysis.cameras.table.empty:
+        csv_safe_frame(analysis.cameras.table).to_csv(staging / "cameras.csv", index=False)
+        names.append("cameras.csv")
     return names

@@ -28,6 +28,7 @@ class FrameCounter:
     frames: int = 0            # distinct frames paired with a tick
     repeated: int = 0          # ticks that got the same frame as the tick before
     longest_gap_s: float = 0.0
+    gaps: int = 0              # gaps longer than GAP_EVENT_PERIODS frame periods (the camera_gap events)
     _first: float | None = None
     _last: float | None = None
 
@@ -54,13 +55,14 @@ class FrameCounter:
         self._last = t
         self.frames += 1
         self.longest_gap_s = max(self.longest_gap_s, gap)
+        self.gaps += self.is_event(gap)
         return gap
 
     def is_event(self, gap: float | None) -> bool:
         return gap is not None and gap > GAP_EVENT_PERIODS * self.period_s
 
     def as_dict(self) -> dict:
-        return {"frames": self.frames, "repeated": self.repeated, "skipped": self.skipped,
+        return {"frames": self.frames, "repeated": self.repeated, "skipped": self.skipped, "gaps": self.gaps,
                 "longest_gap_s": round(self.longest_gap_s, 4), "fps": round(1.0 / self.period_s, 3)}
 
 

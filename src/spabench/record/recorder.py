@@ -263,8 +263,9 @@ class Recorder:
                 self._finalize(folder, drops, {}, frames, duration)
 
     def camera_frames(self) -> dict[str, dict]:
-        """Per camera: distinct frames, repeated (stale) ticks, skipped camera frames, longest gap."""
-        return {cam: c.as_dict() for cam, c in self._counters.items()}
+        """Per camera: distinct frames, repeated (stale) ticks, skipped camera frames, gaps, longest gap,
+        and frames the video encoder dropped (its queue full)."""
+        return {cam: {**c.as_dict(), "dropped": self._drops.get(cam, 0)} for cam, c in self._counters.items()}
 
     # ---- background -----------------------------------------------------------------------
     def _finalize(self, folder: Path, drops: dict[str, int], results: dict[str, StreamDone],
