@@ -104,6 +104,11 @@ def test_three_benches_share_one_campaign(planned, tmp_path):
     proc = multibench.cli("report", f"campaign={bare}", f"out={tmp_path / 'report'}")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (tmp_path / "report" / "summary.csv").is_file()
+    # the report names the benches that ran the campaign (issue 36: it said "One bench") and splits by them
+    used = list(dict.fromkeys(outcomes["bench_id"]))
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert "One bench" not in text and f"{len(used)} benches ({', '.join(used)})" in text, text[-3000:]
+    assert "## Success per bench" in text and (tmp_path / "report" / "benches.csv").is_file()
 
 
 def test_a_killed_bench_lease_lapses_and_another_bench_finishes_its_set(planned):
