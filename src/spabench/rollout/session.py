@@ -58,7 +58,7 @@ from spabench.rollout.exits import (
     EXIT_SIGINT,
     EXIT_STORAGE,
 )
-from spabench.rollout.heap import heap_frozen_for_motion
+from spabench.rollout.heap import heap_frozen_for_motion, thaw_heap
 from spabench.rollout.leases import SceneSetClaims
 from spabench.rollout.policies import PolicyServers, card_yaml, check_identity_override, load_cards
 from spabench.rollout.preflight import check_space, motors_ready
@@ -266,6 +266,7 @@ class Session:
     # ---- shutdown: the arm holds first, then the ledger, videos, servers, bus ----------------------
     def close(self) -> None:
         self.controls.stage = "shutdown"
+        thaw_heap()
         if self.render_ahead is not None:
             self.render_ahead.stop()
         if self.claims is not None:
