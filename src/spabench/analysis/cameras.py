@@ -54,12 +54,11 @@ class CameraHealth:
 
 def campaign_cameras(campaign_dir: str | Path, url: str | None = None) -> CameraHealth:
     """Read the campaign's ledger (read-only) and build the camera table."""
+    from spabench.analysis.health import finished_attempts
     from spabench.ledger import Ledger
 
     with Ledger.open(campaign_dir, readonly=True, url=url) as ledger:
-        policy_of = {t.trial_id: t.policy for t in ledger.trials()}
-        attempts = [a for a in ledger.attempts() if a.status in ("complete", "invalid") and not a.dry_run]
-        rollouts = {e["attempt_id"]: e["payload"] for e in ledger.events(kind="rollout_summary")}
+        policy_of, attempts, rollouts = finished_attempts(ledger)
     return cameras_from_rows(attempts, policy_of, rollouts)
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -72,12 +73,19 @@ def campaign_health(campaign_dir: str | Path, url: str | None = None) -> Campaig
     from spabench.ledger import Ledger
 
     with Ledger.open(campaign_dir, readonly=True, url=url) as ledger:
-        policy_of = {t.trial_id: t.policy for t in ledger.trials()}
-        attempts = [a for a in ledger.attempts() if a.status in ("complete", "invalid") and not a.dry_run]
+        policy_of, attempts, rollouts = finished_attempts(ledger)
         summaries = {e["attempt_id"]: e["payload"] for e in ledger.events(kind="health_summary")}
-        rollouts = {e["attempt_id"]: e["payload"] for e in ledger.events(kind="rollout_summary")}
         cools = [e["payload"] for e in ledger.events(kind="cool_down")]
     return health_from_rows(attempts, policy_of, summaries, rollouts, cools)
+
+
+def finished_attempts(ledger: Any) -> tuple[dict[str, str], list[Any], dict[str, dict]]:
+    """What the report's per-attempt tables read: each trial's policy, the attempts that ran to an end
+    (complete or invalid, dry runs left out) in run order, and their rollout summaries by attempt id."""
+    policy_of = {t.trial_id: t.policy for t in ledger.trials()}
+    attempts = [a for a in ledger.attempts() if a.status in ("complete", "invalid") and not a.dry_run]
+    rollouts = {e["attempt_id"]: e["payload"] for e in ledger.events(kind="rollout_summary")}
+    return policy_of, attempts, rollouts
 
 
 def health_from_rows(attempts, policy_of: dict[str, str], summaries: dict[str, dict],
