@@ -152,7 +152,26 @@ def assert_blind(page, words: set[str], where: str) -> None:
 
 
 def _phase(page, phase: str, timeout: float = 90_000) -> None:
-    page.wait_for_function(f"() => document.querySelector('#phase').textContent === '{phase}'", timeout=timeout)
+    """Wait for the bench page to show `phase`; on a timeout, fail with what the page and the console
+    showed instead (the phase, the page's error line, the server's state) so a loaded-CI failure says why."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_function(f"() => document.querySelector('#phase').textContent === '{phase}'", timeout=timeout)
+    except PlaywrightTimeout:
+        shown = page.evaluate("() => ({phase: document.querySelector('#phase')?.textContent, "
+                              "error: document.querySelector('#error')?.textContent, "
+                              "message: document.querySelector('#message')?.textContent})")
+        try:
+            import httpx
+
+            origin = page.url.split("/bench")[0]
+            state = httpx.get(origin + "/api/bench/state", timeout=5).json()
+            state = {k: state.get(k) for k in ("phase", "error", "message", "all_live", "problems", "cameras")}
+        except Exception as exc:  # the console is gone: that is the news
+            state = {"unreachable": repr(exc)}
+        raise AssertionError(f"the bench page never showed {phase!r} within {timeout / 1000:.0f} s; "
+                             f"page: {shown}; console state: {state}") from None
 
 
 def answer_estop_cause(page, cause: str, text: str = "") -> None:

@@ -193,6 +193,9 @@ def test_a_page_of_another_origin_cannot_frame_and_click_the_bench_or_review(bro
         own.wait_for_function("() => document.querySelector('#campaign').textContent !== ''", timeout=10_000)
         assert csp_errors == [], csp_errors
         assert _attempts(campaign) == 0 and proc.poll() is None
+    except BaseException:   # what the session said, for a failure on a loaded machine
+        print((tmp_path / "run.log").read_text()[-6000:])
+        raise
     finally:
         for c in contexts:
             c.close()
