@@ -12,6 +12,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from spabench.atomic import write_atomically
+
 REFERENCE_DIR = "references"
 
 
@@ -158,13 +160,11 @@ def _first_frame_png(ledger: Any, campaign_dir: str | os.PathLike, evaluation_id
 
 
 def _write_png(path: Path, rgb) -> None:
-    tmp = path.with_suffix(".tmp.png")
     try:
         from PIL import Image
 
-        Image.fromarray(rgb).save(tmp)
+        write_atomically(path, lambda tmp: Image.fromarray(rgb).save(tmp, format="PNG"))
     except ImportError:
         import cv2
 
-        cv2.imwrite(str(tmp), rgb[:, :, ::-1])
-    os.replace(tmp, path)
+        write_atomically(path, lambda tmp: tmp.write_bytes(cv2.imencode(".png", rgb[:, :, ::-1])[1].tobytes()))

@@ -21,6 +21,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from spabench.atomic import write_atomically
 from spabench.suite.model import BenchGeometry, ObjectSpec, PlacedObject, SceneSpec
 
 # The drawn part of the table (cm): from just behind the base to beyond the workspace, full width.
@@ -85,11 +86,7 @@ def draw_placement(scene: SceneSpec, objects: Mapping[str, ObjectSpec], geometry
     ax.set_title(f"Scene {scene.scene_id}: placement seen from above (as the overhead camera sees it)",
                  fontsize=10, loc="left")
     _convention_key(key, scene, objects)
-    path = Path(out)
-    tmp = path.with_suffix(".tmp.png")
-    fig.savefig(tmp, format="png")
-    os.replace(tmp, path)
-    return path
+    return write_atomically(out, lambda tmp: fig.savefig(tmp, format="png"))
 
 
 def _grid(ax, half_y: float) -> None:

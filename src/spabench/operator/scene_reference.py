@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from spabench.atomic import write_atomically
 from spabench.operator.checklist import REFERENCE_DIR
 from spabench.operator.placement import draw_placement
 
@@ -58,9 +59,7 @@ def _digest(scene: Any, objects: Mapping[str, Any], geometry: Any, home: Mapping
 def _write_png(path: Path, rgb: Any) -> None:
     from PIL import Image
 
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")   # two benches may draw one scene at once
-    Image.fromarray(rgb).save(tmp, format="PNG")
-    os.replace(tmp, path)
+    write_atomically(path, lambda tmp: Image.fromarray(rgb).save(tmp, format="PNG"))
 
 
 def _sheet(placement: Path, views: dict[str, Path], out: Path) -> None:
@@ -81,9 +80,7 @@ def _sheet(placement: Path, views: dict[str, Path], out: Path) -> None:
     for tile in tiles:
         sheet.paste(tile, (diagram.width, y))
         y += tile.height
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    sheet.save(tmp, format="PNG")
-    os.replace(tmp, out)
+    write_atomically(out, lambda tmp: sheet.save(tmp, format="PNG"))
 
 
 def rendered_reference(campaign_dir: str | os.PathLike, suite: Any, scene: Any,
