@@ -183,4 +183,13 @@ def test_version_and_cfg_job(tmp_path, capsys):
     shown = yaml.safe_load(capsys.readouterr().out)
     assert shown["max_trials"] == 1 and shown["bench"]["type"] == "sim" and shown["operator"]["type"] == "auto"
     assert "policy" not in shown and "campaign" not in shown   # groups run does not read
+    assert "bootstrap" not in shown and "host" not in shown     # keys only other commands read
     assert _events(campaign) == before
+    # validated first (measured before: `report ... bootstrap=abc --cfg job` printed `bootstrap: abc`, exit 0)
+    capsys.readouterr()
+    assert main(["report", f"campaign={campaign}", "bootstrap=abc", "--cfg", "job"]) == 2
+    captured = capsys.readouterr()
+    assert "bootstrap" in captured.err and "abc" in captured.err and captured.out == "", captured
+    assert main(["report", f"campaign={campaign}", "--cfg", "job"]) == 0
+    shown = yaml.safe_load(capsys.readouterr().out)
+    assert shown["bootstrap"] == 100000 and "max_trials" not in shown and "bench" not in shown, shown

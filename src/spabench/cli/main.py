@@ -519,6 +519,19 @@ def composed(command: Command, argv: list[str]) -> Any:
     return node
 
 
+def job_config(command: Command, argv: list[str]) -> str:
+    """`--cfg job`: the keys and groups this command reads, as YAML, once they passed validation (a
+    bad value is the same error the command itself would give; keys it does not read are not shown)."""
+    from omegaconf import OmegaConf
+
+    from spabench.config import keys_for
+
+    node = composed(command, argv)
+    SpabenchConfig.from_mapping(read_config(command, node), groups=command.groups)
+    read = set(keys_for(command.name)) | set(command.groups)
+    return OmegaConf.to_yaml(OmegaConf.masked_copy(node, [str(k) for k in node if str(k) in read]))
+
+
 def compose(command: Command, argv: list[str]) -> SpabenchConfig:
     """The composed, validated config for one command."""
     return SpabenchConfig.from_mapping(read_config(command, composed(command, argv)), groups=command.groups)
@@ -606,9 +619,7 @@ def main(argv: list[str] | None = None) -> int:
             print(command_help(command))
             return 0
         if show is not None:   # Hydra's habit: print the composed config of this command, run nothing
-            from omegaconf import OmegaConf
-
-            print(OmegaConf.to_yaml(composed(command, overrides)), end="")
+            print(job_config(command, overrides), end="")
             return 0
         cfg = compose(command, overrides)
         return int(_import(command.target)(cfg) or 0)
