@@ -7,7 +7,7 @@ same composition and checks (a key the command does not read is refused, values 
 
     if __name__ == "__main__":        # required: recording starts worker processes (see below)
         api.plan(campaign="smoke", out="runs/c1")
-        api.run(campaign="runs/c1", max_trials=1, **{"operator.timer_s": 5})
+        api.run(campaign="runs/c1", max_trials=1)
         api.score(campaign="runs/c1", attempt="E0001-P1-a1", reason="gripper slipped, re-watched")
         api.report(campaign="runs/c1", out="runs/c1-report")
 

@@ -13,7 +13,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from tests.support.campaigns import plan_smoke
+from tests.support.campaigns import ledger_count, plan_smoke
 
 from spabench.cli.main import main
 
@@ -131,3 +131,28 @@ def test_a_safety_limit_raised_after_planning_is_recorded_and_reported_not_refus
     capsys.readouterr()
     assert cli(["run", f"campaign={campaign}", *_cards(campaign, {"scripted_compositional": port}), *SMALL]) == 2
     assert "was planned with config hash" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+@pytest.mark.bench
+def test_a_counted_run_refuses_another_timer_than_the_planned_one_and_a_dry_run_may_shorten_it(tmp_path, capsys):
+    """Measured before: `run operator.timer_s=S` replaced the planned timer on a counted run (planned 3 s,
+    ran 1 s, counted, the report said 3 s). Now a counted run with another timer is refused before the
+    ledger is written; the planned timer itself is accepted; a dry run may shorten it and counts nothing."""
+    pytest.importorskip("mujoco")
+    campaign = plan_smoke(tmp_path, policies=[{**TWO[0], "timer_s": 3.0}], bench="sim")
+    server, port = _server("scripted_compositional", "compositional")
+    cards = _cards(campaign, {"scripted_compositional": port})
+    events = ledger_count(campaign, "events")
+    capsys.readouterr()
+    with server:
+        assert main(["run", f"campaign={campaign}", "operator.timer_s=1", *cards, *SMALL]) == 2
+        said = capsys.readouterr().out
+        assert "operator.timer_s=1 would replace the planned timer (3 s)" in said and "dry_run=true" in said, said
+        assert _attempts(campaign) == []
+        assert ledger_count(campaign, "events") == events   # nothing written: not even an event
+        assert main(["run", f"campaign={campaign}", "operator.timer_s=0.5", "dry_run=true", *cards, *SMALL]) == 0
+        assert [(s, d) for _, s, d in _attempts(campaign)] == [("complete", 1)]
+        assert main(["run", f"campaign={campaign}", "operator.timer_s=3", *cards, *SMALL]) == 0
+    counted = [a for a in _attempts(campaign) if a[2] == 0]
+    assert [s for _, s, _ in counted] == ["complete"], _attempts(campaign)

@@ -98,13 +98,13 @@ def test_cards_by_alias_connect_that_server_and_print_no_policy_name(tmp_path, c
     """With aliases on, `cards.P2.port=N` routes P2 to N: a dead port is reported under the alias (and
     nothing is recorded), the right ports complete both trials; no output names a policy."""
     pytest.importorskip("mujoco")
-    campaign = _plan(tmp_path, policies=TWO, bench="sim")
+    campaign = _plan(tmp_path, policies=[{**p, "timer_s": 1.0} for p in TWO], bench="sim")
     aliases = _aliases(campaign)
     a1, a2 = aliases["scripted_compositional"], aliases["scripted_memorising"]
     s1, p1 = _server("scripted_compositional", "compositional")
     s2, p2 = _server("scripted_memorising", "memorising")
     dead = _free_port()
-    small = ["operator.timer_s=1", "bench.cameras.wrist.width=32", "bench.cameras.wrist.height=24"]
+    small = ["bench.cameras.wrist.width=32", "bench.cameras.wrist.height=24"]
     capsys.readouterr()
     with s1, s2:
         code = main(["run", f"campaign={campaign}", f"cards.{a1}.port={p1}", f"cards.{a2}.port={dead}", *small])

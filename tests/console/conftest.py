@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.campaigns import by_alias
+from tests.support.campaigns import by_alias, planned_timer
 
 CHROMIUM = os.environ.get("SPABENCH_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
@@ -27,7 +27,8 @@ COMMITTED_SCREENSHOTS = Path(__file__).resolve().parent / "screenshots"
 # One evaluation, two policies: the first attempt is checklist-only, the second gets its reference.
 SMALL_CAMPAIGN = ["campaign=demo_twin", "campaign.tasks=[object_state]", "campaign.counts.id=1",
                   *[f"campaign.counts.{c}=0" for c in ("ood", "direct", "paraphrase_ood", "paraphrase_direct",
-                                                       "novel_object", "no_intervention")]]
+                                                       "novel_object", "no_intervention")],
+                  planned_timer(60.0)]   # time to act during a rollout (a counted run keeps the planned timer)
 
 
 def screenshot(page, name: str, tmp: Path) -> Path:
@@ -130,7 +131,7 @@ def start_run(campaign: Path, ports: dict, console_port: int, log: Path, *extra:
     """`spabench run operator=web` of `campaign`; `rater=None`: the page asks for the name."""
     args = [sys.executable, "-m", "spabench.cli.main", "run", f"campaign={campaign}", "bench=sim_demo",
             *([f"operator.rater={rater}"] if rater else []), *extra,
-            "operator=web", f"operator.console.port={console_port}", "operator.timer_s=60",
+            "operator=web", f"operator.console.port={console_port}",
             "operator.console.camera_check_s=0.5", *by_alias(campaign, [f"cards.{n}.port={p}" for n, p in ports.items()])]
     return subprocess.Popen(args, cwd=REPO, env=env(), stdout=log.open("w"), stderr=subprocess.STDOUT, text=True)
 

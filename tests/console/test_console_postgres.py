@@ -13,17 +13,17 @@ import pytest
 
 from spabench.ledger import Ledger
 from tests.console.conftest import REPO, SMALL_CAMPAIGN, env, free_port, spabench, wait_http
-from tests.support.campaigns import by_alias
+from tests.support.campaigns import by_alias, planned_timer
 
 pytestmark = [pytest.mark.sim]
 
 
 def test_console_serves_and_scores_a_postgresql_campaign(tmp_path, pg_url, policy_servers):
     campaign = tmp_path / "campaign"
-    proc = spabench("plan", f"out={campaign}", *SMALL_CAMPAIGN, f"ledger={pg_url}", timeout=120)
+    proc = spabench("plan", f"out={campaign}", *SMALL_CAMPAIGN, planned_timer(1.0), f"ledger={pg_url}", timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (campaign / Ledger.POINTER).is_file() and not (campaign / Ledger.FILENAME).exists()
-    proc = spabench("run", f"campaign={campaign}", "bench=sim_demo", "operator=auto", "operator.timer_s=1",
+    proc = spabench("run", f"campaign={campaign}", "bench=sim_demo", "operator=auto",
                     "max_trials=1", "bench_id=bench-a", *by_alias(campaign, [f"cards.{n}.port={p}" for n, p in policy_servers.items()]),
                     timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

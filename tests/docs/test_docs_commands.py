@@ -104,7 +104,8 @@ class Stage:
         from spabench.standins.serve import build_server
 
         self.tmp = tmp
-        self.campaign = plan_smoke(tmp, "twin", bench="sim")
+        self.campaign = plan_smoke(tmp, "twin", bench="sim", policies=[   # 1 s rollouts, planned
+            {"name": "scripted_compositional", "card": "scripted_compositional", "timer_s": 1.0}])
         # `run` lines are composed against a blinded robot campaign of two cards, one of them the
         # LeRobot checkpoint's (act_local): its cards are P1 and P2, as a lab's campaign names them
         self.run_campaign = plan_smoke(tmp, "robot", bench="so101", policies=[
@@ -115,7 +116,7 @@ class Stage:
             {"policy": load_card("scripted_compositional"), "suite": {"root": "tasks", "hardware": "hardware"},
              "port": port}, groups=("policy", "suite")))
         with server:
-            code = main(["run", f"campaign={self.campaign}", "max_trials=1", "operator.timer_s=1",
+            code = main(["run", f"campaign={self.campaign}", "max_trials=1",
                          *by_alias(self.campaign, [f"cards.scripted_compositional.port={port}"])])
         assert code == 0
         from spabench.ledger import Ledger

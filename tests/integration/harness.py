@@ -79,6 +79,20 @@ class WaveServer:
 RUN_GROUPS = ("bench", "operator", "suite", "policy")
 
 
+def plan_timer(campaign: Path, timer_s: float) -> None:
+    """The test campaign plans `timer_s` for every trial not yet complete (a counted run may not
+    change the planned timer; see rollout.binding.check_timer_binding). A SQLite ledger only."""
+    import sqlite3
+
+    path = campaign / "ledger.sqlite"
+    if not path.is_file():
+        return
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE trials SET timer_s = ? WHERE trial_id NOT IN (SELECT trial_id FROM attempts "
+                   "WHERE status = 'complete')", (float(timer_s),))
+    db.close()
+
+
 def make_cfg(campaign: Path, bus_port: str, policy_port: int, **kwargs) -> SpabenchConfig:
     """The typed config `run(cfg)` receives (see cfg_data for the keys)."""
     return SpabenchConfig.from_mapping(cfg_data(campaign, bus_port, policy_port, **kwargs), groups=RUN_GROUPS)
@@ -88,6 +102,7 @@ def cfg_data(campaign: Path, bus_port: str, policy_port: int, *, timer_s: float 
              height: int = 24, operator: dict | None = None, ema_alpha: float | None = 0.25,
              bench: dict | None = None, **top) -> dict:
     calib = campaign.parent / "calibration"
+    plan_timer(campaign, timer_s)
     cfg = {
         "campaign_dir": str(campaign),
         "max_trials": None,
@@ -97,7 +112,7 @@ def cfg_data(campaign: Path, bus_port: str, policy_port: int, *, timer_s: float 
                             "height": height, "fps": 30} for c in CAMERAS},
             "fps": 30, "max_relative_target": 10.0, "home_speed_deg_s": 120.0, **(bench or {}),
         },
-        "operator": {"type": "unattended", "timer_s": timer_s, "status_line": False, "keys": False,
+        "operator": {"type": "unattended", "status_line": False, "keys": False,
                      "wait_videos_s": 60, **(operator or {})},
         "policy": {"name": "itest", "protocol": "openpi", "host": "127.0.0.1", "port": policy_port,
                    "horizon": HORIZON, "execute_steps": HORIZON, "control_hz": 30, "timer_s": 60,

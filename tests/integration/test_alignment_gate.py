@@ -39,7 +39,8 @@ def _campaign(tmp_path):
 
     suite = yaml.safe_load((REPO / "conf/suite/spabench.yaml").read_text())
     campaign = yaml.safe_load((REPO / "conf/campaign/demo_twin.yaml").read_text())
-    campaign.update(tasks=SMALL["tasks"], counts={**campaign.get("counts", {}), **SMALL["counts"]})
+    campaign.update(tasks=SMALL["tasks"], counts={**campaign.get("counts", {}), **SMALL["counts"]},
+                    policies=[{**p, "timer_s": 1.5} for p in campaign["policies"]])   # short rollouts, planned
     plan(SpabenchConfig.from_mapping({"campaign": campaign, "suite": suite, "out": str(tmp_path / "c")},
                                      groups=("campaign", "suite")))
     servers, cards = [], {}
@@ -53,7 +54,7 @@ def _campaign(tmp_path):
     cfg = SpabenchConfig.from_mapping(
         {"campaign_dir": str(tmp_path / "c"), "bench": bench, "suite": suite,
          "cards": {card_aliases(tmp_path / "c")[n]: v for n, v in cards.items()},
-         "operator": {"type": "terminal", "timer_s": 1.5, "keys": False, "status_line": False,
+         "operator": {"type": "terminal", "keys": False, "status_line": False,
                       "rater": "Ada Lovelace"}},
         groups=("bench", "operator", "suite"))
     return cfg, servers

@@ -31,7 +31,11 @@ def _smoke_on_the_twin(tmp_path, operator: dict):
     from spabench.standins.serve import build_server
 
     suite = yaml.safe_load(Path("conf/suite/spabench.yaml").read_text())
-    plan(SpabenchConfig.from_mapping({"campaign": yaml.safe_load(Path("conf/campaign/smoke.yaml").read_text()), "suite": suite,
+    campaign = yaml.safe_load(Path("conf/campaign/smoke.yaml").read_text())
+    operator = dict(operator)
+    if "timer_s" in operator:   # the test's short rollouts are planned (a counted run keeps the planned timer)
+        campaign["policies"] = [{**p, "timer_s": operator.pop("timer_s")} for p in campaign["policies"]]
+    plan(SpabenchConfig.from_mapping({"campaign": campaign, "suite": suite,
                                       "out": str(tmp_path / "c")}, groups=("campaign", "suite")))
     card = yaml.safe_load(Path("conf/policy/scripted_compositional.yaml").read_text())
     card["port"] = _free_port()

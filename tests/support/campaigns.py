@@ -8,6 +8,13 @@ from pathlib import Path
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
+STAND_INS = ("scripted_compositional", "scripted_memorising")
+
+
+def planned_timer(timer_s: float, cards: tuple[str, ...] = STAND_INS) -> str:
+    """The `plan` override giving each stand-in card `timer_s`: a counted run keeps the planned timer
+    (rollout.binding.check_timer_binding), so a test that wants short rollouts plans them."""
+    return "campaign.policies=[" + ",".join(f"{{name:{c},card:{c},timer_s:{float(timer_s)}}}" for c in cards) + "]"
 
 
 def plan_smoke(tmp_path: Path, name: str = "c", **campaign) -> Path:

@@ -12,18 +12,18 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from tests.support.campaigns import by_alias
+from tests.support.campaigns import by_alias, planned_timer
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICIES = ("scripted_compositional", "scripted_memorising")
 
 # A tiny campaign: relational_placement only, two stand-in policies; `sets` evaluation ids.
-def campaign_overrides(id_: int = 2, ood: int = 2, direct: int = 1) -> list[str]:
+def campaign_overrides(id_: int = 2, ood: int = 2, direct: int = 1, timer_s: float = 1.0) -> list[str]:
     return ["campaign=demo_twin", "campaign.tasks=[relational_placement]",
             f"campaign.counts.id={id_}", f"campaign.counts.ood={ood}", f"campaign.counts.direct={direct}",
             "campaign.counts.paraphrase_ood=0", "campaign.counts.paraphrase_direct=0",
             "campaign.counts.cross_task=0", "campaign.counts.novel_object=0", "campaign.counts.no_intervention=0",
-            "campaign.counts.no_movement=0", "campaign.counts.movement_required=0"]
+            "campaign.counts.no_movement=0", "campaign.counts.movement_required=0", planned_timer(timer_s)]
 
 
 def cli(*args: str, env: dict | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -75,10 +75,10 @@ def stand_ins() -> Iterator[list[str]]:
             server.stop()
 
 
-def start_bench(folder: Path, bench_id: str, ports: list[str], *, timer_s: float = 1.0, lease_s: float = 5.0,
+def start_bench(folder: Path, bench_id: str, ports: list[str], *, lease_s: float = 5.0,
                 env: dict | None = None, log: Path | None = None) -> subprocess.Popen:
     args = [sys.executable, "-m", "spabench.cli.main", "run", f"campaign={folder}", "bench=sim_demo",
-            "operator=auto", f"operator.timer_s={timer_s}", "operator.wait_videos_s=60", f"bench_id={bench_id}",
+            "operator=auto", "operator.wait_videos_s=60", f"bench_id={bench_id}",
             f"lease_s={lease_s}", *by_alias(folder, ports)]
     env = dict(env or os.environ, MUJOCO_GL="egl", PYOPENGL_PLATFORM="egl")
     with open(log or folder / "run.log", "w") as out:  # the run keeps its own copy of the descriptor

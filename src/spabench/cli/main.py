@@ -411,7 +411,7 @@ def run_policy_items(command: Command, argv: list[str]) -> list[str]:
             raise ConfigError(f"spabench run: '{bare}' is planned: each trial's {planned} was fixed by "
                               "`spabench plan` (see plan.csv) and `run` does not change it. Plan a campaign with "
                               f"campaign.policies[].{planned} for another value"
-                              + ("; for a short dry run use operator.timer_s=S" if planned == "timer_s" else ""))
+                              + ("; for a short dry run use dry_run=true operator.timer_s=S" if planned == "timer_s" else ""))
         if parts[0] != "policy":
             out.append(item)
             continue

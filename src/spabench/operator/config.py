@@ -32,7 +32,7 @@ class OperatorConfig:
     web (a person at the bench, in the browser console: spabench.console; `console` holds its
     ConsoleConfig fields (spabench.console.config): host, port, token, stream rate, alignment threshold...).
 
-    timer_s: override the planned rollout timer (short dry runs and tests; recorded in provenance).
+    timer_s: the rollout timer of a dry run (a counted run refuses any other than the planned one).
     reference_camera / reference_fallback: the camera whose first frame is the scene reference.
     prefill_from_motion: pre-fill no-intervention / no-movement scores from motion onset.
     recorder: episode recorder options (flush_s, codec libx264|mpeg4, preset, crf, queue_frames, video).

@@ -58,6 +58,21 @@ def check_operator_binding(operator_kind: str, bench_kind: str) -> None:
                           "default), operator=web or operator=unattended")
 
 
+def check_timer_binding(pending: list[Any], timer_s: float | None, dry_run: bool) -> None:
+    """Refuses (ConfigError) `operator.timer_s` different from a pending trial's planned timer on a
+    counted run: the plan fixed each trial's timer, and a counted rollout under another one would be
+    reported under the planned one. A dry run (never counted) may shorten it; a pilot plans its own."""
+    if timer_s is None or dry_run:
+        return
+    planned = sorted({float(t.timer_s) for t in pending if float(t.timer_s) != float(timer_s)})
+    if planned:
+        raise ConfigError(
+            f"spabench run: operator.timer_s={timer_s:g} would replace the planned timer "
+            f"({', '.join(f'{p:g} s' for p in planned)}) of counted trials; the plan is binding (see plan.csv). "
+            "Plan a campaign with campaign.policies[].timer_s for a pilot with a shorter timer, or add "
+            "dry_run=true for a dry run whose attempts are never counted")
+
+
 def open_ledger(campaign_dir: Path, url: str | None = None) -> Any:
     """The campaign's ledger, refused when the suite or campaign config changed since planning.
 

@@ -45,6 +45,7 @@ from spabench.rollout.binding import (
     check_bench_binding,
     check_operator_binding,
     check_relation_binding,
+    check_timer_binding,
     open_ledger,
     record_safety_limits,
 )
@@ -169,6 +170,7 @@ class Session:
         trials = self.ledger.trials()
         cards = load_cards(list(dict.fromkeys(t.card for t in trials)), self.cfg,
                            aliases={t.alias: t.card for t in trials}, blind=any(t.alias != t.policy for t in trials))
+        check_timer_binding(self.ledger.pending_trials(), self.op_cfg.timer_s, self.dry_run)   # before any write
         self.claims = SceneSetClaims(self.ledger, self.bench_id, self.cfg.lease_s, self.say)
         self.claims.dry_run = self.dry_run
         self._recover()
