@@ -28,6 +28,7 @@ from spabench.record.recorder import Recorder
 from spabench.rollout.types import EpisodeMeta, EpisodeResult, StepRecord
 from spabench.suite.model import BenchGeometry, Cell, Goal, Instructions, ObjectState, PlacedObject, SceneSpec
 from spabench.suite.vocabulary import FAILURE_MODE_LABELS, FAILURE_MODES
+from tests.support.sessions import session_view
 
 GEOM = BenchGeometry((80, 60), (12, 30), (-10, 18), (20.0, -19.0), 6.5, 7.5, 5.0, {})
 
@@ -400,14 +401,14 @@ def test_score_corrections_rescore_and_invalidate_then_report(tmp_path):
 # at the gate started the rollout)
 _PROMPTS = textwrap.dedent("""
     import sys
-    from types import SimpleNamespace
     from spabench.operator.config import OperatorConfig
     from spabench.operator.terminal import TerminalOperator
     from spabench.rollout.controls import StopControl
     from tests.operator.test_operator import _trial_rows
+    from tests.support.sessions import session_view
     c = StopControl()
     op = TerminalOperator(OperatorConfig(status_line=False, rater="Ada"))
-    op.begin_session(SimpleNamespace(controls=c))
+    op.begin_session(session_view(controls=c))
     trial = _trial_rows(1)[0]
     which = sys.argv[1]
     if which == "gate":
@@ -530,13 +531,13 @@ def test_a_person_operator_is_asked_for_a_rater_name_once_and_machine_labels_are
 
     out = io.StringIO()
     op = TerminalOperator(OperatorConfig(), stdin=io.StringIO("\noperator\nx\n  Ada   Lovelace \ny\n\ny\n\n"), stdout=out)
-    assert op.begin_session(object()) and op.rater == "Ada Lovelace"
+    assert op.begin_session(session_view()) and op.rater == "Ada Lovelace"
     assert out.getvalue().count("Give your name or initials") == 3   # "", "operator", "x"
     trial = _trial_rows(1)[0]
     assert [op.score(trial, None).rater for _ in range(2)] == ["Ada Lovelace"] * 2   # asked once
     assert out.getvalue().count("Your name as rater") == 4
     # without a name (end of input) the session does not start, and no score is made
-    assert not TerminalOperator(OperatorConfig(), stdin=io.StringIO(""), stdout=io.StringIO()).begin_session(object())
+    assert not TerminalOperator(OperatorConfig(), stdin=io.StringIO(""), stdout=io.StringIO()).begin_session(session_view())
     assert TerminalOperator(OperatorConfig(), stdin=io.StringIO(""), stdout=io.StringIO()).score(trial, None) is None
     # operator.rater= gives it up front; a machine label there is refused before anything starts
     assert OperatorConfig(type="web", rater=" Grace  Hopper ").rater == "Grace Hopper"

@@ -24,6 +24,7 @@ from spabench.operator.placement import footprint, is_round
 from spabench.operator.scene_reference import rendered_reference
 from spabench.operator.terminal import TerminalOperator
 from spabench.suite import load_suite
+from tests.support.sessions import session_view
 
 REPO = Path(__file__).resolve().parents[2]
 SCENE = "relational_placement-cross_task-001"   # red block at (29.5, +0.5), blue block at (14.0, +13.0)
@@ -92,7 +93,7 @@ def test_without_the_twin_the_diagram_still_serves(tmp_path, suite, monkeypatch)
 
 
 def _session(tmp_path: Path, suite) -> types.SimpleNamespace:
-    return types.SimpleNamespace(campaign_dir=tmp_path, suite=suite, ledger=None, bench=None)
+    return session_view(tmp_path, suite=suite)
 
 
 def _trial():

@@ -42,7 +42,7 @@ from spabench.operator.alignment import (
     override_reason,
 )
 from spabench.operator.auto import register_operator
-from spabench.operator.base import RATER_RULE, Operator, Score, person_rater
+from spabench.operator.base import RATER_RULE, Operator, Score, SessionView, person_rater
 from spabench.operator.camera_check import CameraCheck
 from spabench.operator.camera_check import problems as camera_problems
 from spabench.operator.checklist import reference_attempt, reference_frame
@@ -110,7 +110,7 @@ class WebOperator(Operator):
         self.stats = LoopStats()
         self.publisher = FramePublisher(self.console_cfg)
         self.server: ConsoleServer | None = None
-        self.session: Any = None   # the rollout Session while one is attached (duck-typed: no rollout import)
+        self.session: SessionView | None = None   # the rollout Session while one is attached
         self._events: list[tuple[str, dict]] = []
         self._cycle_s: list[float] = []
         self._last_ready: float | None = None
@@ -124,12 +124,12 @@ class WebOperator(Operator):
             print(text, file=self.out, flush=True)
 
     # ---- session start: the console, then the camera check -----------------------------------
-    def begin_session(self, session: Any) -> bool:
+    def begin_session(self, session: SessionView) -> bool:
         from spabench.console.app import ConsoleContext, build_app
 
         self.session = session
-        self.channel.controls = getattr(session, "controls", None)  # the e-stop works from the first page load
-        ctx = self.ctx = ConsoleContext(campaign_dir=Path(session.campaign_dir), suite=getattr(session, "suite", None),
+        self.channel.controls = session.controls  # the e-stop works from the first page load
+        ctx = self.ctx = ConsoleContext(campaign_dir=Path(session.campaign_dir), suite=session.suite,
                                         cfg=self.console_cfg, rater=self.rater, channel=self.channel,
                                         publisher=self.publisher, operator=self)
         self.server = server = ConsoleServer(build_app(ctx), self.console_cfg).start()
@@ -176,7 +176,7 @@ class WebOperator(Operator):
         `camera_check_s`; the operator confirms once every camera passes, or ends the session."""
         check = CameraCheck(self.bench, self.console_cfg.camera_check_s)
         self.channel.set_phase("camera_check", cameras=check.measuring_rows(), measuring=True,
-                               required=list(CAMERAS), message=getattr(self.session, "resume_note", None) or "",
+                               required=list(CAMERAS), message=(self.session.resume_note if self.session is not None else None) or "",
                                rater=self.rater, rater_rule=RATER_RULE)
         measured = False
         while True:
@@ -216,18 +216,21 @@ class WebOperator(Operator):
                 self.channel.accept(rater=name)
                 self.cameras = snap["cameras"]
                 session = self.session
-                if session is not None and getattr(session, "ledger", None) is not None:
+                if session is not None and session.ledger is not None:
                     session.ledger.log_event(None, "camera_check", {"cameras": self.cameras, "rater": self.rater})
                 return True
 
     # ---- per trial ------------------------------------------------------------------------------
     def wait_scene_ready(self, trial: Any, scene: Any, checklist_text: str) -> bool:
         # the twin's scene is already staged by the run session (for every operator)
-        self._said_from = max(0, len(getattr(self.session, "said", ())) - 1)  # from the last trial's status line
+        self._said_from = max(0, len(self._said()) - 1)  # from the last trial's status line
         now = time.monotonic()
         if self._last_ready is not None:
             self._cycle_s.append(now - self._last_ready)
-        ledger, campaign_dir = self.session.ledger, Path(self.session.campaign_dir)
+        session = self.session
+        if session is None or session.ledger is None:
+            raise RuntimeError("the browser operator's scene gate needs a session with its ledger (begin_session)")
+        ledger, campaign_dir = session.ledger, Path(session.campaign_dir)
         first = reference_attempt(ledger, trial.evaluation_id) is None
         self.references = {} if first else {
             cam: reference_frame(ledger, campaign_dir, trial.evaluation_id, cam) for cam in OVERLAY_CAMERAS}
@@ -279,8 +282,8 @@ class WebOperator(Operator):
     def _rendered(self, scene: Any) -> RenderedReference | None:
         """The scene's rendered reference (twin views and placement diagram), drawn on its first
         placement in this campaign; None without a scene specification."""
-        suite = getattr(self.session, "suite", None)
-        if scene is None or suite is None:
+        suite = self.session.suite if self.session is not None else None
+        if scene is None or suite is None or self.session is None:
             return None
         home = getattr(getattr(self.bench, "cfg", None), "home_pose", None)
         return rendered_reference(Path(self.session.campaign_dir), suite, scene, home=home)
@@ -389,10 +392,14 @@ class WebOperator(Operator):
             self.channel.set_phase("stopping", message=f"e-stop cause recorded: {ESTOP_CAUSE_LABELS[cause]}")
             return cause, text
 
+    def _said(self) -> list[str]:
+        """What the session's terminal was told so far (nothing without a session)."""
+        return list(self.session.said) if self.session is not None else []
+
     def end_text(self) -> str:
         """Why the session ended and what to do next: the lines its terminal printed at the end (the
         e-stop's StopControl.estop_message, the held arm's instruction, "campaign complete", ...)."""
-        said = list(getattr(self.session, "said", ())[self._said_from:])
+        said = self._said()[self._said_from:]
         shown = self.channel.snapshot().get("message") or ""
         if self.channel.estopped():
             first = self.channel.controls.estop_message()

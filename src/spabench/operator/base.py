@@ -16,11 +16,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from spabench.bench.bench import Bench
+    from spabench.ledger import Ledger
+    from spabench.rollout.controls import StopControl
+    from spabench.suite.loader import Suite
 
 from spabench.suite.rules import NO_MOTION_CONDITIONS, failure_modes_for
 
-__all__ = ["Operator", "Score", "failure_modes_for", "motion_prefill", "NO_MOTION_CONDITIONS", "person_rater"]
+__all__ = ["Operator", "SessionView", "Score", "failure_modes_for", "motion_prefill", "NO_MOTION_CONDITIONS", "person_rater"]
 
 # Rater labels that name no person: the old anonymous default and the machine scorers. A person's
 # score always carries the name they gave (asked once per interactive session, or operator.rater=).
@@ -61,6 +68,28 @@ def motion_prefill(condition: str, moved: bool | None, rater: str) -> Score | No
     return Score(True, None, "pre-filled: no motion detected", rater, "motion_prefill")
 
 
+class SessionView(Protocol):
+    """What an operator reads of the run's session (rollout.session.Session is one): the campaign it
+    runs, its ledger and suite, the connected bench, the stop controls and what the session said.
+    Operators type against this, not the Session class, so the operator package never imports rollout.
+    Read-only members: what the session holds may be narrower (a session always has its controls)."""
+
+    @property
+    def campaign_dir(self) -> Path: ...
+    @property
+    def ledger(self) -> Ledger | None: ...
+    @property
+    def suite(self) -> Suite | None: ...
+    @property
+    def bench(self) -> Bench | None: ...
+    @property
+    def controls(self) -> StopControl | None: ...
+    @property
+    def said(self) -> list[str]: ...
+    @property
+    def resume_note(self) -> str | None: ...
+
+
 class Operator:
     """Base operator: no gate, no keys, no score. Subclasses override what they do.
 
@@ -76,7 +105,7 @@ class Operator:
     def show(self, text: str) -> None:
         pass
 
-    def begin_session(self, session: Any) -> bool:
+    def begin_session(self, session: SessionView) -> bool:
         """Called once after the bench connects (`session`: the run's Session: ledger, bench, suite)."""
         return True
 

@@ -37,7 +37,7 @@ from spabench.operator.alignment import (
     override_needed,
     override_reason,
 )
-from spabench.operator.base import RATER_RULE, Operator, Score, person_rater
+from spabench.operator.base import RATER_RULE, Operator, Score, SessionView, person_rater
 from spabench.operator.camera_check import CameraCheck, problems
 from spabench.operator.checklist import reference_attempt, reference_frame
 from spabench.operator.failure_modes import FAILURE_MODE_LABELS, FAILURE_MODE_NUMBERS, failure_mode_choices
@@ -186,7 +186,7 @@ class TerminalOperator(Operator):
                  bench: Any = None):
         super().__init__(config)
         self.bench = bench
-        self.session: Any = None
+        self.session: SessionView | None = None
         self._events: list[tuple[str, dict]] = []
         self._cycle_s: list[float] = []           # "scene ready" to "scene ready", this session
         self._last_ready: float | None = None
@@ -268,9 +268,9 @@ class TerminalOperator(Operator):
             termios.tcsetattr(fd, termios.TCSADRAIN, saved)
 
     # ---- session start ------------------------------------------------------------------------
-    def begin_session(self, session: Any) -> bool:
+    def begin_session(self, session: SessionView) -> bool:
         self.session = session      # its campaign folder and suite: the scenes' rendered references
-        self.controls = getattr(session, "controls", None)
+        self.controls = session.controls
         return self.ask_rater() and self.camera_check()
 
     def camera_check(self) -> bool:
@@ -289,7 +289,7 @@ class TerminalOperator(Operator):
             if check.passes(rows):
                 self.show("Camera check: " + "; ".join(
                     f"{r['name']} live ({r['width']}x{r['height']}, {r['new_frames_hz']} new images/s)" for r in rows))
-                ledger = getattr(self.session, "ledger", None)
+                ledger = self.session.ledger if self.session is not None else None
                 if ledger is not None:
                     ledger.log_event(None, "camera_check", {"cameras": rows, "rater": self.rater})
                 return True
@@ -348,7 +348,7 @@ class TerminalOperator(Operator):
         self._events = []
         self.show("\n" + "=" * 78)
         self.show(f"Trial {self.label}  (alias {getattr(trial, 'alias', '?')}, order {getattr(trial, 'order', '?')})")
-        if getattr(self.session, "ledger", None) is not None:   # where the campaign stands; a re-run?
+        if self.session is not None and self.session.ledger is not None:   # where the campaign stands; a re-run?
             now = time.monotonic()
             if self._last_ready is not None:
                 self._cycle_s.append(now - self._last_ready)
@@ -402,7 +402,7 @@ class TerminalOperator(Operator):
         """The live scene against the evaluation's reference frames (as on the bench page), or None
         when this operator has no session, bench cameras or config to judge with."""
         session, bench = self.session, self.bench
-        if getattr(session, "ledger", None) is None or bench is None or self.config is None:
+        if session is None or session.ledger is None or bench is None or self.config is None:
             return None
         threshold, roi = alignment_settings(getattr(self.config, "console", None))
         ledger, campaign_dir = session.ledger, Path(session.campaign_dir)
@@ -431,21 +431,21 @@ class TerminalOperator(Operator):
         """Shows the scene's rendered reference (drawn on its first placement in the campaign) and
         returns the images "v" opens: the rendered sheet, then the real reference once it exists."""
         session = self.session
-        suite = getattr(session, "suite", None)
-        if session is None or scene is None or suite is None:
+        if session is None or scene is None or session.suite is None:
             return []
+        suite = session.suite
         from spabench.operator.checklist import reference_image
         from spabench.operator.scene_reference import rendered_reference
 
-        bench_cfg = getattr(getattr(session, "bench", None), "cfg", None)
-        rendered = rendered_reference(session.campaign_dir, suite, scene, home=getattr(bench_cfg, "home_pose", None))
+        home = session.bench.cfg.home_pose if session.bench is not None else None
+        rendered = rendered_reference(session.campaign_dir, suite, scene, home=home)
         self.show(f"Rendered reference (twin, from the specification): {rendered.sheet}")
         self.show("  yaw 0 deg = the object's length points forward, away from the base; "
                   "+ = counterclockwise seen from above (toward the robot's left)")
         if rendered.problem:
             self.show(f"  (placement diagram only: {rendered.problem})")
         images = [rendered.sheet]
-        ledger = getattr(session, "ledger", None)
+        ledger = session.ledger
         if ledger is not None:
             cfg = self.config
             real = reference_image(ledger, session.campaign_dir, trial.evaluation_id,

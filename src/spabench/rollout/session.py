@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from spabench.bench.errors import MotionStopped
 from spabench.ledger import ClaimLost, LedgerStorageError, SceneSetTaken, ScoreConflict
-from spabench.operator.base import motion_prefill
+from spabench.operator.base import Operator, motion_prefill
 from spabench.operator.blinding import Blinder, BlindStream, blind_logging
 from spabench.operator.checklist import (
     SCENE_STAGED,
@@ -121,9 +121,10 @@ class Session:
         self.claims: SceneSetClaims | None = None   # which trial next; scene-set claims on a shared ledger
         self.policies: PolicyServers | None = None
         self.bench: Any = None
+        self.suite: Any = None         # the suite (after the bench connects)
         self.health: Any = None        # the bench's HealthMonitor (motor telemetry and guards), or None
         self.recorder: Any = None
-        self.operator: Any = None
+        self.operator: Operator | Any = None
         self.controls = StopControl()
         self.estop_logged = False
         self.estop_cause: tuple[str, str] | None = None   # (cause, text) the operator gave (suite.rules)
