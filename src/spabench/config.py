@@ -220,6 +220,9 @@ class SpabenchConfig:
                              "attempt=); at `run`, why a new policy server identity is accepted (required with "
                              "accept_new_identity=true)", ("score", "run"), optional=True)
     invalidate: bool = key(False, bool, "declare the complete attempt invalid (its trial is re-run)", "score")
+    second_rater: bool = key(False, bool, "score blind, as operator.rater, the attempts another rater scored and "
+                             "you have not (their scores, stop reason and motion pre-fill hidden): the "
+                             "report's rater agreement", "score")
     repo_id: str | None = key(None, str, "the exported dataset's repo id (org/name)", "export lerobot", optional=True)
     include_invalid: bool = key(False, bool, "export invalid attempts too", "export lerobot")
     reencode: bool = key(False, bool, "re-encode every camera stream instead of copying it", "export lerobot")

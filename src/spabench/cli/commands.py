@@ -44,9 +44,10 @@ COMMANDS: dict[str, Command] = {
                 "run (or resume) a planned campaign at the bench it was planned for", CAMPAIGN_FOLDER,
                 bench_from_campaign=True, usage="campaign=DIR [operator=terminal|web|unattended|auto] [bench=<preset>] [launch=true]"),
         Command("score", "spabench.operator.commands:score", ("operator", "suite"),
-                "score recorded, unscored attempts; correct one: attempt=ID reason=... [invalidate=true]",
+                "score recorded, unscored attempts; correct one: attempt=ID reason=... [invalidate=true]; "
+                "second_rater=true: score blind what another rater scored",
                 CAMPAIGN_FOLDER, presets=("operator=terminal",),
-                usage="campaign=DIR [attempt=ID reason=... [invalidate=true]] [operator.rater=NAME]"),
+                usage="campaign=DIR [attempt=ID reason=... [invalidate=true] | second_rater=true] [operator.rater=NAME]"),
         Command("console", "spabench.console.commands:console", ("operator", "suite"),
                 "the browser console (bench page, review and scoring)", CAMPAIGN_FOLDER,
                 presets=("operator=web",), usage="campaign=DIR"),
