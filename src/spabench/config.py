@@ -150,7 +150,7 @@ def key(default: Any, kind: type, help: str, commands: tuple[str, ...] | str, **
 
 
 SERVE = ("serve lerobot", "serve scripted")
-ALL = ("plan", "run", "score", "console", "report", "power", "export lerobot", "serve lerobot", "serve scripted", "demo",
+ALL = ("plan", "run", "score", "console", "report", "power", "export lerobot", "export outcomes", "serve lerobot", "serve scripted", "demo",
        "suite generate", "suite validate", "ledger copy", "ledger collect", "ledger status", "servers up",
        "servers status", "servers down")
 
@@ -167,11 +167,13 @@ class SpabenchConfig:
     suite: Any = None       # spabench.suite.config.SuiteConfig
 
     # ---- top-level keys (conf/config.yaml)
-    out: Path | None = key(None, Path, "output folder", ("plan", "report", "export lerobot", "demo",
-                                                          "suite generate", "ledger collect"), optional=True)
+    out: Path | None = key(None, Path, "output folder (export outcomes: the CSV file)",
+                           ("plan", "report", "export lerobot", "export outcomes", "demo", "suite generate",
+                            "ledger collect"), optional=True)
     campaign_dir: Path | None = key(
         None, Path, "the campaign folder written by `spabench plan` (given as campaign=DIR)",
-        ("run", "score", "console", "report", "power", "export lerobot", "ledger collect", "ledger status",
+        ("run", "score", "console", "report", "power", "export lerobot", "export outcomes", "ledger collect",
+         "ledger status",
          "servers up", "servers status", "servers down"), optional=True)
     outcomes: Path | None = key(None, Path, "an outcomes CSV to report on (instead of campaign=DIR)",
                                 ("report", "power"), optional=True)
@@ -218,12 +220,17 @@ class SpabenchConfig:
                              "attempt=); at `run`, why a new policy server identity is accepted (required with "
                              "accept_new_identity=true)", ("score", "run"), optional=True)
     invalidate: bool = key(False, bool, "declare the complete attempt invalid (its trial is re-run)", "score")
+    second_rater: bool = key(False, bool, "score blind, as operator.rater, the attempts another rater scored and "
+                             "you have not (their scores, stop reason and motion pre-fill hidden): the "
+                             "report's rater agreement", "score")
     repo_id: str | None = key(None, str, "the exported dataset's repo id (org/name)", "export lerobot", optional=True)
     include_invalid: bool = key(False, bool, "export invalid attempts too", "export lerobot")
     reencode: bool = key(False, bool, "re-encode every camera stream instead of copying it", "export lerobot")
     codec: str | None = key(None, str, "codec for reencode=true (null: libx264)", "export lerobot", optional=True)
     crf: int | None = key(None, int, "quality for reencode=true, lower is better (null: 23)", "export lerobot",
                           optional=True, minimum=0, maximum=51)
+    lab: str | None = key(None, str, "the lab's name written in every row's lab column (to combine several labs' "
+                          "exports into one report; null: left empty)", "export outcomes", optional=True)
     dry_run: bool = key(False, bool, "allow running on a bench of another kind than the campaign was "
                         "planned for (twin vs robot); its attempts are marked dry_run", "run")
     config_dir: Path | None = key(None, Path, "a lab's own folder with bench/, policy/, campaign/ files "
@@ -242,7 +249,8 @@ class SpabenchConfig:
                                  "never pooled)", "report", optional=True, choices=("so101", "sim"))
     ledger: str | None = key(None, str, "where the ledger lives: null/sqlite (a file in the campaign folder) or "
                              "postgresql://[user@]host[:port]/db (no password: PGPASSWORD/PGPASSFILE)",
-                             ("plan", "run", "report", "ledger copy", "ledger status", "ledger collect"), optional=True)
+                             ("plan", "run", "report", "export outcomes", "ledger copy", "ledger status",
+                              "ledger collect"), optional=True)
     ledger_grant: str | None = key(None, str, "the benches' group role on a PostgreSQL ledger, granted what a "
                                    "bench needs", ("plan", "ledger copy"), optional=True)
     bench_id: str | None = key(None, str, "this bench's name in a shared ledger (null: the host name)", "run",

@@ -175,3 +175,49 @@ def test_export_reencodes_only_a_camera_with_a_missing_frame_or_when_asked(tmp_p
     item = ds[30]
     frame = (item["observation.images.middle"].permute(1, 2, 0).numpy() * 255).round().astype(np.uint8)
     assert pattern.decode_index(frame) == 200 + 6 and float(item["timestamp"]) == pytest.approx(0.4, abs=1e-6)
+
+
+@pytest.mark.slow
+def test_each_exported_episode_carries_its_outcome_for_lerobots_own_tools(tmp_path):
+    """Issue 36 (measured before: the episode table held LeRobot's columns only, and no episode said
+    who scored it or whether it was valid). Each episode's success, failure mode, rater and validity
+    are columns of LeRobot's episode table, read back with LeRobotDatasetMetadata, and per frame."""
+    from lerobot.datasets.dataset_metadata import LeRobotDatasetMetadata
+    from lerobot.datasets.dataset_tools import delete_episodes
+    from lerobot.datasets.lerobot_dataset import LeRobotDataset
+
+    from spabench.record.export import export_lerobot_dataset
+
+    campaign, times = _two_policy_campaign(tmp_path)
+    attempts = list(times)   # E0-P1, E0-P2, E1-P1, E1-P2 (P1 scored by 'operator': E0 success, E1 grasp_failure)
+    with Ledger.open(campaign) as ledger:
+        ledger.record_score(attempts[1], "bob", False, "no_action")
+        ledger.record_score(attempts[3], "bob", True)
+        ledger.invalidate_attempt(attempts[3], "scene staged wrong", "bob")
+    export_lerobot_dataset(campaign, tmp_path / "ds", include_invalid=True, progress=False)
+
+    meta = LeRobotDatasetMetadata("spabench/c2", root=tmp_path / "ds")
+    episodes = meta.episodes.select_columns(["episode_index", "attempt_id", "success", "failure_mode", "rater",
+                                             "valid", "invalid_reason", "policy", "length"]).to_pandas()
+    assert list(episodes["attempt_id"]) == attempts
+    assert list(episodes["success"]) == [1, 0, 0, -1]
+    assert list(episodes["failure_mode"]) == ["", "no_action", "grasp_failure", ""]
+    assert list(episodes["rater"]) == ["operator", "bob", "operator", ""]
+    assert list(episodes["valid"]) == [True, True, True, False]
+    assert list(episodes["invalid_reason"]) == ["", "", "", "operator_invalidated: scene staged wrong"]
+    assert list(episodes["length"]) == [12] * 4
+    # LeRobot's own filter: the valid, successful episodes' indices, loaded by LeRobotDataset
+    good = meta.episodes.filter(lambda e: e["valid"] and e["success"] == 1)["episode_index"]
+    ds = LeRobotDataset("spabench/c2", root=tmp_path / "ds", episodes=good)
+    assert ds.num_episodes == 1 and set(ds.hf_dataset.unique("attempt_id")) == {attempts[0]}
+    # per frame too, and kept by LeRobot's dataset tools: the invalid episode deleted, the outcome stays
+    full = LeRobotDataset("spabench/c2", root=tmp_path / "ds")
+    frames = full.hf_dataset.select_columns(["episode_index", "success", "valid", "rater"]).to_pandas()
+    per = frames.groupby("episode_index").first()
+    assert list(per["valid"]) == [1, 1, 1, 0] and list(per["rater"]) == ["operator", "bob", "operator", ""]
+    invalid = [int(i) for i in episodes.loc[~episodes["valid"], "episode_index"]]
+    kept = delete_episodes(full, invalid, output_dir=tmp_path / "kept", repo_id="spabench/kept")
+    kept_frames = kept.hf_dataset.select_columns(["attempt_id", "success", "valid", "rater"]).to_pandas()
+    assert set(kept_frames["attempt_id"]) == set(attempts[:3]) and set(kept_frames["valid"]) == {1}
+    assert kept_frames.groupby("attempt_id")["success"].first().to_dict() == {attempts[0]: 1, attempts[1]: 0,
+                                                                               attempts[2]: 0}

@@ -1,5 +1,12 @@
 """`spabench score campaign_dir=DIR`: score recorded, unscored attempts after the session.
 
+A second rater (`second_rater=true operator.rater=NAME`) scores blind the complete attempts another
+rater scored and NAME has not, as the review page's blind mode does: the trial by its alias, the
+episode, and the prompt; no other rater's score, no stop reason, no motion pre-fill. Each score is
+saved against the version of NAME's scores read before the prompt (the ledger's score_version),
+so a score saved meanwhile from a console tab is never replaced. The report's rater agreement
+(kappa) reads both ratings.
+
 Corrections (operator/corrections.py): `attempt=ID reason="..."` scores one attempt again (the
 earlier score stays in the history); `attempt=ID invalidate=true reason="..."` declares a complete
 attempt invalid, so that `run` re-runs its trial.
@@ -63,6 +70,52 @@ def _correct(ledger: Any, attempt_id: str, reason: Any, invalid: bool, op: Termi
     return 0
 
 
+def second_rating_todo(ledger: Any, rater: str) -> tuple[list[Any], int]:
+    """(the complete attempts another rater scored and `rater` has not, in plan order; how many complete
+    attempts nobody scored yet). The same ledger calls as the review page's blind mode."""
+    todo, unrated = [], 0
+    for attempt in ledger.unscored_attempts(rater):
+        if any(s.rater != rater for s in ledger.scores_for(attempt.attempt_id)):
+            todo.append(attempt)
+        else:
+            unrated += 1
+    return todo, unrated
+
+
+def _second_rating(ledger: Any, campaign_dir: Path, op: TerminalOperator, out) -> int:
+    """Score blind, as `op.rater`, what another rater scored (see the module docstring)."""
+    from spabench.ledger import ScoreConflict
+
+    rater = op.rater
+    todo, unrated = second_rating_todo(ledger, rater)
+    op.show(f"Second rater {rater}: {len(todo)} attempt(s) scored by another rater and not by you in {campaign_dir}; "
+            "scoring blind (no other score, stop reason or pre-fill shown)")
+    scored = skipped = 0
+    for attempt in todo:
+        trial = ledger.trial(attempt.trial_id)
+        folder = campaign_dir / (attempt.episode_path or f"episodes/{attempt.attempt_id}")
+        op.show(f"\nAttempt {attempt.attempt_id}  (alias {trial.alias}, scene {trial.scene_id})")
+        op.show(f"Episode: {folder}  videos: {folder}/cam_<camera>.mp4")
+        version = ledger.score_version(attempt.attempt_id, rater)
+        result = op.score(trial, None, None)
+        if result is None:
+            skipped += 1
+            continue
+        try:
+            ledger.record_score(attempt.attempt_id, rater, result.success, result.failure_mode, result.note,
+                                expect_version=version)
+        except ScoreConflict:
+            op.show(f"not saved: {rater} scored {attempt.attempt_id} elsewhere meanwhile (a console tab); "
+                    "that score stands")
+            skipped += 1
+            continue
+        scored += 1
+    op.show(f"second-rated {scored}, left {skipped}"
+            + (f"; {unrated} complete attempt(s) nobody scored yet are left for the first rating "
+               "(spabench score campaign=DIR)" if unrated else ""))
+    return 0
+
+
 def score(cfg: SpabenchConfig, stdin=None, stdout=None) -> int:
     """Entry point of `spabench score`. Returns the exit code (0; 2 on a bad campaign folder)."""
     out = stdout or sys.stdout
@@ -86,6 +139,16 @@ def score(cfg: SpabenchConfig, stdin=None, stdout=None) -> int:
         return 2
     rater = op.rater
     attempt_id, reason, invalid = cfg.attempt, cfg.reason, cfg.invalidate
+    if cfg.second_rater:
+        try:
+            if attempt_id or invalid or reason:
+                print("error: score: second_rater=true scores the attempts another rater scored; it takes no "
+                      "attempt=, reason= or invalidate= (a correction of your own score: leave second_rater out)",
+                      file=out)
+                return 2
+            return _second_rating(ledger, campaign_dir, op, out)
+        finally:
+            ledger.close()
     if attempt_id or invalid or reason:
         try:
             return _correct(ledger, str(attempt_id or ""), reason, bool(invalid), op, out)

@@ -5,8 +5,17 @@ the instruction the policy got. Features: `observation.state` and `action` (the 
 the EMA filter and the safety envelope: what the arm was told to do), both 6-D in vocabulary.JOINTS
 order; one video feature `observation.images.<camera>` per recorded camera; and per-episode columns
 repeated on every row so a dataset can be split with a plain filter: `policy`, `alias`, `attempt_id`,
-`evaluation_id`, `condition`, `failure_mode` (strings), `success` (int8: 1, 0, -1 unscored or
-invalid). `timestamp` is the real tick time (s since the rollout timer started), not index / fps.
+`evaluation_id`, `condition`, `failure_mode`, `rater`, `invalid_reason` (strings), `success` (int8: 1,
+0, -1 unscored or invalid), `valid` (int8: 1 complete, 0 invalid). `timestamp` is the real tick time
+(s since the rollout timer started), not index / fps.
+
+The outcome is the episode's metadata too: the same columns (`success`, `failure_mode`, `rater`,
+`valid` as a bool, `invalid_reason`, `policy`, ...) are columns of LeRobot's episode table
+(`meta/episodes/*.parquet`, beside `tasks` and `length`), which `LeRobotDatasetMetadata(...).episodes`
+reads without touching the frames, e.g. to pick the successful episodes for
+`LeRobotDataset(..., episodes=[...])`. The per-frame copies are the ones LeRobot's dataset tools
+(`delete_episodes`, `split_dataset`) carry into the datasets they write (their episode tables keep
+LeRobot's own columns only).
 
 Videos are not re-encoded. Each recorded MP4 already presents frame i at its tick's time, which is
 what LeRobot's decoder looks up (row timestamp + the episode's from_timestamp, 1e-4 s tolerance), so
@@ -45,7 +54,7 @@ ROBOT_TYPE = "so101_follower"
 SCHEMA_WITH_REAL_PTS = 2
 DECODABLE_CODECS = frozenset({"h264", "hevc", "av1", "vp9", "mpeg4"})  # what LeRobot's decoders read
 EPISODE_STRING_COLUMNS: tuple[str, ...] = ("policy", "alias", "attempt_id", "evaluation_id", "condition",
-                                           "failure_mode", "server_identity")
+                                           "failure_mode", "rater", "invalid_reason", "server_identity")
 # the identity of the policy server that answered (policy/identity.py), as the episode recorded it
 SERVER_IDENTITY_ATTR = "extra.server_identity"
 UNSCORED = -1
@@ -57,7 +66,8 @@ class ExportEpisode:
     folder: Path
     instruction: str
     columns: dict[str, str]
-    success: int
+    success: int        # 1, 0; UNSCORED (-1) when not scored or invalid
+    valid: bool = True  # False: an invalid attempt (include_invalid=True), re-run in the campaign
 
 
 @dataclass
@@ -90,15 +100,16 @@ def episode_folders(campaign_dir: Path, include_invalid: bool = False) -> list[E
                     continue
                 if not attempt.episode_path:
                     continue
-                outcome = scored.get(attempt.attempt_id)
-                success = UNSCORED
-                if outcome is not None and attempt.status == "complete":
-                    success = int(bool(outcome["success"]))
+                valid = attempt.status == "complete"
+                outcome = scored.get(attempt.attempt_id) if valid else None   # an invalid attempt has none
+                success = UNSCORED if outcome is None else int(bool(outcome["success"]))
                 columns = {"policy": trial.policy, "alias": trial.alias, "attempt_id": attempt.attempt_id,
                            "evaluation_id": trial.evaluation_id, "condition": trial.condition,
-                           "failure_mode": str((outcome or {}).get("failure_mode") or "")}
+                           "failure_mode": (outcome or {}).get("failure_mode"), "rater": (outcome or {}).get("rater"),
+                           "invalid_reason": attempt.invalid_reason}
                 out.append(ExportEpisode(attempt.attempt_id, campaign_dir / attempt.episode_path,
-                                         trial.instruction, {k: str(v or "") for k, v in columns.items()}, success))
+                                         trial.instruction, {k: str(v or "") for k, v in columns.items()}, success,
+                                         valid))
         return out
     finally:
         ledger.close()
@@ -118,6 +129,7 @@ def features_for(cameras: dict[str, tuple[int, int, int]], episode_columns: bool
         for column in EPISODE_STRING_COLUMNS:
             feats[column] = {"dtype": "string", "shape": (1,), "names": None}
         feats["success"] = {"dtype": "int8", "shape": (1,), "names": None}
+        feats["valid"] = {"dtype": "int8", "shape": (1,), "names": None}
     return feats
 
 
@@ -287,12 +299,14 @@ def _write_episode(dataset, item: ExportEpisode, ep: EpisodeReader, shapes: dict
     actions[missing] = states[missing]  # no command sent yet: the arm held its measured position
     n = len(states)
     episode_index = meta.total_episodes
+    identity = str(ep.attrs.get(SERVER_IDENTITY_ATTR) or "")
     buffer: dict = {
         "observation.state": states, "action": actions,
         "timestamp": ep.timestamps.astype(np.float32), "frame_index": np.arange(n, dtype=np.int64),
         **{k: np.array([v] * n) for k, v in item.columns.items()},
-        "server_identity": np.array([str(ep.attrs.get(SERVER_IDENTITY_ATTR) or "")] * n),
+        "server_identity": np.array([identity] * n),
         "success": np.full(n, item.success, dtype=np.int8),
+        "valid": np.full(n, int(item.valid), dtype=np.int8),
     }
     meta.save_episode_tasks([item.instruction])
     buffer["index"] = np.arange(meta.total_frames, meta.total_frames + n)
@@ -313,9 +327,15 @@ def _write_episode(dataset, item: ExportEpisode, ep: EpisodeReader, shapes: dict
             report.reencoded += 1
         ep_stats[key] = _video_stats(video)
         ep_metadata.update(writer._save_episode_video(key, episode_index, temp_path=video))  # moves it
+    ep_metadata.update(episode_outcome(item, identity))
     meta.save_episode(episode_index, n, [item.instruction], ep_stats, ep_metadata)
     report.frames += n
     report.episodes += 1
+
+
+def episode_outcome(item: ExportEpisode, server_identity: str) -> dict[str, Any]:
+    """The columns the episode adds to LeRobot's episode table (plain values: pyarrow types them)."""
+    return {**item.columns, "server_identity": server_identity, "success": int(item.success), "valid": bool(item.valid)}
 
 
 def _abandon(dataset) -> None:
