@@ -79,7 +79,7 @@ lint: install
 
 # lint first: a finding stops the run before the system packages and the suite
 test: install lint egl postgresql chromium
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=25
 
 # The quick subset (markers in pyproject.toml): no subprocess sessions, reports or servers, no
 # browser, no PostgreSQL. The twin's unit tests stay in, so it needs EGL.
