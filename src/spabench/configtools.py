@@ -154,49 +154,47 @@ def from_known_fields(cls: type, data: Any, where: str) -> Any:
     return cls(**typed_fields(cls, data, where))
 
 
+OPTION_FILE = "_file_"   # the name a file given by path takes among its group's options
+
+
 @contextlib.contextmanager
-def overlay(dirs: list[Path]):
+def overlay(dirs: list[Path], option: tuple[str, Path] | None = None):
     """A config folder Hydra can read: the checkout's conf/ alone, or a symlink tree of the lab's
-    files over the checkout's (Hydra appends `hydra.searchpath` entries; the lab must come first)."""
-    if len(dirs) == 1:
+    files over the checkout's (Hydra appends `hydra.searchpath` entries; the lab must come first).
+    `option` (group, file): a file from anywhere joins its group as `<group>/_file_`, so its
+    `defaults:` list names the group's options exactly as a lab's own option file does."""
+    if len(dirs) == 1 and option is None:
         yield dirs[0]
         return
     with tempfile.TemporaryDirectory(prefix="spabench-conf-") as tmp:
         root = Path(tmp)
-        for source in reversed(dirs):   # the checkout first, then the lab's files replace same names
-            for path in source.rglob("*.yaml"):
-                target = root / path.relative_to(source)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                if target.is_symlink():
-                    target.unlink()
-                target.symlink_to(path)
+        links = [(p.relative_to(d), p) for d in reversed(dirs) for p in d.rglob("*.yaml")]  # the lab's win
+        if option is not None:
+            links.append((Path(option[0]) / f"{OPTION_FILE}.yaml", option[1].resolve()))
+        for relative, path in links:
+            target = root / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.unlink(missing_ok=True)
+            target.symlink_to(path)
         yield root
 
 
-def load_option(path: Path, search: list[Path] | None = None) -> Any:
-    """One group option file (e.g. a policy card) read the way the command line composes it: Hydra's
-    `defaults:` list (options of the same group, a lab's folder first, then the checkout's), OmegaConf
-    interpolation and resolvers (`${oc.env:VAR,default}`). `search` are the group folders
-    (config_dir/<group>, conf/<group>); the file's own folder is searched first."""
+def load_option(group: str, option: str | Path, dirs: list[Path]) -> Any:
+    """One option of `group` (a name among `dirs`' <group>/ files, or a file given by path) composed as
+    the command line composes it: Hydra's `defaults:` list, interpolation and resolvers
+    (`${oc.env:VAR,default}`). `dirs` are config folders, the lab's first, then the checkout's. A required
+    `???` value stays as that mark, for the group's own check to name."""
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
     from spabench.errors import ConfigError
 
-    path = Path(path).resolve()
-    group = path.parent.name
-    folders = list(dict.fromkeys([path.parent, *(Path(d).resolve() for d in (search or []))]))
+    path = option if isinstance(option, Path) else None
     try:
-        with tempfile.TemporaryDirectory(prefix="spabench-option-") as tmp:
-            (Path(tmp) / group).mkdir()
-            for folder in reversed(folders):   # the first folder's file of a name wins
-                for source in folder.glob("*.yaml"):
-                    target = Path(tmp) / group / source.name
-                    target.unlink(missing_ok=True)
-                    target.symlink_to(source)
-            with initialize_config_dir(config_dir=tmp, version_base=None):
-                node = compose(config_name=f"{group}/{path.stem}")
-            return OmegaConf.to_container(node.get(group, node), resolve=True, throw_on_missing=True)
+        with overlay(dirs, (group, path) if path else None) as conf, \
+                initialize_config_dir(config_dir=str(conf), version_base=None):
+            node = compose(config_name=f"{group}/{OPTION_FILE if path else option}")
+        return OmegaConf.to_container(node.get(group, node), resolve=True)   # `???` kept: the caller names it
     except Exception as exc:  # noqa: BLE001 - Hydra and OmegaConf errors: one line naming the file
         first = (str(exc).splitlines() or [type(exc).__name__])[0]
-        raise ConfigError(f"{path}: {first}") from None
+        raise ConfigError(f"{path or f'{group}={option}'}: {first}") from None

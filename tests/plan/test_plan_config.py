@@ -102,7 +102,7 @@ def test_bad_campaign_config_names_field_and_allowed(change, field, allowed):
     with pytest.raises(ConfigError) as info:
         campaign_from_mapping(_base(**change))
     text = str(info.value)
-    assert "conf/campaign/t.yaml" in text
+    assert "campaign 't'" in text
     assert f"field '{field}'" in text
     if allowed:
         assert "allowed:" in text and allowed in text

@@ -20,7 +20,7 @@ from typing import Any
 
 from spabench.cli.commands import CAMPAIGN_FOLDER, CAMPAIGN_PRESET, COMMANDS, Command
 from spabench.config import GROUPS, SpabenchConfig
-from spabench.configtools import overlay
+from spabench.configtools import OPTION_FILE, load_option, overlay
 from spabench.errors import ConfigError, SpabenchError
 
 log = logging.getLogger("spabench")
@@ -260,8 +260,8 @@ def _campaign_file(value: str) -> Path | None:
     return None
 
 
-def prepare(command: Command, argv: list[str]) -> tuple[list[str], dict[str, Any], list[Path]]:
-    """Hydra overrides, values applied after composition (a campaign file), and the config folders."""
+def prepare(command: Command, argv: list[str]) -> tuple[list[str], Path | None, list[Path]]:
+    """Hydra overrides, a campaign file given by path (composed as the campaign option), the config folders."""
     argv = run_policy_items(command, argv)
     given = {_split(o)[1] for o in argv}
     for item in argv:   # before anything else: a key the command does not read is one error
@@ -277,7 +277,7 @@ def prepare(command: Command, argv: list[str]) -> tuple[list[str], dict[str, Any
         rest.append(item)
     dirs = config_dirs(lab)
     overrides: list[str] = []
-    after: dict[str, Any] = {}
+    campaign_file = None
     for item in rest:
         prefix, bare, value = _split(item)
         if bare == "campaign" and command.campaign == CAMPAIGN_FOLDER:
@@ -289,7 +289,11 @@ def prepare(command: Command, argv: list[str]) -> tuple[list[str], dict[str, Any
             if value in presets and path is None:
                 overrides.append(item)
             elif path is not None:
-                after["campaign"] = _load_campaign_file(path)
+                if not path.is_file():
+                    raise ConfigError(f"campaign={path}: no such file (allowed: a campaign preset name, or a "
+                                      "campaign YAML file like conf/campaign/smoke.yaml)")
+                campaign_file = path
+                overrides.append(f"campaign={OPTION_FILE}")
             elif Path(value).expanduser().is_dir():
                 raise ConfigError(f"campaign={value} is a folder; `spabench {command.name}` takes a campaign "
                                   f"preset (allowed: {', '.join(presets)}) or a campaign YAML file. A folder "
@@ -325,7 +329,7 @@ def prepare(command: Command, argv: list[str]) -> tuple[list[str], dict[str, Any
             option = next((o.partition("=")[2] for o in reversed(overrides) if o.startswith("bench=")), None)
             auto = option is not None and _bench_type(dirs, option) == "sim"
             overrides.append(f"operator={'auto' if auto else 'terminal'}")
-    return overrides, after, dirs
+    return overrides, campaign_file, dirs
 
 
 SUITE_PATHS = ("suite.root", "suite.hardware")   # folders a user gives are taken from the working directory
@@ -369,14 +373,8 @@ def recorded_settings(command: Command, argv: list[str], given: set[str]) -> lis
 
 
 def _bench_type(dirs: list[Path], option: str) -> str:
-    """The `type:` of a bench option file (so101 when the file does not say)."""
-    import yaml
-
-    path = next((d / "bench" / f"{option}.yaml" for d in dirs if (d / "bench" / f"{option}.yaml").is_file()), None)
-    try:
-        data = yaml.safe_load(path.read_text()) if path is not None else None
-    except (OSError, yaml.YAMLError):
-        data = None
+    """The `type:` of a bench option as composed (its `defaults:` included; so101 when it does not say)."""
+    data = load_option("bench", option, dirs)
     return str(data.get("type") or "so101") if isinstance(data, dict) else "so101"
 
 
@@ -429,23 +427,6 @@ def run_policy_items(command: Command, argv: list[str]) -> list[str]:
     return out
 
 
-def _load_campaign_file(path: Path) -> dict:
-    import yaml
-
-    if not path.is_file():
-        raise ConfigError(f"campaign={path}: no such file (allowed: a campaign preset name, or a campaign "
-                          "YAML file like conf/campaign/smoke.yaml)")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{path}: not a readable campaign YAML file ({str(exc).splitlines()[0]})") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: a campaign file is a mapping with name, policies, seed, ... "
-                          f"(got {type(data).__name__})")
-    data.setdefault("name", path.stem)
-    return data
-
-
 def _planned_bench(folder: str | None) -> str | None:
     """The bench kind the campaign folder was planned for (None: not known here; `run` says why)."""
     if not folder:
@@ -459,10 +440,10 @@ def _planned_bench(folder: str | None) -> str | None:
 
 
 # ---------------------------------------------------------------------------- composition
-def _hydra_error(exc: BaseException, conf: Path) -> ConfigError:
+def _hydra_error(exc: BaseException, where: Path) -> ConfigError:
     cause = exc.__cause__ or exc
     first = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
-    return ConfigError(f"{conf}/config.yaml: {first}")
+    return ConfigError(f"{where}: {first}")
 
 
 def read_config(command: Command, node: Any) -> dict[str, Any]:
@@ -486,6 +467,7 @@ def read_config(command: Command, node: Any) -> dict[str, Any]:
 def composed(command: Command, argv: list[str]) -> Any:
     """The composed OmegaConf node of what the command reads: the top-level keys and its own groups
     (groups it does not read are left out, so a required value there never stops it)."""
+    import yaml
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
     from hydra.errors import ConfigCompositionException, MissingConfigException
@@ -494,28 +476,23 @@ def composed(command: Command, argv: list[str]) -> Any:
 
     from spabench.suite.yamlio import refuse_aliases
 
-    overrides, after, dirs = prepare(command, argv)
-    for d in dirs:
-        for path in sorted(d.rglob("*.yaml")):  # no YAML alias bombs in config files (i10)
-            refuse_aliases(path.read_bytes(), path)
-    with overlay(dirs) as conf:
+    overrides, campaign_file, dirs = prepare(command, argv)
+    files = [p for d in dirs for p in sorted(d.rglob("*.yaml"))] + ([campaign_file] if campaign_file else [])
+    for path in files:   # no YAML alias bombs in config files (i10)
+        refuse_aliases(path.read_bytes(), path)
+    where = campaign_file or dirs[-1] / "config.yaml"
+    with overlay(dirs, ("campaign", campaign_file) if campaign_file else None) as conf:
         try:
             with initialize_config_dir(config_dir=str(conf), version_base=None):
                 cfg = hydra_compose(config_name="config", overrides=overrides)
             node = OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k not in GROUPS or k in command.groups])
-            if "campaign" in after:   # a campaign file: the file's values, then the caller's campaign.* keys
-                held = {o.lstrip("+~").partition("=")[0] for o in overrides
-                        if o.lstrip("+~").startswith("campaign.")}
-                file_node = OmegaConf.create(after["campaign"])
-                for key in sorted(held):
-                    OmegaConf.update(file_node, key.removeprefix("campaign."), OmegaConf.select(cfg, key),
-                                     force_add=True)
-                OmegaConf.set_struct(node, False)
-                node.campaign = file_node
-        except MissingConfigException as exc:
-            raise ConfigError(f"{dirs[-1]}: {str(exc).splitlines()[0]}") from None
-        except (ConfigCompositionException, OmegaConfBaseException) as exc:
-            raise _hydra_error(exc, dirs[-1]) from None
+            if campaign_file and OmegaConf.is_dict(node.get("campaign")) and "name" not in node.campaign:
+                # a campaign file without a name is named after the file
+                OmegaConf.update(node, "campaign.name", campaign_file.stem, force_add=True)
+        except (MissingConfigException, ConfigCompositionException, OmegaConfBaseException) as exc:
+            raise _hydra_error(exc, where) from None
+        except yaml.YAMLError as exc:   # the mark names the file and line
+            raise ConfigError("not readable YAML: " + " ".join(str(exc).split())) from None
     return node
 
 

@@ -29,12 +29,8 @@ def load_campaign_cards(campaign: CampaignConfig, folders: list[Path]) -> dict:
     """card name -> PolicyCard, first found in `folders` (their timer and control rate go into the plan)."""
     from spabench.policy.card import load_card
 
-    out = {}
-    for e in campaign.policies:
-        path = next((Path(f) / f"{e.card}.yaml" for f in folders if (Path(f) / f"{e.card}.yaml").is_file()), None)
-        if path is not None:
-            out[e.card] = load_card(path)
-    return out
+    return {e.card: load_card(e.card, folders) for e in campaign.policies
+            if any((Path(f) / f"{e.card}.yaml").is_file() for f in folders)}
 
 
 def check_policy_cards(campaign: CampaignConfig, folders: list[Path]) -> None:

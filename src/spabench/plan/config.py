@@ -21,7 +21,7 @@ BENCHES: tuple[str, ...] = ("so101", "sim")
 
 
 def _where(campaign: str) -> str:
-    return f"conf/campaign/{campaign}.yaml" if campaign else "campaign config"
+    return f"campaign '{campaign}'" if campaign else "campaign config"   # a preset, a lab's or a file
 
 
 def _fail(campaign: str, name: str, message: str, allowed=None) -> ConfigError:

@@ -226,8 +226,9 @@ def card_from_mapping(data: Any, source: str = "policy card") -> PolicyCard:
     missing = [f for f in ("name", "protocol", "port", "horizon") if data.get(f) is None]
     if missing:
         raise ConfigError(f"{source}: missing required field(s) {', '.join(missing)}")
+    values = typed_fields(PolicyCard, data, source)   # its errors name the source already
     try:
-        return PolicyCard(**typed_fields(PolicyCard, data, source))
+        return PolicyCard(**values)
     except ConfigError as exc:
         raise ConfigError(f"{source}: {exc}") from None
 
@@ -260,5 +261,5 @@ def load_card(name_or_path: str | os.PathLike, search: list[Path] | None = None)
 
     refuse_aliases(path.read_bytes(), path)   # no YAML alias bombs (i10)
     # the command line's loader: a lab card's `defaults:` list and `${oc.env:VAR}` work here as in `serve`
-    data = load_option(path, search=list(search or [_policy_conf_dir()]))
+    data = load_option("policy", path, [Path(d).parent for d in (search or [_policy_conf_dir()])])
     return card_from_mapping(data, source=str(path))
