@@ -152,7 +152,7 @@ def key(default: Any, kind: type, help: str, commands: tuple[str, ...] | str, **
 SERVE = ("serve lerobot", "serve scripted")
 ALL = ("plan", "run", "score", "console", "report", "power", "export lerobot", "serve lerobot", "serve scripted", "demo",
        "suite generate", "suite validate", "ledger copy", "ledger collect", "ledger status", "servers up",
-       "servers status", "servers down")
+       "servers status", "servers down", "bench check")
 
 
 @dataclass
@@ -168,7 +168,8 @@ class SpabenchConfig:
 
     # ---- top-level keys (conf/config.yaml)
     out: Path | None = key(None, Path, "output folder", ("plan", "report", "export lerobot", "demo",
-                                                          "suite generate", "ledger collect"), optional=True)
+                                                          "suite generate", "ledger collect", "bench check"),
+                           optional=True)
     campaign_dir: Path | None = key(
         None, Path, "the campaign folder written by `spabench plan` (given as campaign=DIR)",
         ("run", "score", "console", "report", "power", "export lerobot", "ledger collect", "ledger status",
@@ -263,6 +264,16 @@ class SpabenchConfig:
     reconnect_s: float = key(180.0, float, "on a shared ledger, how long a lost connection to its database is "
                              "retried (with backoff) before the session stops; the arm holds meanwhile (seconds)",
                              "run", minimum=0.0)
+
+    camera_s: float = key(3.0, float, "how long `bench check` measures each camera's frame rate (seconds; "
+                          "longer until every camera could show three new frames)", "bench check",
+                          minimum=0.1, maximum=600.0)
+    camera_references: Path | None = key(None, Path, "where `bench check` keeps one reference picture per camera "
+                                          "(null: bench-checks/references/<robot_id>/ in the current folder)",
+                                          "bench check", optional=True)
+    accept_cameras: bool = key(False, bool, "`bench check`: the cameras' views are right as they are now (a camera "
+                               "was moved on purpose): store them as the new references instead of refusing a "
+                               "camera that looks like another's", "bench check")
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any] | None, groups: tuple[str, ...] | list[str] = ()

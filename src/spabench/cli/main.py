@@ -120,7 +120,7 @@ def _split(item: str) -> tuple[str, str, str]:
     return key[: len(key) - len(bare)], bare, value
 
 
-PATH_KEYS = ("out", "campaign_dir", "outcomes", "checkpoint", "src", "dst")
+PATH_KEYS = ("out", "campaign_dir", "outcomes", "checkpoint", "src", "dst", "camera_references")
 NULL_WORDS = ("null", "None", "none", "~")   # `out=None` (Python's word) means null, never a folder "None"
 
 
