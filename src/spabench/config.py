@@ -173,7 +173,7 @@ class SpabenchConfig:
     campaign_dir: Path | None = key(
         None, Path, "the campaign folder written by `spabench plan` (given as campaign=DIR)",
         ("run", "score", "console", "report", "power", "export lerobot", "ledger collect", "ledger status",
-         "servers up", "servers status", "servers down"), optional=True)
+         "servers up", "servers status", "servers down", "bench check"), optional=True)
     outcomes: Path | None = key(None, Path, "an outcomes CSV to report on (instead of campaign=DIR)",
                                 ("report", "power"), optional=True)
     checkpoint: Path | None = key(None, Path, "a local LeRobot checkpoint folder", "serve lerobot",
@@ -231,7 +231,7 @@ class SpabenchConfig:
                                   "(used before the checkout's conf/)", ALL, optional=True)
     cards: dict[str, dict[str, Any]] = key(
         {}, dict, "per-card field overrides: cards.<card>.<field>=value (e.g. cards.pi05.host=10.0.0.5)",
-        ("run", "demo", "servers up", "servers status", "servers down"))
+        ("run", "demo", "servers up", "servers status", "servers down", "bench check"))
     figures: dict[str, Any] = key({"width": "single", "style": None, "formats": ["svg"]}, dict,
                                   "how the figures are drawn (the fields of spabench.analysis.figures."
                                   "FigureSettings): figures.width=single|double (a 3.5 in or 7 in column), "
@@ -265,6 +265,8 @@ class SpabenchConfig:
                              "retried (with backoff) before the session stops; the arm holds meanwhile (seconds)",
                              "run", minimum=0.0)
 
+    requests: int = key(20, int, "`bench check`: inference requests per policy server for its latency "
+                        "(p50/p90/max)", "bench check", minimum=1, maximum=10000)
     camera_s: float = key(3.0, float, "how long `bench check` measures each camera's frame rate (seconds; "
                           "longer until every camera could show three new frames)", "bench check",
                           minimum=0.1, maximum=600.0)

@@ -495,6 +495,7 @@ def composed(command: Command, argv: list[str]) -> Any:
     from spabench.suite.yamlio import refuse_aliases
 
     overrides, after, dirs = prepare(command, argv)
+    groups = read_groups(command, argv)
     for d in dirs:
         for path in sorted(d.rglob("*.yaml")):  # no YAML alias bombs in config files (i10)
             refuse_aliases(path.read_bytes(), path)
@@ -502,7 +503,7 @@ def composed(command: Command, argv: list[str]) -> Any:
         try:
             with initialize_config_dir(config_dir=str(conf), version_base=None):
                 cfg = hydra_compose(config_name="config", overrides=overrides)
-            node = OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k not in GROUPS or k in command.groups])
+            node = OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k not in GROUPS or k in groups])
             if "campaign" in after:   # a campaign file: the file's values, then the caller's campaign.* keys
                 held = {o.lstrip("+~").partition("=")[0] for o in overrides
                         if o.lstrip("+~").startswith("campaign.")}
@@ -519,9 +520,16 @@ def composed(command: Command, argv: list[str]) -> Any:
     return node
 
 
+def read_groups(command: Command, argv: list[str]) -> tuple[str, ...]:
+    """The groups this call builds: the command's, less its optional ones the caller left alone."""
+    given = {_split(item)[1].split(".")[0] for item in argv if "=" in item}
+    return tuple(g for g in command.groups if g not in command.optional_groups or g in given)
+
+
 def compose(command: Command, argv: list[str]) -> SpabenchConfig:
     """The composed, validated config for one command."""
-    return SpabenchConfig.from_mapping(read_config(command, composed(command, argv)), groups=command.groups)
+    return SpabenchConfig.from_mapping(read_config(command, composed(command, argv)),
+                                       groups=read_groups(command, argv))
 
 
 # ---------------------------------------------------------------------------- help

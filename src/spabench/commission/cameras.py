@@ -99,6 +99,7 @@ def check_cameras(bench: Any, record: CheckRecord, staging: Path, say: Callable[
     with bench.open_cameras() as feed:
         rows, last = measure(feed, bench, seconds, say)
         errors = dict(feed.errors)
+    record.frames.update(last)
     for row in rows:
         name = row["name"]
         if name in errors:

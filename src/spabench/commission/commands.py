@@ -46,8 +46,15 @@ def _cameras_part(cfg: SpabenchConfig, bench: Any, record: CheckRecord, staging:
                   accept=cfg.accept_cameras)
 
 
+def _servers_part(cfg: SpabenchConfig, bench: Any, record: CheckRecord, staging: Path,
+                  say: Callable[[str], None]) -> None:
+    from spabench.commission.servers import check_servers
+
+    check_servers(cfg, bench, record, say, record.frames)
+
+
 # The parts in the order they run: name -> function(cfg, bench, record, staging folder, say).
-PARTS: dict[str, Part] = {"bus": _bus_part, "cameras": _cameras_part}
+PARTS: dict[str, Part] = {"bus": _bus_part, "cameras": _cameras_part, "servers": _servers_part}
 
 
 def bench_check(cfg: SpabenchConfig, out: IO[str] | None = None) -> int:

@@ -40,6 +40,7 @@ class CheckRecord:
     parts: dict[str, Any] = field(default_factory=dict)
     timings_s: dict[str, float] = field(default_factory=dict)
     pictures: dict[str, str] = field(default_factory=dict)   # camera -> file name inside the folder
+    frames: dict[str, Any] = field(default_factory=dict, repr=False)   # camera -> its last frame (not written)
 
     def add(self, part: str, name: str, ok: bool, message: str, *, warn: bool = False) -> Item:
         item = Item(part, name, ok, message, warn)
