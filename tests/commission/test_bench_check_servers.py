@@ -98,3 +98,9 @@ def test_a_campaigns_cards_are_checked(lab, capsys):
                                                         f"cards.pi05.execute_steps={HORIZON}"]))
     assert code == 0, text
     assert len(report["parts"]["servers"]["rows"]) == 1 and server.calls >= 6
+    system = report["parts"]["system"]   # the disk is judged against the campaign's remaining episodes
+    assert system["remaining_episodes"] == len((campaign / "plan.csv").read_text().splitlines()) - 1
+    assert 0 < system["disk_needed_gib"] < system["disk_free_gib"]
+    assert system["version lerobot"] and system["clock_utc"]
+    assert any(i["part"] == "system" and i["name"] == "disk" and "remaining episodes need about" in i["message"]
+               for i in report["items"])

@@ -53,8 +53,16 @@ def _servers_part(cfg: SpabenchConfig, bench: Any, record: CheckRecord, staging:
     check_servers(cfg, bench, record, say, record.frames)
 
 
+def _system_part(cfg: SpabenchConfig, bench: Any, record: CheckRecord, staging: Path,
+                 say: Callable[[str], None]) -> None:
+    from spabench.commission.system import check_system
+
+    check_system(cfg, bench, record, staging)
+
+
 # The parts in the order they run: name -> function(cfg, bench, record, staging folder, say).
-PARTS: dict[str, Part] = {"bus": _bus_part, "cameras": _cameras_part, "servers": _servers_part}
+PARTS: dict[str, Part] = {"bus": _bus_part, "cameras": _cameras_part, "servers": _servers_part,
+                          "system": _system_part}
 
 
 def bench_check(cfg: SpabenchConfig, out: IO[str] | None = None) -> int:
