@@ -85,6 +85,8 @@ def bench_check(cfg: SpabenchConfig, out: IO[str] | None = None) -> int:
             part(cfg, bench, record, staging, say)
             record.timings_s[name] = round(time.perf_counter() - started, 3)
         record.write(staging)
+    if cfg.campaign_dir is not None:
+        _log_in_campaign(cfg.campaign_dir, record, folder)
     for item in record.items:
         if item.warn:
             say(f"  note {item.part}: {item.message}")
@@ -93,6 +95,15 @@ def bench_check(cfg: SpabenchConfig, out: IO[str] | None = None) -> int:
     verdict = "passed" if record.passed else f"failed ({len(record.failures)} item(s))"
     say(f"bench check {verdict}; report: {folder / REPORT_HTML}")
     return EXIT_PASSED if record.passed else EXIT_FAILED
+
+
+def _log_in_campaign(campaign_dir: Path, record: CheckRecord, folder: Path) -> None:
+    """A `bench_check` ledger event: `run` and the report find the campaign's checks there."""
+    from spabench.bench_record import EVENT, CheckSummary
+    from spabench.ledger import Ledger
+
+    with Ledger.open(campaign_dir) as ledger:
+        ledger.log_event(None, EVENT, CheckSummary.from_report(record.as_dict(), str(folder)).as_event())
 
 
 def _bench_summary(bench_cfg: Any) -> dict[str, Any]:
