@@ -568,6 +568,8 @@ def command_help(command: Command) -> str:
                 default = "terminal on a robot campaign, auto on the twin"
             elif group == "campaign" and command.campaign == CAMPAIGN_PRESET:
                 options.append("FILE.yaml")
+            if group in command.optional_groups:
+                default = "none (read only when given)"
             lines.append(f"  {group:<9} default {default}; allowed: {', '.join(options)}")
     keys = keys_for(command.name)
     if keys:
