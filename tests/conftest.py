@@ -25,6 +25,7 @@ PATH_MARKERS: dict[str, tuple[str, ...]] = {
     "analysis/test_analysis_figures.py": ("slow",),  # every figure drawn as PNG, PDF and SVG
     "analysis/test_analysis_report.py": ("slow",),   # whole reports of the example campaigns
     "record/test_frame_truth.py": ("slow", "bench"),  # recordings with injected camera stalls (LeRobot cameras)
+    "commission/": ("bench",),                      # `bench check` on the emulated bus (LeRobot)
     "sim/": ("sim",),
     "standins/": ("sim",),
     "bench/test_bench_cameras.py": ("bench",),      # the replay cameras are LeRobot cameras

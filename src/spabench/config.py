@@ -152,7 +152,7 @@ def key(default: Any, kind: type, help: str, commands: tuple[str, ...] | str, **
 SERVE = ("serve lerobot", "serve scripted")
 ALL = ("plan", "run", "score", "console", "report", "power", "export lerobot", "export outcomes", "serve lerobot", "serve scripted", "demo",
        "suite generate", "suite validate", "ledger copy", "ledger collect", "ledger status", "servers up",
-       "servers status", "servers down")
+       "servers status", "servers down", "bench check")
 
 
 @dataclass
@@ -169,12 +169,11 @@ class SpabenchConfig:
     # ---- top-level keys (conf/config.yaml)
     out: Path | None = key(None, Path, "output folder (export outcomes: the CSV file)",
                            ("plan", "report", "export lerobot", "export outcomes", "demo", "suite generate",
-                            "ledger collect"), optional=True)
+                            "ledger collect", "bench check"), optional=True)
     campaign_dir: Path | None = key(
         None, Path, "the campaign folder written by `spabench plan` (given as campaign=DIR)",
         ("run", "score", "console", "report", "power", "export lerobot", "export outcomes", "ledger collect",
-         "ledger status",
-         "servers up", "servers status", "servers down"), optional=True)
+         "ledger status", "servers up", "servers status", "servers down", "bench check"), optional=True)
     outcomes: Path | None = key(None, Path, "an outcomes CSV to report on (instead of campaign=DIR)",
                                 ("report", "power"), optional=True)
     checkpoint: Path | None = key(None, Path, "a local LeRobot checkpoint folder", "serve lerobot",
@@ -237,7 +236,7 @@ class SpabenchConfig:
                                   "(used before the checkout's conf/)", ALL, optional=True)
     cards: dict[str, dict[str, Any]] = key(
         {}, dict, "per-card field overrides: cards.<card>.<field>=value (e.g. cards.pi05.host=10.0.0.5)",
-        ("run", "demo", "servers up", "servers status", "servers down"))
+        ("run", "demo", "servers up", "servers status", "servers down", "bench check"))
     figures: dict[str, Any] = key({"width": "single", "style": None, "formats": ["svg"]}, dict,
                                   "how the figures are drawn (the fields of spabench.analysis.figures."
                                   "FigureSettings): figures.width=single|double (a 3.5 in or 7 in column), "
@@ -271,6 +270,18 @@ class SpabenchConfig:
     reconnect_s: float = key(180.0, float, "on a shared ledger, how long a lost connection to its database is "
                              "retried (with backoff) before the session stops; the arm holds meanwhile (seconds)",
                              "run", minimum=0.0)
+
+    requests: int = key(20, int, "`bench check`: inference requests per policy server for its latency "
+                        "(p50/p90/max)", "bench check", minimum=1, maximum=10000)
+    camera_s: float = key(3.0, float, "how long `bench check` measures each camera's frame rate (seconds; "
+                          "longer until every camera could show three new frames)", "bench check",
+                          minimum=0.1, maximum=600.0)
+    camera_references: Path | None = key(None, Path, "where `bench check` keeps one reference picture per camera "
+                                          "(null: bench-checks/references/<robot_id>/ in the current folder)",
+                                          "bench check", optional=True)
+    accept_cameras: bool = key(False, bool, "`bench check`: the cameras' views are right as they are now (a camera "
+                               "was moved on purpose): store them as the new references instead of refusing a "
+                               "camera that looks like another's", "bench check")
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any] | None, groups: tuple[str, ...] | list[str] = ()

@@ -32,7 +32,7 @@ from tests.support.campaigns import by_alias, card_aliases, plan_smoke
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_CSV = REPO / "tests" / "analysis" / "data" / "example_outcomes.csv"
 # commands that serve until stopped, or need what no test machine has: composed and validated only
-COMPOSE_ONLY = ("serve lerobot", "serve scripted", "console", "demo", "run")
+COMPOSE_ONLY = ("serve lerobot", "serve scripted", "console", "demo", "run", "bench check")   # bench check: the robot
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ import pandas as pd
 from spabench.analysis import figures
 from spabench.analysis.agreement import AGREEMENT_COLUMNS, rater_agreement
 from spabench.analysis.attempts import estop_table, invalid_attempt_table
+from spabench.analysis.bench_checks import bench_check_lines
 from spabench.analysis.comparisons import (
     between_policy_table,
     completeness_table,
@@ -95,6 +96,7 @@ class Analysis:
     below_threshold: list | None = None  # analysis.alignment.BelowThreshold rows (campaign input only)
     dry_runs: pd.DataFrame | None = None   # rollouts of `run dry_run=true`: listed, never counted
     limit_changes: list | None = None   # safety-limit changes during the campaign (ledger events)
+    bench_checks: list | None = None    # `spabench bench check` records of the campaign (ledger events)
 
     def name(self, policy: str) -> str:
         return self.names.get(policy, policy)
@@ -247,6 +249,7 @@ def render_markdown(analysis: Analysis, drawn: dict[str, list[Path]] | None = No
     lines += limit_change_lines(analysis)
     lines += protocol_lines(analysis)
     lines += servers_section(analysis.servers, analysis.name)
+    lines += bench_check_lines(analysis.bench_checks)
     lines += beyond_the_paper(analysis)
     lines += factor_lines(analysis.outcomes, analysis.name)
     if analysis.health is not None:

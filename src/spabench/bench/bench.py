@@ -19,7 +19,7 @@ import math
 import os
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,6 +71,29 @@ class ActResult:
     clamps: list[Clamp]
     requested: np.ndarray | None = None
     t: float = 0.0
+
+
+@dataclass
+class CameraFeed:
+    """The bench's cameras opened on their own (Bench.open_cameras): `read()` gives every camera's
+    latest frame by name; a camera that failed to open or to deliver is left out (and named in
+    `errors`)."""
+
+    names: tuple[str, ...]
+    cameras: dict[str, Any] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+    reader: Callable[[], dict[str, np.ndarray]] | None = None
+
+    def read(self) -> dict[str, np.ndarray]:
+        if self.reader is not None:
+            return self.reader()
+        out = {}
+        for name, cam in self.cameras.items():
+            try:
+                out[name] = cam.read_latest()
+            except DRIVER_ERRORS as exc:
+                self.errors.setdefault(name, f"camera '{name}' stopped delivering frames: {exc}")
+        return out
 
 
 class Bench:
@@ -218,6 +241,35 @@ class Bench:
             return self._read_health()
         except DRIVER_ERRORS as exc:
             raise self._fault(exc, "read motor health") from exc
+
+    def inspect_bus(self):
+        """The servo bus read with torque off for `spabench bench check` (a
+        spabench.bench.inspection.BusReadout), or None where there is no servo bus (the twin)."""
+        return None
+
+    @contextlib.contextmanager
+    def open_cameras(self) -> Iterator[CameraFeed]:
+        """Only the cameras, opened without the arm (`bench check` looks through them with torque
+        off): a camera that does not open is named in `feed.errors` and the others still deliver."""
+        cams = dict(getattr(self.robot, "cameras", {}) or {})
+        feed = CameraFeed(tuple(self.camera_names))
+        opened = []
+        try:
+            for name, cam in cams.items():
+                try:
+                    cam.connect()
+                except DRIVER_ERRORS as exc:
+                    feed.errors[name] = self._describe_camera_connect_error(
+                        (name, str(getattr(cam.config, "type", type(cam).__name__)), str(getattr(
+                            cam.config, "index_or_path", getattr(cam.config, "source", "?")))), exc)
+                    continue
+                opened.append(cam)
+                feed.cameras[name] = cam
+            yield feed
+        finally:
+            for cam in opened:
+                with contextlib.suppress(Exception):
+                    cam.disconnect()
 
     def health_monitor(self):
         """A HealthMonitor for the rollout loop, or None (no telemetry, or rate_hz 0)."""

@@ -199,6 +199,9 @@ class BenchConfig:
     _registry: ClassVar[dict[str, builtins.type[BenchConfig]]] = {}
     type_name: ClassVar[str] = ""
     required_cameras: ClassVar[tuple[str, ...]] = ()   # cameras a bench file must list
+    # whether `run` reminds the operator to commission the bench (`spabench bench check`) when no
+    # check is on record: a physical bench; the twin has nothing to commission
+    commissioned: ClassVar[bool] = True
 
     @classmethod
     def register_subclass(cls, name: str):

@@ -336,6 +336,13 @@ class SO101Bench(Bench):
                             load=load.astype(float), voltage_v=column("Present_Voltage") / 10.0,
                             status=column("Status"))
 
+    def inspect_bus(self):
+        """Every motor's id, model, firmware, calibration, health and position, read with torque off
+        and the port closed again without a write (spabench.bench.inspection)."""
+        from spabench.bench.inspection import read_bus
+
+        return read_bus(self)
+
     def _send_hold(self, measured: np.ndarray) -> np.ndarray:
         """Copy the raw present positions into the goal registers: an exact hold, no rounding drift."""
         bus = self.robot.bus

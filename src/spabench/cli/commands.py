@@ -24,6 +24,8 @@ class Command:
     positionals: tuple[str, ...] = ()  # keys that bare words after the command fill, in order
     bench_from_campaign: bool = False  # without bench=..., use the bench kind the campaign was planned for
     usage: str = ""              # the required arguments, for --help
+    optional_groups: tuple[str, ...] = ()  # of `groups`: built only when the caller picks or sets one
+                                           # (`policy=pi05`, `policy.port=8001`), else left None
 
     @property
     def group(self) -> str:
@@ -88,6 +90,11 @@ COMMANDS: dict[str, Command] = {
         Command("ledger status", "spabench.ledger.commands:ledger_status", (),
                 "where a campaign's ledger lives, its progress and each bench's claim", CAMPAIGN_FOLDER,
                 usage="campaign=DIR"),
+        Command("bench check", "spabench.commission.commands:bench_check", ("bench", "policy"),
+                "commission the bench: bus, motors, pose, cameras, policy servers (torque never enabled); "
+                "a dated report", CAMPAIGN_FOLDER, optional_groups=("policy",),
+                usage="bench=<preset> [campaign=DIR | policy=<card> [policy.port=N] | cards.<card>.port=N ...] "
+                      "[out=DIR] [requests=20] [camera_s=3] [accept_cameras=true]"),
         Command("demo", "spabench.demo:demo", ("campaign", "bench", "operator", "suite"),
                 "plan, run and report a small campaign on the embedded MuJoCo twin", CAMPAIGN_PRESET,
                 presets=("bench=sim_demo", "campaign=demo_twin", "operator=auto")),

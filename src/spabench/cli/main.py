@@ -120,7 +120,7 @@ def _split(item: str) -> tuple[str, str, str]:
     return key[: len(key) - len(bare)], bare, value
 
 
-PATH_KEYS = ("out", "campaign_dir", "outcomes", "checkpoint", "src", "dst")
+PATH_KEYS = ("out", "campaign_dir", "outcomes", "checkpoint", "src", "dst", "camera_references")
 NULL_WORDS = ("null", "None", "none", "~")   # `out=None` (Python's word) means null, never a folder "None"
 
 
@@ -477,6 +477,7 @@ def composed(command: Command, argv: list[str]) -> Any:
     from spabench.suite.yamlio import refuse_aliases
 
     overrides, campaign_file, dirs = prepare(command, argv)
+    groups = read_groups(command, argv)
     files = [p for d in dirs for p in sorted(d.rglob("*.yaml"))] + ([campaign_file] if campaign_file else [])
     for path in files:   # no YAML alias bombs in config files (i10)
         refuse_aliases(path.read_bytes(), path)
@@ -485,7 +486,7 @@ def composed(command: Command, argv: list[str]) -> Any:
         try:
             with initialize_config_dir(config_dir=str(conf), version_base=None):
                 cfg = hydra_compose(config_name="config", overrides=overrides)
-            node = OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k not in GROUPS or k in command.groups])
+            node = OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k not in GROUPS or k in groups])
             if campaign_file and OmegaConf.is_dict(node.get("campaign")) and "name" not in node.campaign:
                 # a campaign file without a name is named after the file
                 OmegaConf.update(node, "campaign.name", campaign_file.stem, force_add=True)
@@ -504,14 +505,22 @@ def job_config(command: Command, argv: list[str]) -> str:
     from spabench.config import keys_for
 
     node = composed(command, argv)
-    SpabenchConfig.from_mapping(read_config(command, node), groups=command.groups)
-    read = set(keys_for(command.name)) | set(command.groups)
+    groups = read_groups(command, argv)
+    SpabenchConfig.from_mapping(read_config(command, node), groups=groups)
+    read = set(keys_for(command.name)) | set(groups)
     return OmegaConf.to_yaml(OmegaConf.masked_copy(node, [str(k) for k in node if str(k) in read]))
+
+
+def read_groups(command: Command, argv: list[str]) -> tuple[str, ...]:
+    """The groups this call builds: the command's, less its optional ones the caller left alone."""
+    given = {_split(item)[1].split(".")[0] for item in argv if "=" in item}
+    return tuple(g for g in command.groups if g not in command.optional_groups or g in given)
 
 
 def compose(command: Command, argv: list[str]) -> SpabenchConfig:
     """The composed, validated config for one command."""
-    return SpabenchConfig.from_mapping(read_config(command, composed(command, argv)), groups=command.groups)
+    return SpabenchConfig.from_mapping(read_config(command, composed(command, argv)),
+                                       groups=read_groups(command, argv))
 
 
 # ---------------------------------------------------------------------------- help
@@ -550,6 +559,8 @@ def command_help(command: Command) -> str:
                 default = "terminal on a robot campaign, auto on the twin"
             elif group == "campaign" and command.campaign == CAMPAIGN_PRESET:
                 options.append("FILE.yaml")
+            if group in command.optional_groups:
+                default = "none (read only when given)"
             lines.append(f"  {group:<9} default {default}; allowed: {', '.join(options)}")
     keys = keys_for(command.name)
     if keys:

@@ -25,6 +25,7 @@ import logging
 import socket
 import sys
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from spabench.bench.errors import MotionStopped
@@ -184,6 +185,7 @@ class Session:
             self.say(self.resume_note)
         self._blind(Blinder.for_trials(self.ledger.trials(), cards))
         record_safety_limits(self.ledger, self.campaign_dir, self.say)   # checks are done: a change is written
+        self._note_bench_check()
         names = set(t.card for t in pending)
         self.policies = PolicyServers(self.cfg, {n: c for n, c in cards.items() if n in names},
                                       self.campaign_dir, self.ledger, self.say, self.blinder,
@@ -197,6 +199,18 @@ class Session:
             self.say("session ended by the operator before the first trial")
             return False
         return True
+
+    def _note_bench_check(self) -> None:
+        """The last `spabench bench check` of this bench (the lab folder's or the campaign's): its age and
+        result, shown before anything connects; the session goes on either way."""
+        from spabench.bench_record import last_check
+
+        last = last_check(Path.cwd(), self.ledger, self.bench_cfg.robot_id, self.bench_cfg.type)
+        if last is not None:
+            self.say(last.line())
+        elif self.bench_cfg.commissioned:
+            self.say(f"no bench check on record for this bench (in {Path.cwd() / 'bench-checks'} or the campaign): "
+                     f"`spabench bench check bench=<preset> campaign={self.campaign_dir}` commissions it")
 
     def _recover(self) -> None:
         """Attempts a crash left running become invalid ('interrupted'), their partial folders final.

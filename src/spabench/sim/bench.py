@@ -13,6 +13,7 @@ lazily, only for the observations a policy request reads).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from functools import partial
@@ -20,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from spabench.bench.bench import Bench
+from spabench.bench.bench import Bench, CameraFeed
 from spabench.bench.config import BenchConfig
 from spabench.errors import ConfigError
 from spabench.sim.bench_config import SimBenchConfig
@@ -69,6 +70,16 @@ class SimBench(Bench):
         super().__init__(cfg, workspace=workspace)
         self._world_data = {"objects": objects, "geometry": geometry, "suite": suite}
         self.with_privileged = cfg.sim.privileged
+
+    @contextlib.contextmanager
+    def open_cameras(self) -> Iterator[CameraFeed]:
+        """The twin renders its cameras from the model: the bench connects (no servo to torque) and
+        every read is one rendered observation."""
+        self.connect()
+        try:
+            yield CameraFeed(tuple(self.camera_names), reader=lambda: dict(self.observe().images))
+        finally:
+            self.disconnect()
 
     def _default_arm_envelope(self):
         from spabench.paths import resolve

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, ClassVar
 
 from spabench.bench.config import BenchConfig, CameraSpec
 from spabench.errors import ConfigError
@@ -73,6 +73,7 @@ class SimBenchConfig(BenchConfig):
 
     robot_id: str = "spabench_twin"
     sim: SimOptions = field(default_factory=SimOptions)
+    commissioned: ClassVar[bool] = False   # rendered cameras, no servo bus: `run` asks for no bench check
 
     def __post_init__(self) -> None:
         if isinstance(self.sim, Mapping):
