@@ -260,8 +260,8 @@ class SpabenchConfig:
                                  "never pooled)", ("report", "compare"), optional=True, choices=("so101", "sim"))
     ledger: str | None = key(None, str, "where the ledger lives: null/sqlite (a file in the campaign folder) or "
                              "postgresql://[user@]host[:port]/db (no password: PGPASSWORD/PGPASSFILE)",
-                             ("plan", "run", "report", "compare", "export outcomes", "ledger copy", "ledger status",
-                              "ledger collect"), optional=True)
+                             ("plan", "run", "report", "power", "compare", "export outcomes", "ledger copy",
+                              "ledger status", "ledger collect"), optional=True)
     ledger_grant: str | None = key(None, str, "the benches' group role on a PostgreSQL ledger, granted what a "
                                    "bench needs", ("plan", "ledger copy"), optional=True)
     bench_id: str | None = key(None, str, "this bench's name in a shared ledger (null: the host name)", "run",
