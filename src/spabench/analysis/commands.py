@@ -173,6 +173,9 @@ def report(cfg: SpabenchConfig) -> int:
                                                                 url=cfg.ledger_url)
             analysis.limit_changes = campaign_limit_changes(campaign_folder(cfg.campaign_dir, "report"),
                                                             cfg.ledger_url)
+            from spabench.analysis.compare import campaign_stopping
+
+            analysis.stopping = campaign_stopping(campaign_folder(cfg.campaign_dir, "report"), cfg.ledger_url)
 
     analysis, written = analyse_and_write(
         outcomes, cfg.out, figure_settings=settings, complete=campaign_extras, n_resamples=cfg.bootstrap,

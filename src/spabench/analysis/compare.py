@@ -11,8 +11,9 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import pandas as pd
 
@@ -26,7 +27,7 @@ from spabench.analysis.sequential import (
     paired_outcomes,
     sequential_decision,
 )
-from spabench.errors import ConfigError
+from spabench.errors import ConfigError, DataError
 from spabench.paths import campaign_folder
 
 if TYPE_CHECKING:  # annotations only: spabench.config builds the groups and sits above every package
@@ -52,14 +53,22 @@ def check_request(cfg: SpabenchConfig) -> None:
 
 
 def recorded_order(outcomes: pd.DataFrame, campaign_dir: Path, url: str | None = None) -> pd.DataFrame:
-    """A campaign's outcomes in the order their attempts ended (the ledger's view is in plan order;
-    re-run and multi-bench attempts end later than planned). `row` becomes the place in that order."""
+    """A campaign's outcomes in the order their attempts ended (see `order_by_end`)."""
     from spabench.ledger import Ledger
 
     if "attempt_id" not in outcomes.columns or outcomes.empty:
         return outcomes
     with Ledger.open(campaign_dir, readonly=True, url=url) as ledger:
         ended = {a.attempt_id: a.ended_at or "" for a in ledger.attempts()}
+    return order_by_end(outcomes, ended)
+
+
+def order_by_end(outcomes: pd.DataFrame, ended: dict[str, str]) -> pd.DataFrame:
+    """Outcomes in the order their attempts ended (`ended`: attempt id -> ISO time). The ledger's
+    view is in plan order; re-run and multi-bench attempts end later than planned. `row` becomes the
+    place in that order (ties keep plan order)."""
+    if "attempt_id" not in outcomes.columns or outcomes.empty:
+        return outcomes
     attrs = dict(outcomes.attrs)
     order = outcomes["attempt_id"].map(lambda attempt: ended.get(attempt, "")).rename("_ended")
     frame = outcomes.assign(_ended=order).sort_values(["_ended", "row"], kind="stable").drop(columns="_ended")
@@ -67,6 +76,31 @@ def recorded_order(outcomes: pd.DataFrame, campaign_dir: Path, url: str | None =
     frame["row"] = range(2, len(frame) + 2)
     frame.attrs.update(attrs)
     return frame
+
+
+def ledger_comparison(ledger, a: str, b: str, alpha: float, max_pairs: int | None) -> SequentialResult | None:
+    """The sequential test on an open ledger's pairs of a and b so far, in the order their attempts
+    ended (dry runs and invalid attempts are no evidence); None while they share no valid pair."""
+    from spabench.analysis.outcomes import outcomes_from_frame
+
+    frame = ledger.outcomes()
+    frame = frame[~frame["dry_run"]].reset_index(drop=True)
+    if frame.empty:
+        return None
+    outcomes = outcomes_from_frame(frame, source=f"{ledger.path} (outcomes view)", unpaired="exclude")
+    outcomes = order_by_end(outcomes, {x.attempt_id: x.ended_at or "" for x in ledger.attempts()})
+    try:
+        pairs = paired_outcomes(outcomes, a, b, unpaired="exclude")
+    except DataError:   # no valid rollout of a or b yet, or no evaluation both ran yet
+        return None
+    return sequential_decision(pairs["a"], pairs["b"], alpha=alpha, max_pairs=max_pairs)
+
+
+def comparison_over(result: SequentialResult | None) -> bool:
+    """Decided, or max_pairs pairs ran (the hybrid's final test found no difference): run no more pairs."""
+    if result is None:
+        return False
+    return result.decision is not None or (result.max_pairs is not None and result.pairs_used >= result.max_pairs)
 
 
 def load_pairs(cfg: SpabenchConfig, say: Callable[[str], None]) -> pd.DataFrame:
@@ -203,3 +237,61 @@ def write_evidence(out: Path, pairs: pd.DataFrame, path: pd.DataFrame, result: S
         (staging / SUMMARY_MD).write_text("\n".join(lines), encoding="utf-8")
     return Path(out)
 
+
+
+@dataclass(frozen=True)
+class CampaignStopping:
+    """What a comparison campaign's stopping rule did, for its report: the rule, the test's result on
+    the pairs so far, the pairs planned and the trials of a and b the rule left unrun."""
+
+    rule: Any                        # plan.config.StoppingRule
+    result: SequentialResult | None
+    planned_pairs: int
+    unrun: int
+
+    def markdown(self, name: Callable[[str], str]) -> list[str]:
+        from spabench.escaping import markdown_text
+
+        a, b = markdown_text(name(self.rule.a)), markdown_text(name(self.rule.b))
+        lines = ["## Stopping rule", "",
+                 f"This campaign compared {a} (a) and {b} (b) with a stopping rule: `run` stops scheduling their "
+                 f"pairs once the sequential test decides{' or max_pairs pairs ran' if self.rule.max_pairs else ''}"
+                 " (the same test as `spabench compare`; invalid attempts are re-run and are no evidence).", ""]
+        if self.result is None:
+            return lines + [f"- Test: alpha {self.rule.alpha:g}; no pair of {a} and {b} yet.", ""]
+        r = self.result
+        decided = {"a": a, "b": b}.get(r.decision or "", "none")
+        status = (f"decided for {decided} by the {r.stopped_by}" if r.decision is not None else
+                  "not decided at max_pairs: no difference shown" if comparison_over(r) else
+                  "not decided yet: the comparison keeps going")
+        return lines + [
+            f"- Test: {markdown_text(r.test)}",
+            f"- Decision: {status}, after {r.pairs_used} of {self.planned_pairs} planned pairs (discordant "
+            f"{r.discordant}: {b} won {r.b_wins}, {a} won {r.a_wins}; e-value {_number(r.e_value)}, threshold "
+            f"{_number(1.0 / r.split.alpha_seq)})",
+            f"- Trials of {a} and {b} the rule left unrun: {self.unrun} (they appear as never run under "
+            "completeness; the rates above are over the trials that ran)", ""]
+
+
+def campaign_stopping(campaign_dir: Path, url: str | None = None) -> CampaignStopping | None:
+    """The stopping rule `plan` recorded for the campaign and what it did (None: no rule)."""
+    from spabench.ledger import Ledger
+    from spabench.plan.config import StoppingRule
+    from spabench.plan.planner import CONFIG_YAML, read_campaign_config
+
+    if not (Path(campaign_dir) / CONFIG_YAML).is_file():
+        return None
+    recorded = read_campaign_config(campaign_dir)["campaign"].get("stopping")
+    if not recorded:
+        return None
+    rule = StoppingRule(**recorded)
+    with Ledger.open(campaign_dir, readonly=True, url=url) as ledger:
+        result = ledger_comparison(ledger, rule.a, rule.b, rule.alpha, rule.max_pairs)
+        trials = ledger.trials()
+        pending = ledger.pending_trials()
+    by_policy: dict[str, set[str]] = {rule.a: set(), rule.b: set()}
+    for t in trials:
+        if t.policy in by_policy:
+            by_policy[t.policy].add(t.evaluation_id)
+    unrun = sum(1 for t in pending if t.policy in by_policy) if comparison_over(result) else 0
+    return CampaignStopping(rule, result, len(by_policy[rule.a] & by_policy[rule.b]), unrun)
