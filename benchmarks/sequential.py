@@ -31,8 +31,11 @@ sys.path.insert(0, str(ROOT / "src"))
 from spabench.analysis.power import exact_mcnemar_power  # noqa: E402
 from spabench.analysis.sequential import (  # noqa: E402
     alpha_split,
+    decide_paths,
     discordant_log_evalue,
+    mcnemar_pvalues,
     sequential_decision,
+    simulate_pairs,
 )
 
 SEED = 20261206
@@ -41,41 +44,24 @@ CHECKED = 200      # paths per scenario re-decided by sequential_decision, one a
 
 
 def simulate(rate_a: float, rate_b: float, pairs: int, paths: int, seed: int, rho: float = 0.0):
-    """(a, b) 0/1 arrays of shape (paths, pairs). With rho > 0 (equal rates only) a pair shares
-    one outcome with probability rho, else the two are independent: corr(a, b) = rho."""
-    rng = np.random.default_rng(seed)
-    a = rng.random((paths, pairs)) < rate_a
-    b = rng.random((paths, pairs)) < rate_b
+    """(a, b) 0/1 arrays of shape (paths, pairs) from the library's `simulate_pairs` (which `spabench
+    power` uses too). Independent outcomes, or with rho > 0 (equal rates only) a pair shares one
+    outcome with probability rho, else the two are independent: corr(a, b) = rho."""
     if rho:
-        shared = rng.random((paths, pairs)) < rho
-        b = np.where(shared, a, b)
-    return a.astype(np.int8), b.astype(np.int8)
+        assert rate_a == rate_b
+        p11 = rho * rate_a + (1 - rho) * rate_a * rate_a
+        p10 = p01 = (1 - rho) * rate_a * (1 - rate_a)
+    else:
+        p11, p10, p01 = rate_a * rate_b, rate_a * (1 - rate_b), (1 - rate_a) * rate_b
+    return simulate_pairs(p10, p01, p11, pairs, paths, seed)
 
 
 def decide(a: np.ndarray, b: np.ndarray, alpha: float, max_pairs: int | None):
     """Per path: decision (+1 b, -1 a, 0 none) and pairs used, by the rule of `sequential_decision`."""
-    paths, n = a.shape
-    split = alpha_split(alpha, max_pairs)
-    b_wins = np.cumsum((a == 0) & (b == 1), axis=1)
-    a_wins = np.cumsum((a == 1) & (b == 0), axis=1)
-    hit = discordant_log_evalue(b_wins, a_wins) >= math.log(1.0 / split.alpha_seq)
-    crossed = hit.any(axis=1)
-    first = np.where(crossed, hit.argmax(axis=1), n - 1)
-    rows = np.arange(paths)
-    sign = np.sign(b_wins[rows, first] - a_wins[rows, first])
-    decision = np.where(crossed, sign, 0)
-    used = np.where(crossed, first + 1, n)
-    if max_pairs is not None:
-        assert max_pairs == n
-        final = mcnemar_p(b_wins[:, -1], a_wins[:, -1]) <= split.alpha_final
-        decision = np.where(~crossed & final, np.sign(b_wins[:, -1] - a_wins[:, -1]), decision)
-    return decision, used, crossed
+    return decide_paths(a, b, alpha, max_pairs)
 
 
-def mcnemar_p(b_wins, a_wins):
-    """Two-sided exact McNemar p-values, vectorised: min(1, 2 P(X <= min)), X ~ Bin(m, 1/2)."""
-    m = b_wins + a_wins
-    return np.where(m > 0, np.minimum(1.0, 2.0 * binom.cdf(np.minimum(b_wins, a_wins), m, 0.5)), 1.0)
+mcnemar_p = mcnemar_pvalues
 
 
 def check_against_library(a, b, alpha, max_pairs, decision, used) -> None:

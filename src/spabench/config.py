@@ -150,7 +150,8 @@ def key(default: Any, kind: type, help: str, commands: tuple[str, ...] | str, **
 
 
 SERVE = ("serve lerobot", "serve scripted")
-ALL = ("plan", "run", "score", "console", "report", "power", "export lerobot", "export outcomes", "serve lerobot", "serve scripted", "demo",
+ALL = ("plan", "run", "score", "console", "report", "power", "compare", "export lerobot", "export outcomes", "serve lerobot",
+       "serve scripted", "demo",
        "suite generate", "suite validate", "ledger copy", "ledger collect", "ledger status", "servers up",
        "servers status", "servers down", "bench check")
 
@@ -168,14 +169,15 @@ class SpabenchConfig:
 
     # ---- top-level keys (conf/config.yaml)
     out: Path | None = key(None, Path, "output folder (export outcomes: the CSV file)",
-                           ("plan", "report", "export lerobot", "export outcomes", "demo", "suite generate",
+                           ("plan", "report", "compare", "export lerobot", "export outcomes", "demo", "suite generate",
                             "ledger collect", "bench check"), optional=True)
     campaign_dir: Path | None = key(
         None, Path, "the campaign folder written by `spabench plan` (given as campaign=DIR)",
-        ("run", "score", "console", "report", "power", "export lerobot", "export outcomes", "ledger collect",
-         "ledger status", "servers up", "servers status", "servers down", "bench check"), optional=True)
+        ("run", "score", "console", "report", "power", "compare", "export lerobot", "export outcomes",
+         "ledger collect", "ledger status", "servers up", "servers status", "servers down", "bench check"),
+        optional=True)
     outcomes: Path | None = key(None, Path, "an outcomes CSV to report on (instead of campaign=DIR)",
-                                ("report", "power"), optional=True)
+                                ("report", "power", "compare"), optional=True)
     checkpoint: Path | None = key(None, Path, "a local LeRobot checkpoint folder", "serve lerobot",
                                   optional=True)
     host: str = key("127.0.0.1", str, "where the server listens", SERVE)
@@ -195,7 +197,8 @@ class SpabenchConfig:
     seed: int = key(0, int, "stand-in policy seed", ("serve scripted", "demo"), minimum=0)
     unpaired: str | None = key(None, str, "a direct/paraphrase row without its partner: error (the default for a "
                                "CSV) | exclude (the default for a campaign, whose partner trials may still be "
-                               "pending)", ("report", "demo"), optional=True, choices=("error", "exclude"))
+                               "pending); at `compare`, a rollout of a or b without the other's on its evaluation",
+                               ("report", "demo", "compare"), optional=True, choices=("error", "exclude"))
     bootstrap: int = key(100000, int, "bootstrap resamples (the published analysis: 100,000)", ("report", "demo"),
                          minimum=1)
     bootstrap_seed: int = key(20260906, int, "bootstrap seed (the published analysis's)", ("report", "demo"),
@@ -207,8 +210,17 @@ class SpabenchConfig:
                                     "(matched pairs needed)", "power", optional=True)
     discordance: float | None = key(None, float, "assumed share of discordant pairs (null: the outcomes "
                                     "independent)", "power", optional=True)
-    alpha: float = key(0.05, float, "two-sided test level", "power")
+    alpha: float = key(0.05, float, "two-sided test level; at `compare` the chance of a false decision over all "
+                       "looks, in (0, 0.5)", ("power", "compare"))
     power: float = key(0.8, float, "target power of the paired test", "power")
+    a: str | None = key(None, str, "the first policy of the comparison (as the outcomes name it)", "compare",
+                        optional=True)
+    b: str | None = key(None, str, "the second policy of the comparison", "compare", optional=True)
+    max_pairs: int | None = key(None, int, "the most pairs the comparison will run: the hybrid test, with a final "
+                                "exact McNemar test at max_pairs (null: the purely sequential test)", "compare",
+                                optional=True, minimum=1)
+    verbose: bool = key(False, bool, "print one line per look (pair) as well as the decision (also --verbose)",
+                        "compare")
     display_names: dict[str, str] = key({}, dict, "policy -> its name in figures and report.md, e.g. "
                                         "'display_names.groot_fllm=GR00T-N1.7 F-LLM'", "report")
     max_trials: int | None = key(None, int, "stop after this many trials (null: every pending one)",
@@ -243,13 +255,13 @@ class SpabenchConfig:
                                   "figures.style=PATH (a lab's own .mplstyle, applied on top of spabench's), "
                                   "figures.formats=[svg,pdf,png] (the files per figure; svg or png shown in "
                                   "the report's pages)",
-                                  "report")
+                                  ("report", "compare"))
     bench_kind: str | None = key(None, str, "report the rollouts of this bench kind only (twin and robot are "
-                                 "never pooled)", "report", optional=True, choices=("so101", "sim"))
+                                 "never pooled)", ("report", "compare"), optional=True, choices=("so101", "sim"))
     ledger: str | None = key(None, str, "where the ledger lives: null/sqlite (a file in the campaign folder) or "
                              "postgresql://[user@]host[:port]/db (no password: PGPASSWORD/PGPASSFILE)",
-                             ("plan", "run", "report", "export outcomes", "ledger copy", "ledger status",
-                              "ledger collect"), optional=True)
+                             ("plan", "run", "report", "power", "compare", "export outcomes", "ledger copy",
+                              "ledger status", "ledger collect"), optional=True)
     ledger_grant: str | None = key(None, str, "the benches' group role on a PostgreSQL ledger, granted what a "
                                    "bench needs", ("plan", "ledger copy"), optional=True)
     bench_id: str | None = key(None, str, "this bench's name in a shared ledger (null: the host name)", "run",

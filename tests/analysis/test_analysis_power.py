@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,6 +23,8 @@ from spabench.analysis.power import (
 )
 from spabench.cli.main import main
 from spabench.errors import ConfigError
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("rate, half_width, textbook", [
@@ -96,3 +100,121 @@ def test_pilot_campaign(tmp_path, synthetic, capsys):
     text = capsys.readouterr().out
     assert "pi05" in text and "direct_minus_ood" in text and "pairs now" in text
     assert text.count("\n") > 60  # one line per cell
+
+
+# ---------------------------------------------------------------------------- issue 38: sequential, pilots
+
+def test_expected_pairs_hand_computed_when_b_wins_every_pair():
+    """Every pair discordant for b: 2^k/(k+1) reaches the hybrid's 4/alpha = 80 first at k = 10
+    (1024/11) and the pure test's 20 at k = 8 (256/9), on every simulated path."""
+    from spabench.analysis.sequential import expected_pairs
+
+    hybrid = expected_pairs(0.0, 1.0, 40, 0.05, hybrid=True, paths=200)
+    pure = expected_pairs(0.0, 1.0, 40, 0.05, hybrid=False, paths=200)
+    assert (hybrid.mean, hybrid.median, hybrid.right, hybrid.wrong) == (10, 10, 1.0, 0.0)
+    assert (pure.mean, pure.median, pure.right) == (8, 8, 1.0)
+    # 9 pairs: the e-process never reaches 80 (512/10), the final exact McNemar (p = 2^-8) decides
+    assert expected_pairs(0.0, 1.0, 9, 0.05, paths=50).mean == 9 and expected_pairs(0.0, 1.0, 9, paths=50).right == 1
+
+
+def test_power_and_the_benchmark_simulate_with_the_same_code():
+    import importlib.util
+
+    from spabench.analysis.sequential import decide_paths, simulate_pairs
+
+    spec = importlib.util.spec_from_file_location("bench_sequential", REPO / "benchmarks" / "sequential.py")
+    assert spec is not None and spec.loader is not None
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        bench = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(bench)
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+    a, b = bench.simulate(0.86, 0.5, 120, 300, 7)
+    a2, b2 = simulate_pairs(0.86 * 0.5, 0.14 * 0.5, 0.86 * 0.5, 120, 300, 7)
+    assert np.array_equal(a, a2) and np.array_equal(b, b2)
+    assert bench.decide is not None and all(np.array_equal(x, y) for x, y in
+                                            zip(bench.decide(a, b, 0.05, 120), decide_paths(a, b, 0.05, 120), strict=True))
+
+
+def test_rates_report_the_pairs_under_the_sequential_rule(capsys):
+    from spabench.analysis.power import SEQUENTIAL_PATHS, SEQUENTIAL_SEED
+    from spabench.analysis.sequential import expected_pairs
+
+    assert main(["power", "rates=[0.3,0.6]"]) == 0
+    text = capsys.readouterr().out
+    n = exact_pairs(0.3, 0.6)
+    e = expected_pairs(*discordant_shares(0.3, 0.6), n, 0.05, paths=SEQUENTIAL_PATHS, seed=SEQUENTIAL_SEED)
+    assert f"sequential rule, `compare max_pairs={n}` (the hybrid): expected {e.mean:.0f} pairs" in text
+    assert e.mean < n and abs(e.right - exact_mcnemar_power(n, *discordant_shares(0.3, 0.6))) < 0.04
+    assert main(["power", "rates=[0.4,0.4]"]) == 0
+    assert "no difference assumed" in capsys.readouterr().out
+
+
+def _pilot_rows(counts: dict[tuple[str, str], tuple[int, int]]) -> list[dict]:
+    rows = []
+    for (policy, condition), (successes, trials) in counts.items():
+        rows += [{"policy": policy, "task": "counting", "condition": condition, "evaluation_id": f"C-{condition}-{i:02d}",
+                  "success": int(i < successes), "valid": "true"} for i in range(trials)]
+    return rows
+
+
+def test_a_thin_pilot_cell_is_warned_about_and_planned_at_its_interval_bound(tmp_path, capsys):
+    """Before: a 0/20 pilot cell printed 'needed 16' (the Wilson n at rate 0) and nothing else."""
+    from spabench.analysis.exact import wilson
+
+    csv_path = write_csv(tmp_path / "pilot.csv", _pilot_rows({("p", "id"): (0, 20), ("p", "no_intervention"): (2, 3),
+                                                              ("q", "id"): (10, 20)}))
+    assert main(["power", f"outcomes={csv_path}", "half_width=0.1"]) == 0
+    text = capsys.readouterr().out
+    zero = next(line for line in text.splitlines() if line.split()[:3] == ["p", "counting", "id"])
+    high = float(np.asarray(wilson(0, 20)[1]))
+    assert zero.split()[-3:] == ["16", str(wilson_trials(high, 0.1)), "!"] and wilson_trials(high, 0.1) > 40
+    middle = next(line for line in text.splitlines() if line.split()[:3] == ["q", "counting", "id"])
+    assert not middle.endswith("!")
+    warning = next(line for line in text.splitlines() if line.startswith("warning: 2 pilot cell(s)"))
+    assert "p counting id 0/20" in warning and "p counting no_intervention 2/3" in warning
+    assert "q counting id" not in warning
+    assert "a full campaign (the protocol's 900 trials per policy) for its 2 policies: 1,800 trials" in text
+    assert "bench time unknown: an outcomes CSV holds no attempt times" in text
+
+
+def test_a_campaign_pilot_gives_the_full_campaign_bench_time(tmp_path, capsys):
+    """A real ledger whose attempts started every 120 s with a one-hour break, one attempt invalid and
+    re-run: 13 attempts for 12 valid trials. A full campaign for its two policies: 1,800 trials x 13/12
+    attempts x 120 s = 65.0 h."""
+    import sqlite3
+
+    from analysis_synthetic import counting_trials
+
+    from spabench.ledger import Ledger
+
+    trials = counting_trials(6, ("p", "q"))
+    campaign = tmp_path / "pilot"
+    ledger = Ledger.create(campaign / "ledger.sqlite", trials, "ab" * 32, {"campaign": "unit"})
+    attempts = []
+    for n, trial in enumerate(trials):
+        if n == 3:
+            bad = ledger.begin_attempt(trial.trial_id)
+            ledger.finish_attempt(bad, "invalid", "abort", invalid_reason="operator_abort")
+            attempts.append(bad)
+        attempt = ledger.begin_attempt(trial.trial_id)
+        ledger.finish_attempt(attempt, "complete", "timer")
+        ledger.record_score(attempt, "alice", n % 2 == 0, None if n % 2 == 0 else "grasp_failure")
+        attempts.append(attempt)
+    ledger.close()
+    with sqlite3.connect(campaign / "ledger.sqlite") as conn:   # the pilot's clock: 120 s apart, a break after 7
+        for k, attempt in enumerate(attempts):
+            start = 1_800_000_000 + 120 * k + (3600 if k >= 7 else 0)
+            conn.execute("UPDATE attempts SET started_at = ?, ended_at = ? WHERE attempt_id = ?",
+                         (_iso(start), _iso(start + 70), attempt))
+    assert main(["power", f"campaign={campaign}"]) == 0
+    text = capsys.readouterr().out
+    assert "for its 2 policies: 1,800 trials, about 65.0 h at the bench" in text
+    assert "120 s per attempt" in text and "1.08 attempts per valid trial" in text and "over 13 attempts" in text
+
+
+def _iso(epoch: float) -> str:
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="microseconds")

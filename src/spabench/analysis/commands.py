@@ -174,8 +174,10 @@ def report(cfg: SpabenchConfig) -> int:
             analysis.limit_changes = campaign_limit_changes(campaign_folder(cfg.campaign_dir, "report"),
                                                             cfg.ledger_url)
             from spabench.analysis.bench_checks import campaign_bench_checks
+            from spabench.analysis.compare import campaign_stopping
 
             analysis.bench_checks = campaign_bench_checks(campaign_folder(cfg.campaign_dir, "report"), cfg.ledger_url)
+            analysis.stopping = campaign_stopping(campaign_folder(cfg.campaign_dir, "report"), cfg.ledger_url)
 
     analysis, written = analyse_and_write(
         outcomes, cfg.out, figure_settings=settings, complete=campaign_extras, n_resamples=cfg.bootstrap,

@@ -732,3 +732,62 @@ def write_figures(summary: pd.DataFrame, failures: pd.DataFrame, policies: Seque
     written paths} in the paper's order (`start_figures`, then its result)."""
     return start_figures(summary, failures, policies, out_dir, names, formats, mode_labels, settings,
                          jobs).result()
+
+
+# ---------------------------------------------------------------- `spabench compare`
+
+CAPTIONS_COMPARE = ("Running evidence of the sequential comparison: the e-value after each matched pair "
+                    "(log scale; only discordant pairs move it), the threshold at which it decides, and "
+                    "the pair where the comparison was decided.")
+
+
+def evidence_figure(path: pd.DataFrame, result: Any, names: Mapping[str, str],
+                    settings: FigureSettings | None = None):
+    """The e-value per pair of `spabench compare` (a step line on a log axis) with the e-process's
+    threshold, the decision marked and the test and alpha in the title. `path`: the evidence frame
+    (n, e_value, threshold); `result`: the `sequential.SequentialResult`; `names`: a and b's names."""
+    import numpy as np
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    settings = settings or FigureSettings()
+    with _styled(settings):
+        colors = _policy_colors()
+        figure = _new_figure(settings.inches, PANEL_HEIGHT * 1.6)
+        ax = figure.subplots()
+        n = path["n"].to_numpy()
+        e_value = np.clip(path["e_value"].to_numpy(dtype=float), 1e-300, 1e300)
+        threshold = float(path["threshold"].iloc[0]) if len(path) else 1.0 / result.split.alpha_seq
+        xs, ys = np.concatenate([[0], n]), np.concatenate([[1.0], e_value])
+        used = result.pairs_used if result.decision is not None else len(n)
+        ax.step(xs[: used + 1], ys[: used + 1], where="post", color=colors[0], linewidth=1.0)
+        if used < len(n):   # after the decision: not evidence, drawn light
+            ax.step(xs[used:], ys[used:], where="post", color="#BBBBBB", linewidth=0.8)
+        ax.axhline(threshold, color=WHISKER, linestyle="--", linewidth=0.7)
+        ax.axhline(1.0, color="#999999", linewidth=0.5)
+        ax.set_yscale("log")
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))   # no TeX: parse_math is off
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.set_xlim(0, max(int(n.max()) if len(n) else 1, 1))
+        ax.set_xlabel("matched pairs")
+        ax.set_ylabel("e-value")
+        ax.grid(True, axis="y", which="major")
+        handles = [Line2D([], [], color=colors[0], linewidth=1.0, label="e-value"),
+                   Line2D([], [], color=WHISKER, linestyle="--", linewidth=0.7,
+                          label=f"threshold {threshold:.4g} (level {result.split.alpha_seq:.4g})")]
+        if result.decision is not None:
+            ax.axvline(result.pairs_used, color=colors[1], linewidth=0.8)
+            handles.append(Line2D([], [], color=colors[1], linewidth=0.8,
+                                  label=f"decided: {one_line(names[result.decision])} after {result.pairs_used} "
+                                        f"pairs ({result.stopped_by})"))
+        low, high = ax.get_ylim()
+        ax.set_ylim(min(low, 0.5), max(high, threshold * 2))
+        test = (f"hybrid test: e-process + exact McNemar at {result.max_pairs} pairs" if result.max_pairs is not None
+                else "sequential test: e-process on discordant pairs")
+        sides = "two-sided" if result.two_sided else "one-sided"
+        title = f"{one_line(names['a'])} (a) vs {one_line(names['b'])} (b). {test}, {sides}, alpha {result.alpha:g}"
+        plots = PANEL_HEIGHT * 1.6
+        _grow(figure, plots, _legend(figure, handles, "upper", title))
+        figure.draw_without_rendering()   # laid out once under the style: every format reuses it
+    figure.set_layout_engine("none")
+    return figure

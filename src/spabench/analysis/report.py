@@ -97,6 +97,7 @@ class Analysis:
     dry_runs: pd.DataFrame | None = None   # rollouts of `run dry_run=true`: listed, never counted
     limit_changes: list | None = None   # safety-limit changes during the campaign (ledger events)
     bench_checks: list | None = None    # `spabench bench check` records of the campaign (ledger events)
+    stopping: Any = None   # analysis.compare.CampaignStopping: a comparison campaign's stopping rule
 
     def name(self, policy: str) -> str:
         return self.names.get(policy, policy)
@@ -247,6 +248,8 @@ def render_markdown(analysis: Analysis, drawn: dict[str, list[Path]] | None = No
     lines += invalid_lines(analysis)
     lines += dry_run_lines(analysis)
     lines += limit_change_lines(analysis)
+    if analysis.stopping is not None:
+        lines += analysis.stopping.markdown(analysis.name)
     lines += protocol_lines(analysis)
     lines += servers_section(analysis.servers, analysis.name)
     lines += bench_check_lines(analysis.bench_checks)

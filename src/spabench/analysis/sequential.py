@@ -262,6 +262,82 @@ def _as_pairs(a, b) -> tuple[np.ndarray, np.ndarray]:
     return arrays[0], arrays[1]
 
 
+# ---------------------------------------------------------------------------- many comparisons at once
+
+def simulate_pairs(p10: float, p01: float, p11: float, pairs: int, paths: int, seed: int
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """(a, b): 0/1 arrays of shape (paths, pairs), each pair drawn independently with the joint shares
+    p10 (only a succeeds), p01 (only b), p11 (both) and the rest (neither). One uniform draw per pair,
+    so a seed gives the same pairs whatever the shares (benchmarks/sequential.py and `power` share it)."""
+    if min(p10, p01, p11) < 0 or p10 + p01 + p11 > 1 + 1e-12:
+        raise ValueError(f"joint shares p10={p10}, p01={p01}, p11={p11} must be >= 0 and sum to at most 1")
+    u = np.random.default_rng(seed).random((paths, pairs))
+    a = u < p10 + p11                           # [0, p10): only a; [p10, p10 + p11): both
+    b = (u >= p10) & (u < p10 + p11 + p01)      # [p10 + p11, p10 + p11 + p01): only b
+    return a.astype(np.int8), b.astype(np.int8)
+
+
+def mcnemar_pvalues(b_wins, a_wins):
+    """Two-sided exact McNemar p-values, vectorised: min(1, 2 P(X <= min)), X ~ Bin(m, 1/2)."""
+    from scipy.stats import binom
+
+    m = np.asarray(b_wins) + np.asarray(a_wins)
+    return np.where(m > 0, np.minimum(1.0, 2.0 * binom.cdf(np.minimum(b_wins, a_wins), m, 0.5)), 1.0)
+
+
+def decide_paths(a: np.ndarray, b: np.ndarray, alpha: float = 0.05, max_pairs: int | None = None
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row of (paths, pairs) arrays, the two-sided rule of `sequential_decision`, vectorised:
+    decision (+1 b, -1 a, 0 none), pairs used (all of them when undecided) and whether the e-process
+    crossed. With `max_pairs` the rows are exactly max_pairs long and the final test runs at the end."""
+    paths, n = a.shape
+    split = alpha_split(alpha, max_pairs)
+    b_wins = np.cumsum((a == 0) & (b == 1), axis=1)
+    a_wins = np.cumsum((a == 1) & (b == 0), axis=1)
+    hit = discordant_log_evalue(b_wins, a_wins) >= math.log(1.0 / split.alpha_seq)
+    crossed = hit.any(axis=1)
+    first = np.where(crossed, hit.argmax(axis=1), n - 1)
+    rows = np.arange(paths)
+    sign = np.sign(b_wins[rows, first] - a_wins[rows, first])
+    decision = np.where(crossed, sign, 0)
+    used = np.where(crossed, first + 1, n)
+    if max_pairs is not None:
+        if max_pairs != n:
+            raise ValueError(f"decide_paths: rows of {n} pairs, max_pairs={max_pairs}: the final test needs them equal")
+        final = mcnemar_pvalues(b_wins[:, -1], a_wins[:, -1]) <= split.alpha_final
+        decision = np.where(~crossed & final, np.sign(b_wins[:, -1] - a_wins[:, -1]), decision)
+    return decision, used, crossed
+
+
+@dataclass(frozen=True)
+class ExpectedPairs:
+    """What the rule does on simulated comparisons: pairs run (mean, median, 90th percentile; a
+    comparison stops when decided, else at the horizon) and the shares decided right and wrong."""
+
+    horizon: int
+    hybrid: bool
+    mean: float
+    median: float
+    p90: float
+    right: float
+    wrong: float
+    paths: int
+
+
+def expected_pairs(p10: float, p01: float, horizon: int, alpha: float = 0.05, hybrid: bool = True,
+                   paths: int = 2000, seed: int = 20261206) -> ExpectedPairs:
+    """Simulated pairs run by the sequential rule (the hybrid with max_pairs = horizon, or the purely
+    sequential test stopped at the horizon) when only a succeeds in a share p10 of pairs and only b in
+    p01. "Right" is the policy with the larger share (with p10 == p01 every decision is wrong)."""
+    a, b = simulate_pairs(p10, p01, 0.0, int(horizon), paths, seed)
+    decision, used, _ = decide_paths(a, b, alpha, int(horizon) if hybrid else None)
+    better = int(np.sign(p01 - p10))
+    right = float(np.mean(decision == better)) if better else 0.0
+    wrong = float(np.mean((decision != 0) & (decision != better)))
+    return ExpectedPairs(int(horizon), hybrid, float(used.mean()), float(np.median(used)),
+                         float(np.percentile(used, 90)), right, wrong, paths)
+
+
 # ---------------------------------------------------------------------------- from an outcomes table
 
 def paired_outcomes(outcomes: pd.DataFrame, a: str, b: str, unpaired: str = "error") -> pd.DataFrame:

@@ -26,6 +26,7 @@ class Command:
     usage: str = ""              # the required arguments, for --help
     optional_groups: tuple[str, ...] = ()  # of `groups`: built only when the caller picks or sets one
                                            # (`policy=pi05`, `policy.port=8001`), else left None
+    flags: tuple[tuple[str, str], ...] = ()   # (--flag, the key=value it stands for), e.g. --verbose
 
     @property
     def group(self) -> str:
@@ -60,6 +61,11 @@ COMMANDS: dict[str, Command] = {
                 "trials per cell for a target half-width, matched pairs for a paired difference", CAMPAIGN_FOLDER,
                 usage="half_width=0.1 [rate=0.5] | rates=[0.3,0.6] [discordance=] [power=0.8] "
                       "[outcomes=PILOT.csv | campaign=DIR]"),
+        Command("compare", "spabench.analysis.compare:compare", (),
+                "is policy b better than a? a sequential test on matched pairs that stops when decided",
+                CAMPAIGN_FOLDER, usage="outcomes=FILE.csv | campaign=DIR, a=POLICY b=POLICY [alpha=0.05] "
+                                       "[max_pairs=N] [out=DIR] [--verbose]",
+                flags=(("--verbose", "verbose=true"),)),
         Command("export lerobot", "spabench.record.commands:export_lerobot", (),
                 "export recorded episodes as a LeRobotDataset v3", CAMPAIGN_FOLDER,
                 usage="campaign=DIR out=DIR"),

@@ -85,6 +85,12 @@ def fill_positionals(command: Command, args: list[str]) -> list[str]:
     return out
 
 
+def expand_flags(command: Command, args: list[str]) -> list[str]:
+    """A command's `--flag` words as the `key=value` each stands for (`compare --verbose`)."""
+    flags = dict(command.flags)
+    return [flags.get(arg, arg) for arg in args]
+
+
 # ---------------------------------------------------------------------------- config folders
 def config_dirs(config_dir: Path | None) -> list[Path]:
     """Where group options are looked up, first match wins: the lab's folder, then the checkout's conf/."""
@@ -602,7 +608,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         command, overrides = split_command([a for a in argv if a not in ("--cfg", "-c", "job", "all")])
         show = _cfg_flag(argv)
-        overrides = fill_positionals(command, overrides)
+        overrides = expand_flags(command, fill_positionals(command, overrides))
         if any(a in ("-h", "--help") for a in overrides):
             print(command_help(command))
             return 0

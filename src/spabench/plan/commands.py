@@ -84,6 +84,10 @@ def plan(cfg: SpabenchConfig) -> int:
         from spabench.ledger.postgres import check_url
 
         check_url(str(ledger_url))   # a password in the URL fails before anything is written
+        if campaign.stopping is not None:
+            raise ConfigError("plan: campaign.stopping runs on one bench (its SQLite ledger); a shared PostgreSQL "
+                              "ledger's benches claim scene sets on their own, so a stopping rule is refused there "
+                              "(plan without ledger=, or without stopping:)")
     from spabench.outputs import check_new_folder
     from spabench.plan.planner import not_a_campaign_message
 
@@ -120,6 +124,10 @@ def plan(cfg: SpabenchConfig) -> int:
         f"seed {campaign.seed}, "
         f"config hash {digest[:12]}"
     )
+    rule = campaign.stopping_rule()
+    if rule is not None:
+        console.print(f"stopping rule: {rule.describe()}: `run` stops running their pairs once it decides",
+                      markup=False, highlight=False)
     if campaign.blind_aliases:
         console.print("blind aliases: the policy behind each alias is stored in the ledger's meta only")
     console.print(f"wrote {paths['ledger']}, {paths['plan'].name}, {paths['config'].name}")

@@ -18,6 +18,7 @@ from spabench.suite.vocabulary import CONDITION_COUNTS, CONDITIONS, TASKS
 
 ORDERS: tuple[str, ...] = ("blocked", "interleaved")
 BENCHES: tuple[str, ...] = ("so101", "sim")
+STOPPING_KINDS: tuple[str, ...] = ("sequential",)   # analysis.sequential's test (spabench compare)
 
 
 def _where(campaign: str) -> str:
@@ -48,6 +49,60 @@ class PolicyEntry:
     counts: dict[str, int] | None = None
 
 
+@dataclass(frozen=True)
+class StoppingRule:
+    """`campaign.stopping`: a comparison campaign stops running the pairs of policies a and b once the
+    sequential test of `spabench compare` (alpha at every look; the hybrid with max_pairs) decides,
+    or once max_pairs pairs ran. Pairs are planned scene-major (order: interleaved) as always."""
+
+    kind: str
+    a: str
+    b: str
+    alpha: float = 0.05
+    max_pairs: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "a": self.a, "b": self.b, "alpha": self.alpha, "max_pairs": self.max_pairs}
+
+    def describe(self) -> str:
+        more = f", max_pairs {self.max_pairs} (hybrid)" if self.max_pairs is not None else ""
+        return f"sequential comparison of {self.a} (a) and {self.b} (b), alpha {self.alpha:g}{more}"
+
+
+def stopping_rule(campaign: str, value: Any, policies: list[str], order: str) -> StoppingRule | None:
+    """`stopping:` checked: kind, a and b two of the campaign's policies, alpha in (0, 0.5), max_pairs."""
+    if value is None:
+        return None
+    if isinstance(value, StoppingRule):
+        value = value.as_dict()
+    if not isinstance(value, Mapping):
+        raise _fail(campaign, "stopping", f"must be a mapping {{kind: sequential, a:, b:, alpha:, max_pairs:}}, got "
+                    f"{shown(value)}")
+    value = dict(plain_container(value))
+    allowed = [f.name for f in fields(StoppingRule)]
+    for key in value:
+        if key not in allowed:
+            raise _fail(campaign, f"stopping.{key}", "unknown field", allowed)
+    if value.get("kind") not in STOPPING_KINDS:
+        raise _fail(campaign, "stopping.kind", f"{value.get('kind')!r}", STOPPING_KINDS)
+    for key in ("a", "b"):
+        if value.get(key) not in policies:
+            raise _fail(campaign, f"stopping.{key}", f"{value.get(key)!r} is not a policy of the campaign", policies)
+    if value["a"] == value["b"]:
+        raise _fail(campaign, "stopping.b", f"a and b are the same policy {value['a']!r}; a comparison needs two")
+    alpha = value.get("alpha", 0.05)
+    if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 < alpha < 0.5:
+        raise _fail(campaign, "stopping.alpha", f"{alpha!r} must be a number in (0, 0.5): the chance of a false "
+                    "decision over all looks")
+    max_pairs = value.get("max_pairs")
+    if max_pairs is not None and (isinstance(max_pairs, bool) or not isinstance(max_pairs, int) or max_pairs < 1):
+        raise _fail(campaign, "stopping.max_pairs", f"{max_pairs!r} must be a whole number of pairs >= 1, or null")
+    if order != "interleaved":
+        raise _fail(campaign, "order", f"{order!r}: a stopping rule needs order: interleaved (scene-major), so that "
+                    "each evaluation's pair runs together and a decision saves the pairs after it")
+    return StoppingRule("sequential", str(value["a"]), str(value["b"]), float(alpha), max_pairs)
+
+
 @dataclass
 class CampaignConfig:
     name: str
@@ -60,6 +115,8 @@ class CampaignConfig:
     counts: dict[str, int] | None = None
     blind_aliases: bool = True
     bench: str = "so101"
+    # A comparison campaign's stopping rule ({kind: sequential, a:, b:, alpha:, max_pairs:}); None: run all.
+    stopping: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         name = self.name if isinstance(self.name, str) else ""
@@ -116,6 +173,12 @@ class CampaignConfig:
                             f"paraphrase subset of the direct-control scenes, but direct is {direct}")
         if sum(n for per in self.trial_counts().values() for n in per.values()) == 0:
             raise _fail(name, "counts", "the campaign plans no trials")
+        rule = stopping_rule(name, self.stopping, names, self.order)
+        self.stopping = None if rule is None else rule.as_dict()
+
+    def stopping_rule(self) -> StoppingRule | None:
+        """The campaign's stopping rule, typed (None: every planned trial runs)."""
+        return None if self.stopping is None else StoppingRule(**self.stopping)
 
     def trial_counts(self) -> dict[str, dict[str, int]]:
         """task -> condition -> trials per policy (protocol counts with this campaign's overrides)."""
@@ -140,6 +203,8 @@ class CampaignConfig:
             "counts": None if self.counts is None else {k: int(v) for k, v in sorted(self.counts.items())},
             "blind_aliases": bool(self.blind_aliases),
             "bench": self.bench,
+            # only when set: the config hash of every campaign planned without one stays as it was
+            **({"stopping": dict(self.stopping)} if self.stopping is not None else {}),
         }
 
 

@@ -56,6 +56,8 @@ class SceneSetClaims:
         # a dry run: its attempts consume no trial, so the trials it ran are skipped here instead
         self.dry_run = False
         self.dry_ran: set[str] = set()
+        # policies whose pending trials are not scheduled: a decided comparison (rollout.stopping)
+        self.skip: set[str] = set()
         self.lost_set: tuple[str, str] | None = None   # (scene set, the bench that took it), not yet said
 
     def start(self) -> None:
@@ -108,6 +110,8 @@ class SceneSetClaims:
         if self.dry_run:
             return next((t for t in self.ledger.pending_trials() if t.trial_id not in self.dry_ran), None)
         if not self.multi_bench:
+            if self.skip:
+                return next((t for t in self.ledger.pending_trials() if t.policy not in self.skip), None)
             return self.ledger.next_trial()
         waiting = False
         while True:

@@ -64,6 +64,7 @@ from spabench.rollout.heap import heap_frozen_for_motion, thaw_heap
 from spabench.rollout.leases import SceneSetClaims
 from spabench.rollout.policies import PolicyServers, card_yaml, check_identity_override, load_cards
 from spabench.rollout.preflight import check_space, motors_ready
+from spabench.rollout.stopping import ComparisonStop
 from spabench.rollout.types import EpisodeMeta
 from spabench.suite.rules import (
     ESTOP_CAUSE_LABELS,
@@ -137,6 +138,7 @@ class Session:
         self.resume_note: str | None = None      # unscored attempts found at start, for the bench page too
         self.identity_error: Exception | None = None   # a policy server changed its checkpoint mid-session
         self.render_ahead: Any = None            # the background process drawing the scenes' references
+        self.stopping: ComparisonStop | None = None   # a comparison campaign's stopping rule
 
     @property
     def open_policies(self) -> PolicyServers:
@@ -176,9 +178,11 @@ class Session:
         self.claims = SceneSetClaims(self.ledger, self.bench_id, self.cfg.lease_s, self.say)
         self.claims.dry_run = self.dry_run
         self._recover()
-        pending = self.ledger.pending_trials()
+        self._open_stopping()
+        pending = [t for t in self.ledger.pending_trials() if t.policy not in self.claims.skip]
         if not pending:
-            self.say(f"campaign {self.campaign_dir}: every trial has a complete attempt")
+            self.say(f"campaign {self.campaign_dir}: every trial has a complete attempt"
+                     + (" or belongs to the decided comparison (stopping rule)" if self.claims.skip else ""))
             return False
         self.resume_note = self.unscored_note("resuming")
         if self.resume_note:
@@ -211,6 +215,18 @@ class Session:
         elif self.bench_cfg.commissioned:
             self.say(f"no bench check on record for this bench (in {Path.cwd() / 'bench-checks'} or the campaign): "
                      f"`spabench bench check bench=<preset> campaign={self.campaign_dir}` commissions it")
+
+    def _open_stopping(self) -> None:
+        """A comparison campaign's rule: its pairs are not scheduled once decided (not in a dry run,
+        whose attempts are no evidence; not on a shared ledger, where `plan` refuses a rule)."""
+        if self.dry_run or self.open_claims.multi_bench:
+            return
+        self.stopping = ComparisonStop.for_campaign(self.campaign_dir, self.ledger, self.say)
+        self._check_stopping()
+
+    def _check_stopping(self) -> None:
+        if self.stopping is not None and self.stopping.update(self.ledger):
+            self.open_claims.skip = set(self.stopping.policies)
 
     def _recover(self) -> None:
         """Attempts a crash left running become invalid ('interrupted'), their partial folders final.
@@ -656,7 +672,9 @@ class Session:
             trial = self.open_claims.next_trial()
             if trial is None:
                 self.say("dry run done: every pending trial ran once; nothing was counted and the trials "
-                         "stay pending" if self.dry_run else "campaign complete: every trial has a complete attempt")
+                         "stay pending" if self.dry_run else "campaign complete: every trial has a complete attempt"
+                         + (" except the decided comparison's, which the stopping rule leaves unrun"
+                            if self.open_claims.skip else ""))
                 break
             if suspect is not None:
                 if not self.open_policies.server_back(suspect):
@@ -685,6 +703,8 @@ class Session:
             if self.dry_run and result.valid:
                 self.open_claims.dry_ran.add(trial.trial_id)
             self._say_progress(attempt_id, result)
+            if self.stopping is not None and trial.policy in self.stopping.policies and result.valid:
+                self._check_stopping()
             code = self._stop_after(trial, attempt_id, result)
             if code is not None:
                 return code
