@@ -290,10 +290,11 @@ class SpabenchConfig:
                           minimum=0.1, maximum=600.0)
     camera_references: Path | None = key(None, Path, "where `bench check` keeps one reference picture per camera "
                                           "(null: bench-checks/references/<robot_id>/ in the current folder)",
-                                          "bench check", optional=True)
+                                          ("bench check", "run"), optional=True)
     accept_cameras: bool = key(False, bool, "`bench check`: the cameras' views are right as they are now (a camera "
                                "was moved on purpose): store them as the new references instead of refusing a "
-                               "camera that looks like another's", "bench check")
+                               "camera that looks like another's; `run`: go on although a camera looks like "
+                               "another's reference (recorded in the ledger)", ("bench check", "run"))
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any] | None, groups: tuple[str, ...] | list[str] = ()

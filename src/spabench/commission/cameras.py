@@ -24,46 +24,25 @@ from typing import Any
 
 import numpy as np
 
+from spabench.atomic import write_atomically
 from spabench.commission.record import CheckRecord
 from spabench.operator.camera_check import CameraWindow
+from spabench.operator.camera_identity import (
+    distances,
+    identity_problems,
+    read_png,
+    references_dir,
+    stored_references,
+)
 
-THUMB = (24, 32)          # rows, columns of the identity thumbnail
-REFERENCES = "references"
 REFERENCE_INFO = "references.json"
-
-
-def thumbnail(img: np.ndarray) -> np.ndarray:
-    """Area-averaged THUMB-sized float RGB: cheap, and blind to sensor noise and small motion."""
-    h, w = img.shape[:2]
-    rows = np.array_split(np.arange(h), THUMB[0])
-    cols = np.array_split(np.arange(w), THUMB[1])
-    f = img.astype(np.float32)
-    return np.array([[f[r[0]:r[-1] + 1, c[0]:c[-1] + 1].reshape(-1, f.shape[2]).mean(axis=0) for c in cols]
-                     for r in rows])
-
-
-def distance(a: np.ndarray, b: np.ndarray) -> float:
-    return float(np.mean(np.abs(thumbnail(a) - thumbnail(b))))
-
-
-def references_dir(setting: Path | None, robot_id: str) -> Path:
-    return setting if setting is not None else Path.cwd() / "bench-checks" / REFERENCES / robot_id
-
-
-def _read_png(path: Path) -> np.ndarray:
-    from PIL import Image
-
-    with Image.open(path) as im:
-        return np.asarray(im.convert("RGB"))
 
 
 def write_png(path: Path, rgb: np.ndarray) -> None:
     from PIL import Image
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    Image.fromarray(np.ascontiguousarray(rgb)).save(tmp, format="PNG")
-    tmp.replace(path)
+    write_atomically(path, lambda tmp: Image.fromarray(np.ascontiguousarray(rgb)).save(tmp, format="PNG"))
 
 
 def measure(feed: Any, bench: Any, seconds: float, say: Callable[[str], None]) -> tuple[list[dict], dict]:
@@ -128,7 +107,7 @@ def _identity(bench: Any, record: CheckRecord, last: dict[str, np.ndarray], fold
     """Compare every picture with the stored references; store them on the first check (or accept)."""
     names = [n for n in bench.camera_names if n in last]
     info_path = folder / REFERENCE_INFO
-    stored = {n: folder / f"{n}.png" for n in bench.camera_names if (folder / f"{n}.png").is_file()}
+    stored = stored_references(folder, bench.camera_names)
     part: dict[str, Any] = {"folder": str(folder)}
     record.parts.setdefault("cameras", {})["identity"] = part
     if bench.rendered_cameras:
@@ -144,30 +123,20 @@ def _identity(bench: Any, record: CheckRecord, last: dict[str, np.ndarray], fold
         record.add("cameras", "identity", True, f"reference pictures stored in {folder} "
                    f"({'accepted as they are now' if stored else 'the first check'}); later checks compare with them")
         return
-    refs = {n: _read_png(p) for n, p in stored.items()}
+    refs = {n: read_png(p) for n, p in stored.items()}
     try:
         part["stored"] = json.loads(info_path.read_text()).get("stored")
     except (OSError, ValueError):
         part["stored"] = None
-    distances = {n: {r: round(distance(last[n], ref), 2) for r, ref in refs.items() if ref.shape == last[n].shape}
-                 for n in names}
-    part["distances"] = distances
-    nearest = {n: min(d, key=lambda r: d[r]) for n, d in distances.items() if d}
+    views = {n: last[n] for n in names}
+    part["distances"] = d = distances(views, refs)
+    problems = identity_problems(views, refs)
     for n in names:
-        d = distances[n]
-        if n not in d:
+        if n not in d[n]:
             record.add("cameras", f"{n} identity", True, f"camera '{n}': no reference of its size to compare with "
                        f"(accept_cameras=true stores one)", warn=True)
-            continue
-        other = nearest[n]
-        if other == n:
+        elif n in problems:
+            record.add("cameras", f"{n} identity", False, problems[n])
+        else:
             record.add("cameras", f"{n} identity", True, f"camera '{n}' shows its own reference view "
-                       f"(difference {d[n]:g})")
-            continue
-        swapped = nearest.get(other) == n
-        what = f"{n} and {other} look swapped" if swapped else f"'{n}' shows the view of '{other}'"
-        record.add("cameras", f"{n} identity", False,
-                   f"camera identity: {what}: camera '{n}' is nearer the reference picture of '{other}' "
-                   f"(difference {d[other]:g}) than its own ({d[n]:g}); check cameras.{n}.index_or_path "
-                   f"(prefer /dev/v4l/by-id/ paths), or if the cameras were moved on purpose, store the new "
-                   f"views with accept_cameras=true")
+                       f"(difference {d[n][n]:g})")

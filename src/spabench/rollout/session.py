@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from spabench.bench.errors import MotionStopped
+from spabench.bench.errors import BenchFault, MotionStopped
 from spabench.ledger import ClaimLost, LedgerStorageError, SceneSetTaken, ScoreConflict
 from spabench.operator.base import Operator, motion_prefill
 from spabench.operator.blinding import Blinder, BlindStream, blind_logging
@@ -196,6 +196,7 @@ class Session:
                                       self.op_cfg.server_wait_s)
         self.policies.connect()
         self._connect_bench()
+        self._check_camera_identity()
         self._render_ahead(pending)
         self.controls.stage = "session start"
         self.claims.start()
@@ -215,6 +216,35 @@ class Session:
         elif self.bench_cfg.commissioned:
             self.say(f"no bench check on record for this bench (in {Path.cwd() / 'bench-checks'} or the campaign): "
                      f"`spabench bench check bench=<preset> campaign={self.campaign_dir}` commissions it")
+
+    def _check_camera_identity(self) -> None:
+        """Refuses (BenchFault) a camera whose view is nearer another camera's `bench check` reference
+        than its own (operator.camera_identity), before the first trial; accept_cameras=true goes on and
+        records the override in the ledger. Without stored references (or on the twin) nothing to compare."""
+        from spabench.operator.camera_identity import (
+            identity_problems,
+            read_png,
+            references_dir,
+            stored_references,
+        )
+
+        if self.bench.rendered_cameras:
+            return
+        folder = references_dir(self.cfg.camera_references, self.bench_cfg.robot_id)
+        stored = stored_references(folder, self.bench.camera_names)
+        if not stored:
+            return
+        views = {n: img for n, img in self.bench.observe().images.items() if n in self.bench.camera_names}
+        problems = identity_problems(views, {n: read_png(p) for n, p in stored.items()})
+        if not problems:
+            return
+        if self.cfg.accept_cameras:
+            self.say("camera identity NOT as in the bench check, going on (accept_cameras=true): "
+                     + "; ".join(problems.values()))
+            self.ledger.log_event(None, "camera_identity_override", {"references": str(folder), "problems": problems})
+            return
+        raise BenchFault("; ".join(problems.values()) + f" (references: {folder}). To run anyway for this "
+                         "session, add accept_cameras=true (recorded in the ledger)", component="cameras")
 
     def _open_stopping(self) -> None:
         """A comparison campaign's rule: its pairs are not scheduled once decided (not in a dry run,
