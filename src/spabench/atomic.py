@@ -27,3 +27,15 @@ def write_atomically(path: str | os.PathLike, write: Callable[[Path], object]) -
             tmp.unlink()
         raise
     return path
+
+
+def write_text_durably(path: str | os.PathLike, text: str) -> Path:
+    """`text` (UTF-8) written atomically and fsynced before the rename: after a crash or on a full disk
+    the file is either the old one or the whole new one, never empty or torn."""
+    def write(tmp: Path) -> None:
+        with tmp.open("w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    return write_atomically(path, write)

@@ -13,6 +13,8 @@ from __future__ import annotations
 import io
 import json
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -31,9 +33,10 @@ def _cameras(sources: dict) -> dict:
             for c in CAMERAS}
 
 
-@pytest.mark.slow
-@pytest.mark.bench
-def test_run_refuses_swapped_cameras_and_goes_on_with_the_override(tmp_path, capsys):
+@contextmanager
+def _checked_bench(tmp_path, capsys) -> Iterator[tuple]:
+    """A one-trial campaign, an emulated arm with a distinct replay scene per camera, the policy server,
+    and the references `bench check` stored of those cameras; yields (campaign, sources, refs, bus, server)."""
     campaign = make_campaign(tmp_path, n=1)
     views = tmp_path / "views"
     views.mkdir()
@@ -46,21 +49,28 @@ def test_run_refuses_swapped_cameras_and_goes_on_with_the_override(tmp_path, cap
                      f"bench.calibration_dir={tmp_path / 'calibration'}", f"out={tmp_path / 'check'}",
                      "camera_s=1", f"camera_references={refs}", *cams]) == 0, capsys.readouterr().out
         assert {p.stem for p in refs.glob("*.png")} == set(CAMERAS)
+        yield campaign, sources, refs, bus, server
+
+
+def _session(campaign, bus, server, sources: dict, refs, **top) -> tuple[int, str]:
+    data = cfg_data(campaign, bus.port, server.port, timer_s=1.0, bench={"cameras": _cameras(sources)},
+                    camera_references=str(refs), **top)
+    out = io.StringIO()
+    return run(SpabenchConfig.from_mapping(data, groups=RUN_GROUPS), out=out), out.getvalue()
+
+
+@pytest.mark.slow
+@pytest.mark.bench
+def test_run_refuses_swapped_cameras_and_goes_on_with_the_override(tmp_path, capsys):
+    with _checked_bench(tmp_path, capsys) as (campaign, sources, refs, bus, server):
         swapped = {**sources, "wrist": sources["overhead"], "overhead": sources["wrist"]}
-
-        def session(**top):
-            data = cfg_data(campaign, bus.port, server.port, timer_s=1.0, bench={"cameras": _cameras(swapped)},
-                            camera_references=str(refs), **top)
-            out = io.StringIO()
-            return run(SpabenchConfig.from_mapping(data, groups=RUN_GROUPS), out=out), out.getvalue()
-
-        code, said = session()
+        code, said = _session(campaign, bus, server, swapped, refs)
         assert code == EXIT_BENCH, said
         assert "wrist and overhead look swapped" in said or "overhead and wrist look swapped" in said, said
         assert "accept_cameras=true" in said
         with sqlite3.connect(campaign / "ledger.sqlite") as db:
             assert db.execute("SELECT COUNT(*) FROM attempts").fetchone()[0] == 0   # no trial started
-        code, said = session(accept_cameras=True)
+        code, said = _session(campaign, bus, server, swapped, refs, accept_cameras=True)
         assert code == EXIT_OK, said
     with sqlite3.connect(campaign / "ledger.sqlite") as db:
         assert db.execute("SELECT status FROM attempts").fetchall() == [("complete",)]
@@ -71,19 +81,7 @@ def test_run_refuses_swapped_cameras_and_goes_on_with_the_override(tmp_path, cap
 @pytest.mark.slow
 @pytest.mark.bench
 def test_run_with_the_cameras_as_checked_starts_without_a_word_on_identity(tmp_path, capsys):
-    campaign = make_campaign(tmp_path, n=1)
-    views = tmp_path / "views"
-    views.mkdir()
-    sources = {c: scene_npz(views, c, seed=i) for i, c in enumerate(CAMERAS)}
-    refs = tmp_path / "refs"
-    with EmulatedBus() as bus, WaveServer() as server:
-        cams = [f"bench.cameras.{c}={{type: spabench_replay, index_or_path: '{sources[c]}', width: {W}, "
-                f"height: {H}, fps: 30}}" for c in CAMERAS]
-        assert main(["bench", "check", "bench=so101_emulated", f"bench.port={bus.port}",
-                     f"bench.calibration_dir={tmp_path / 'calibration'}", f"out={tmp_path / 'check'}",
-                     "camera_s=1", f"camera_references={refs}", *cams]) == 0, capsys.readouterr().out
-        data = cfg_data(campaign, bus.port, server.port, timer_s=1.0, bench={"cameras": _cameras(sources)},
-                        camera_references=str(refs))
-        out = io.StringIO()
-        assert run(SpabenchConfig.from_mapping(data, groups=RUN_GROUPS), out=out) == EXIT_OK, out.getvalue()
-    assert "camera identity" not in out.getvalue()
+    with _checked_bench(tmp_path, capsys) as (campaign, sources, refs, bus, server):
+        code, said = _session(campaign, bus, server, sources, refs)
+    assert code == EXIT_OK, said
+    assert "camera identity" not in said

@@ -12,14 +12,14 @@ so a failure leaves nothing half-written.
 from __future__ import annotations
 
 import csv
-import os
-import uuid
+import io
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from spabench.analysis.outcomes import LAB, _as_text
+from spabench.atomic import write_text_durably
 from spabench.errors import ConfigError, DataError
 from spabench.escaping import csv_cell
 from spabench.paths import campaign_folder
@@ -64,18 +64,11 @@ def _previous_export(out: Path, header: list[str]) -> bool:
 
 def write_csv_atomic(out: Path, header: list[str], rows: list[list[str]]) -> None:
     """The CSV written to a hidden sibling, flushed, then renamed over `out` (all or nothing)."""
-    tmp = out.with_name(f".{out.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}.partial")
-    try:
-        with tmp.open("w", newline="", encoding="utf-8") as handle:
-            writer = csv.writer(handle)
-            writer.writerow(header)
-            writer.writerows(rows)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, out)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    buf = io.StringIO(newline="")
+    writer = csv.writer(buf)
+    writer.writerow(header)
+    writer.writerows(rows)
+    write_text_durably(out, buf.getvalue())
 
 
 def export_outcomes(cfg: SpabenchConfig) -> int:

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from spabench.atomic import write_text_durably
 from spabench.errors import SpabenchError
 from spabench.record.arrays import EpisodeArrays
 from spabench.record.frametimes import FrameCounter
@@ -50,16 +51,7 @@ class RecorderConfig:
 
 def write_json_durably(path: Path, data) -> None:
     """JSON written via a temporary file and fsync, so a full disk never leaves a 0-byte file."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(json.dumps(data, indent=1, sort_keys=True))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except OSError:
-        tmp.unlink(missing_ok=True)
-        raise
+    write_text_durably(path, json.dumps(data, indent=1, sort_keys=True))
 
 
 def describe_error(exc: BaseException) -> str:
