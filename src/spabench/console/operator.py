@@ -243,7 +243,7 @@ class WebOperator(Operator):
                 "rendered": None if self.rendered is None else {
                     "files": sorted(self.rendered.files()), "problem": self.rendered.problem}}
         self.channel.set_phase("reset", card=card, threshold=self.console_cfg.alignment_threshold,
-                               roi=self.console_cfg.workspace_roi)
+                               roi=self.console_cfg.workspace_roi, **self._comparison())
         period = 1.0 / self.console_cfg.stream_hz
         while True:
             started = time.monotonic()
@@ -278,6 +278,12 @@ class WebOperator(Operator):
                 self.channel.live = {}
                 self.channel.set_phase("homing", card=card)
                 return True
+
+    def _comparison(self) -> dict[str, Any]:
+        """A comparison campaign's evidence so far (the object its terminal line was made from, by aliases
+        only) for the scene reset and score phases; nothing in other campaigns and dry runs."""
+        evidence = getattr(getattr(self.session, "stopping", None), "evidence", None)
+        return {} if evidence is None else {"comparison": evidence.public()}
 
     def _rendered(self, scene: Any) -> RenderedReference | None:
         """The scene's rendered reference (twin views and placement diagram), drawn on its first
@@ -337,7 +343,7 @@ class WebOperator(Operator):
                                                        "steps": result.n_steps},
                 "prefill": None if prefill is None else {"success": prefill.success,
                                                          "failure_mode": prefill.failure_mode, "note": prefill.note}}
-        self.channel.set_phase("score", form=form, rater=self.rater)
+        self.channel.set_phase("score", form=form, rater=self.rater, **self._comparison())
         modes = {m["name"] for m in form["failure_modes"]}
         while True:
             cmd = self.channel.wait_command(1.0)

@@ -237,11 +237,29 @@ function renderCooling(s) {
   $("#cool-arm").textContent = c.arm || "";
 }
 
+// A comparison campaign's stopping rule (issue 38): "keep going" or "decided" with the evidence so far,
+// the session's own numbers and words (the terminal's line), by aliases only; shown at the scene reset
+// and the score, absent otherwise.
+function renderComparison(s) {
+  const c = ["reset", "score"].includes(s.phase) ? s.comparison : null;
+  show("comparison", !!c);
+  if (!c) return;
+  $("#cmp-pair").textContent = `${c.a} vs ${c.b}`;
+  const verdict = c.verdict === "decided" ? `decided: ${c.winner}` : c.verdict;
+  $("#cmp-verdict").textContent = `${verdict} · ${c.pairs} ${c.pairs === 1 ? "pair" : "pairs"} so far`;
+  $("#cmp-verdict").className = "score-line " + (c.verdict === "keep going" ? "muted" : "ok");
+  $("#cmp-evidence").textContent = c.e_value === null ? "No pair yet." :
+    `e-value ${c.e_value} of threshold ${c.threshold} · discordant pairs ${c.discordant} ` +
+    `(${c.b} won ${c.b_wins}, ${c.a} won ${c.a_wins})`;
+  $("#cmp-rule").textContent = `${c.head}: ${c.text}`;
+}
+
 function render(s) {
   state = s;
   $("#phase").textContent = s.phase;
   $("#message").textContent = s.message || "";
   renderCooling(s);
+  renderComparison(s);
   if (s.error) $("#error").textContent = s.error;
   // a console without a session has no E-STOP: it could not stop anything (a live session's page can)
   $("#estop").hidden = s.phase === "offline";
