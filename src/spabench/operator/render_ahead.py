@@ -30,11 +30,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from spabench.operator.checklist import REFERENCE_DIR
+from spabench.operator.scene_reference import RENDERED_DIR
+
 log = logging.getLogger(__name__)
 
 NICENESS = 10          # added to the worker's nice value: the session's own process comes first
 LOOKAHEAD = 3          # scenes drawn beyond the one being placed
-STOP_WAIT_S = 10.0     # how long stop() lets the worker finish its current scene before terminating it
+STOP_WAIT_S = 0.5      # how long stop() waits for the worker between scenes before terminating it
+KILL_WAIT_S = 10.0     # how long a terminated worker may take to exit
 
 
 @dataclass(frozen=True)
@@ -116,12 +120,19 @@ class RenderAhead:
         return self.process is not None and self.process.is_alive()
 
     def stop(self) -> None:
-        """Ask the worker to stop after its current scene; terminate it if that takes too long."""
+        """Stop the worker now: a worker waiting between scenes exits at once; one in the middle of a
+        scene is terminated (the drawing is a cache: the on-demand path draws it again), and the
+        temporary files it was writing (spabench.atomic names them by process) are removed. The
+        session's end, an e-stop's "ended" page included, never waits for a rendering."""
         if self.process is None:
             return
         self._stop.set()
         self.process.join(STOP_WAIT_S)
         if self.process.is_alive():
+            pid = self.process.pid
             self.process.terminate()
-            self.process.join(STOP_WAIT_S)
+            self.process.join(KILL_WAIT_S)
+            for leftover in (self.campaign_dir / REFERENCE_DIR / RENDERED_DIR).glob(f".*.{pid}-*.tmp"):
+                with contextlib.suppress(OSError):
+                    leftover.unlink()
         self.process = None

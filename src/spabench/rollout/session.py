@@ -330,15 +330,15 @@ class Session:
     def close(self) -> None:
         self.controls.stage = "shutdown"
         thaw_heap()
-        if self.render_ahead is not None:
-            self.render_ahead.stop()
-        if self.claims is not None:
-            self.claims.stop()
-        if self.bench is not None and self.bench.is_connected:
+        if self.bench is not None and self.bench.is_connected:   # the arm first
             try:
                 self.bench.hold()
             except Exception as exc:
                 log.warning("hold at shutdown failed: %s", exc)
+        if self.render_ahead is not None:
+            self.render_ahead.stop()
+        if self.claims is not None:
+            self.claims.stop()
         self._close_running_attempt()
         if self.recorder is not None:
             if not self.recorder.wait_idle(self.op_cfg.wait_videos_s):
