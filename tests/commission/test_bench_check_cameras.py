@@ -8,7 +8,6 @@ Failed before: the check had no cameras part (no pictures, no `cameras` items in
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +15,7 @@ import pytest
 
 from spabench.cli.main import main
 from spabench.suite.vocabulary import CAMERAS
-from tests.support.feetech_bus import DEFAULT_CALIBRATION_FILE, EmulatedBus
+from tests.support.feetech_bus import EmulatedBus
 
 W, H = 64, 48
 
@@ -35,13 +34,10 @@ def scene_npz(folder: Path, name: str, seed: int, frames: int = 8) -> Path:
 
 
 @pytest.fixture
-def lab(tmp_path: Path, monkeypatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    calib = tmp_path / "calibration"
-    calib.mkdir()
-    shutil.copy(DEFAULT_CALIBRATION_FILE, calib / "spabench_follower.json")
-    (tmp_path / "views").mkdir()
-    return tmp_path
+def lab(lab: Path) -> Path:
+    """The commission tests' lab folder (conftest), with views/ for the replay scenes."""
+    (lab / "views").mkdir()
+    return lab
 
 
 def check(bus: EmulatedBus, lab: Path, sources: dict[str, Path], out: str, capsys, *extra: str):

@@ -9,7 +9,6 @@ Failed before: the check had no servers part (`policy=` was refused: no policy g
 from __future__ import annotations
 
 import json
-import shutil
 import socket
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import pytest
 from spabench.cli.main import main
 from tests.integration.harness import HORIZON, WaveServer
 from tests.support.campaigns import by_alias, plan_smoke
-from tests.support.feetech_bus import DEFAULT_CALIBRATION_FILE, EmulatedBus
+from tests.support.feetech_bus import EmulatedBus
 
 pytestmark = pytest.mark.slow   # policy servers and the emulated bus in one check
 
@@ -27,15 +26,6 @@ def dead_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]   # closed again: nothing listens there
-
-
-@pytest.fixture
-def lab(tmp_path: Path, monkeypatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    calib = tmp_path / "calibration"
-    calib.mkdir()
-    shutil.copy(DEFAULT_CALIBRATION_FILE, calib / "spabench_follower.json")
-    return tmp_path
 
 
 def check(lab: Path, bus: EmulatedBus, out: str, capsys, *args: str) -> tuple[int, str, dict]:
