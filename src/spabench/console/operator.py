@@ -282,7 +282,8 @@ class WebOperator(Operator):
     def _comparison(self) -> dict[str, Any]:
         """A comparison campaign's evidence so far (the object its terminal line was made from, by aliases
         only) for the scene reset and score phases; nothing in other campaigns and dry runs."""
-        evidence = getattr(getattr(self.session, "stopping", None), "evidence", None)
+        stopping = self.session.stopping if self.session is not None else None
+        evidence = stopping.evidence if stopping is not None else None
         return {} if evidence is None else {"comparison": evidence.public()}
 
     def _rendered(self, scene: Any) -> RenderedReference | None:

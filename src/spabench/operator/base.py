@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from spabench.bench.bench import Bench
     from spabench.ledger import Ledger
     from spabench.rollout.controls import StopControl
+    from spabench.rollout.stopping import ComparisonStop
     from spabench.suite.loader import Suite
 
 from spabench.suite.rules import NO_MOTION_CONDITIONS, failure_modes_for
@@ -88,6 +89,8 @@ class SessionView(Protocol):
     def said(self) -> list[str]: ...
     @property
     def resume_note(self) -> str | None: ...
+    @property
+    def stopping(self) -> ComparisonStop | None: ...
 
 
 class Operator:
