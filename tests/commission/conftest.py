@@ -18,3 +18,12 @@ def lab(tmp_path: Path, monkeypatch) -> Path:
     calib.mkdir()
     shutil.copy(DEFAULT_CALIBRATION_FILE, calib / "spabench_follower.json")
     return tmp_path
+
+
+@pytest.fixture
+def calib(tmp_path: Path) -> Path:
+    """The emulated arm's calibration file alone in a folder (bench.calibration_dir=...)."""
+    d = tmp_path / "calibration"
+    d.mkdir()
+    shutil.copy(DEFAULT_CALIBRATION_FILE, d / "spabench_follower.json")
+    return d

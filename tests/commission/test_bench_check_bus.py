@@ -6,25 +6,16 @@ Failed before: `spabench bench check` was an unknown command (exit 2)."""
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
 from spabench.cli.main import main
 from spabench.suite.vocabulary import JOINTS
-from tests.support.feetech_bus import DEFAULT_CALIBRATION_FILE, EmulatedBus
+from tests.support.feetech_bus import EmulatedBus
 
 HOME = {"shoulder_pan": 0.0, "shoulder_lift": -60.0, "elbow_flex": 60.0, "wrist_flex": 60.0, "wrist_roll": 0.0,
         "gripper": 10.0}
-
-
-@pytest.fixture
-def calib(tmp_path: Path) -> Path:
-    d = tmp_path / "calibration"
-    d.mkdir()
-    shutil.copy(DEFAULT_CALIBRATION_FILE, d / "spabench_follower.json")
-    return d
 
 
 @pytest.fixture

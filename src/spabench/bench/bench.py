@@ -242,9 +242,10 @@ class Bench:
         except DRIVER_ERRORS as exc:
             raise self._fault(exc, "read motor health") from exc
 
-    def inspect_bus(self):
+    def inspect_bus(self, say: Callable[[str], None] = lambda _: None):
         """The servo bus read with torque off for `spabench bench check` (a
-        spabench.bench.inspection.BusReadout), or None where there is no servo bus (the twin)."""
+        spabench.bench.inspection.BusReadout), or None where there is no servo bus (the twin). `say`
+        shows progress (finding the port)."""
         return None
 
     @contextlib.contextmanager

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -74,6 +75,7 @@ class BusReadout:
     motors: list[MotorReadout] = field(default_factory=list)
     opened: bool = False
     error: str = ""                      # the port could not be opened / nothing answered
+    found_port: str = ""                 # bench.port was auto: where the arm answered
     calibration_error: str = ""          # the file is missing or malformed (with the lerobot-calibrate line)
     calibration_mismatch: str = ""       # the motors' EEPROM differs from the file (same)
     health_error: str = ""
@@ -92,11 +94,20 @@ def calibrate_command(bench: SO101Bench) -> str:
             f"--robot.id={bench.cfg.robot_id} --robot.calibration_dir={bench.calibration_path.parent}")
 
 
-def read_bus(bench: SO101Bench) -> BusReadout:
-    """Everything the check reports about the bus, read without torque (module docstring)."""
+def read_bus(bench: SO101Bench, say: Callable[[str], None] = lambda _: None) -> BusReadout:
+    """Everything the check reports about the bus, read without torque (module docstring); a port another
+    process holds is not read, and `port: auto` is found first (spabench.bench.ports)."""
+    from spabench.bench.ports import AUTO, find_arm_port, in_use_error
     from spabench.bench.so101 import MOTOR_IDS, load_calibration_file
 
-    readout = BusReadout(port=bench.cfg.port, robot_id=bench.cfg.robot_id,
+    found = ""
+    if bench.cfg.port == AUTO:
+        found, why = find_arm_port(bench, say)
+        if not found:
+            return BusReadout(port=AUTO, robot_id=bench.cfg.robot_id, calibration_file=str(bench.calibration_path),
+                              error=why)
+        bench.use_port(found)
+    readout = BusReadout(port=bench.cfg.port, robot_id=bench.cfg.robot_id, found_port=found,
                          calibration_file=str(bench.calibration_path), calibrate_command=calibrate_command(bench))
     try:
         bench.calibration = load_calibration_file(bench.calibration_path, bench.cfg)
@@ -106,6 +117,10 @@ def read_bus(bench: SO101Bench) -> BusReadout:
     if bench.cfg.port.startswith("/") and not _exists(bench.cfg.port):
         readout.error = (f"serial port {bench.cfg.port} does not exist (bench config field 'port'); plug in the "
                          "arm's controller board and find its port with `lerobot-find-port`")
+        return readout
+    busy = in_use_error(bench.cfg.port)
+    if busy:
+        readout.error = busy
         return readout
     try:
         robot = bench.robot

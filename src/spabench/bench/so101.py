@@ -9,10 +9,11 @@ step bound is spabench's envelope alone (LeRobot's max_relative_target is left o
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -179,6 +180,13 @@ class SO101Bench(Bench):
     def _before_connect(self) -> None:
         self.calibration = load_calibration_file(self.calibration_path, self.cfg)
         self._calibration_sha = hashlib.sha256(self.calibration_path.read_bytes()).hexdigest()
+        from spabench.bench.ports import AUTO
+
+        if self.cfg.port == AUTO:
+            from spabench.bench.errors import BenchFault
+
+            raise BenchFault("bench.port is auto: a session drives only the port written down. Run "
+                             "`spabench bench check bench=<this bench>` to find it, then set bench.port.")
         if self.cfg.port.startswith("/") and not Path(self.cfg.port).exists():
             from spabench.bench.errors import BenchFault
 
@@ -336,12 +344,19 @@ class SO101Bench(Bench):
                             load=load.astype(float), voltage_v=column("Present_Voltage") / 10.0,
                             status=column("Status"))
 
-    def inspect_bus(self):
+    def inspect_bus(self, say: Callable[[str], None] = lambda _: None):
         """Every motor's id, model, firmware, calibration, health and position, read with torque off
         and the port closed again without a write (spabench.bench.inspection)."""
         from spabench.bench.inspection import read_bus
 
-        return read_bus(self)
+        return read_bus(self, say)
+
+    def use_port(self, port: str) -> None:
+        """Point the (not yet connected) bench at `port`: what `bench check` found for `port: auto`."""
+        if self._connected:
+            raise RuntimeError("use_port on a connected bench")
+        self.cfg = dataclasses.replace(self.cfg, port=port)
+        self._robot = None
 
     def _send_hold(self, measured: np.ndarray) -> np.ndarray:
         """Copy the raw present positions into the goal registers: an exact hold, no rounding drift."""

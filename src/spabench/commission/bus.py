@@ -9,6 +9,7 @@ failing: a warm motor, torque on (a session holds the arm), the distance from th
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -20,13 +21,16 @@ from spabench.suite.vocabulary import JOINTS
 STATUS_VOLTAGE = 1 << next(bit for bit, name in STATUS_BITS.items() if name == "voltage")
 
 
-def check_bus(bench: Any, record: CheckRecord) -> None:
+def check_bus(bench: Any, record: CheckRecord, say: Callable[[str], None] = lambda _: None) -> None:
     """Read the bus with torque off and add its items to `record` (parts['bus'])."""
-    readout = bench.inspect_bus()
+    readout = bench.inspect_bus(say)
     if readout is None:
         record.add("bus", "bus", True, f"the {bench.kind} bench has no servo bus to check")
         return
     record.parts["bus"] = readout.as_dict()
+    if readout.found_port:
+        record.add("bus", "port", True, f"bench.port is auto: the arm answers on {readout.found_port} "
+                   f"(write `port: {readout.found_port}` in the bench file; a run needs it)")
     if readout.calibration_error:
         record.add("calibration", "file", False, readout.calibration_error)
     if readout.error:

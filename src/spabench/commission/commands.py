@@ -35,7 +35,7 @@ Part = Callable[[SpabenchConfig, Any, CheckRecord, Path, Callable[[str], None]],
 def _bus_part(cfg: SpabenchConfig, bench: Any, record: CheckRecord, staging: Path, say: Callable[[str], None]) -> None:
     from spabench.commission.bus import check_bus
 
-    check_bus(bench, record)
+    check_bus(bench, record, say)
 
 
 def _cameras_part(cfg: SpabenchConfig, bench: Any, record: CheckRecord, staging: Path,
