@@ -93,10 +93,10 @@ def expand_flags(command: Command, args: list[str]) -> list[str]:
 
 # ---------------------------------------------------------------------------- config folders
 def config_dirs(config_dir: Path | None) -> list[Path]:
-    """Where group options are looked up, first match wins: the lab's folder, then the checkout's conf/."""
-    from spabench.paths import conf_dir
+    """Where group options are looked up (spabench.paths.option_dirs): the lab's folder, then conf/."""
+    from spabench.paths import option_dirs
 
-    return ([config_dir] if config_dir is not None else []) + [conf_dir()]
+    return option_dirs(config_dir)
 
 
 def group_options(dirs: list[Path], group: str) -> list[str]:
