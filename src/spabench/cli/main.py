@@ -2,7 +2,7 @@
 
 Composition rules (the README's "Configuration" section documents them for operators):
 - `group=option` picks conf/<group>/<option>.yaml; with `config_dir=DIR` the lab's own
-  DIR/<group>/<option>.yaml files are options too (and win over the checkout's of the same name).
+  DIR/<group>/<option>.yaml files are options too (and win over spabench's own of the same name).
 - every other `key=value` (top-level or dotted, e.g. `cards.pi05.host=...`, `bench.port=...`) is
   applied by Hydra and then validated by the typed config, so an unknown or ill-typed key fails
   with the allowed fields before anything connects or is written.
