@@ -92,4 +92,4 @@ bench: install egl postgresql chromium
 	@for b in benchmarks/[a-z]*.py; do echo "== $$b"; $(PY) $$b $(BENCH_ARGS) || exit 1; done
 
 clean:
-	rm -rf $(VENV) demo-out .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) demo-out dist build src/spabench.egg-info .pytest_cache .mypy_cache .ruff_cache

@@ -168,9 +168,10 @@ class SpabenchConfig:
     suite: Any = None       # spabench.suite.config.SuiteConfig
 
     # ---- top-level keys (conf/config.yaml)
-    out: Path | None = key(None, Path, "output folder (export outcomes: the CSV file)",
+    out: Path | None = key(None, Path, "output folder (export outcomes: the CSV file; init: the lab folder, "
+                           "also its first word)",
                            ("plan", "report", "compare", "export lerobot", "export outcomes", "demo", "suite generate",
-                            "ledger collect", "bench check"), optional=True)
+                            "ledger collect", "bench check", "init"), optional=True)
     campaign_dir: Path | None = key(
         None, Path, "the campaign folder written by `spabench plan` (given as campaign=DIR)",
         ("run", "score", "console", "report", "power", "compare", "export lerobot", "export outcomes",
@@ -245,7 +246,7 @@ class SpabenchConfig:
     dry_run: bool = key(False, bool, "allow running on a bench of another kind than the campaign was "
                         "planned for (twin vs robot); its attempts are marked dry_run", "run")
     config_dir: Path | None = key(None, Path, "a lab's own folder with bench/, policy/, campaign/ files "
-                                  "(used before the checkout's conf/)", ALL, optional=True)
+                                  "(used before the installed conf/)", ALL, optional=True)
     cards: dict[str, dict[str, Any]] = key(
         {}, dict, "per-card field overrides: cards.<card>.<field>=value (e.g. cards.pi05.host=10.0.0.5)",
         ("run", "demo", "servers up", "servers status", "servers down", "bench check"))
@@ -349,9 +350,9 @@ class SpabenchConfig:
 
     def group_dirs(self, group: str) -> list[Path]:
         """Where a group's option files live, first match wins: config_dir/<group>, then conf/<group>."""
-        from spabench.paths import conf_dir
+        from spabench.paths import option_dirs
 
-        return [d / group for d in ([self.config_dir] if self.config_dir else []) + [conf_dir()]]
+        return [d / group for d in option_dirs(self.config_dir)]
 
     def need(self, group: str) -> Any:
         """The typed object of a group the command reads (a programming error if it was not built)."""

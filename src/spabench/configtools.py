@@ -159,8 +159,8 @@ OPTION_FILE = "_file_"   # the name a file given by path takes among its group's
 
 @contextlib.contextmanager
 def overlay(dirs: list[Path], option: tuple[str, Path] | None = None):
-    """A config folder Hydra can read: the checkout's conf/ alone, or a symlink tree of the lab's
-    files over the checkout's (Hydra appends `hydra.searchpath` entries; the lab must come first).
+    """A config folder Hydra can read: the data root's conf/ alone, or a symlink tree of the lab's
+    files over it (Hydra appends `hydra.searchpath` entries; the lab must come first).
     `option` (group, file): a file from anywhere joins its group as `<group>/_file_`, so its
     `defaults:` list names the group's options exactly as a lab's own option file does."""
     if len(dirs) == 1 and option is None:

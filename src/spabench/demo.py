@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from spabench.errors import ConfigError
-from spabench.paths import repo_root
 
 if TYPE_CHECKING:  # annotations only: spabench.config builds the groups and sits above every package
     from spabench.config import SpabenchConfig
@@ -76,7 +75,7 @@ def demo(cfg: SpabenchConfig) -> int:
     from spabench.plan.commands import plan
     from spabench.rollout.commands import run
 
-    base = cfg.out if cfg.out else repo_root() / "demo-out"
+    base = cfg.out if cfg.out else Path.cwd() / "demo-out"   # the working folder (make demo: the checkout)
     from spabench.outputs import add_entries, claim_new_folder
 
     run_dir = claim_new_folder(base / time.strftime("%Y%m%d-%H%M%S"), "demo")

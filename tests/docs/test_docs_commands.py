@@ -1,11 +1,11 @@
-"""Issue 17: every `spabench ...` line in README.md, CONTRIBUTING.md, policies/*.md, hardware/*.md and
-the conf comments runs as written.
+"""Issue 17: every `spabench ...` line in README.md, CONTRIBUTING.md, policies/*.md, hardware/*.md, the
+README `spabench init` puts into a lab folder, and the conf comments runs as written.
 
 Each line is extracted (fenced code blocks, and inline code spans that give arguments), its
 placeholders mapped (DIR and episodes/... to one campaign planned and run once on the twin with the
 scripted stand-in, OUT to new folders, ID to its attempt, FILE.csv to an outcomes CSV, hosts to
 loopback), and then run through the real CLI (`spabench.cli.main.main`) from a temporary working
-directory. Lines that would not return (a server, the console), need a lab's machine (a PostgreSQL
+directory, which holds the lab folder `spabench init lab` makes (`config_dir=lab`). Lines that would not return (a server, the console), need a lab's machine (a PostgreSQL
 server, a GPU checkpoint) or the robot are composed and validated exactly as the command would
 (every key accepted by that command and typed), without starting; `run` lines are composed and their
 card overrides loaded against the campaign. A line fails when the CLI refuses it or returns non-zero.
@@ -43,7 +43,7 @@ class DocLine:
 
 def doc_files(root: Path = REPO) -> list[Path]:
     return [root / "README.md", root / "CONTRIBUTING.md", *sorted((root / "policies").glob("*.md")),
-            *sorted((root / "hardware").glob("*.md"))]
+            *sorted((root / "hardware").glob("*.md")), root / "src" / "spabench" / "lab" / "template" / "README.md"]
 
 
 def _spans(text: str) -> list[str]:
@@ -104,6 +104,7 @@ class Stage:
         from spabench.standins.serve import build_server
 
         self.tmp = tmp
+        assert main(["init", str(tmp / "lab")]) == 0   # the lab folder the lines name as config_dir=lab
         self.campaign = plan_smoke(tmp, "twin", bench="sim", policies=[   # 1 s rollouts, planned
             {"name": "scripted_compositional", "card": "scripted_compositional", "timer_s": 1.0}])
         # `run` lines are composed against a blinded robot campaign of two cards, one of them the
@@ -237,6 +238,9 @@ LINES = extract(doc_files())
 def test_the_docs_have_command_lines():
     wheres = {line.where.split(":")[0] for line in LINES}
     assert len(LINES) >= 30 and {"README.md", "lerobot.md"} <= wheres and any(w.startswith("conf/") for w in wheres)
+    lab_way = {"spabench init lab", "spabench plan campaign=pilot config_dir=lab out=pilot"}
+    assert lab_way <= {line.text for line in extract([REPO / "README.md"], conf=None)}   # into a LeRobot environment
+    assert lab_way - {"spabench init lab"} <= {line.text for line in extract([doc_files()[-1]], conf=None)}  # the lab's README
 
 
 @pytest.mark.parametrize("line", LINES, ids=[f"{line.where} {line.text[:60]}" for line in LINES])

@@ -378,16 +378,10 @@ class ArmModel:
 
 
 def default_arm_model() -> Path:
-    """hardware/sim/so101.xml of the spabench root (or of the source tree)."""
-    try:
-        from spabench.paths import repo_root
+    """hardware/sim/so101.xml of the data root (spabench.paths.repo_root)."""
+    from spabench.paths import repo_root
 
-        candidate = repo_root() / "hardware" / "sim" / "so101.xml"
-        if candidate.is_file():
-            return candidate
-    except ConfigError:
-        pass
-    return Path(__file__).resolve().parents[3] / "hardware" / "sim" / "so101.xml"
+    return repo_root() / "hardware" / "sim" / "so101.xml"
 
 
 @lru_cache(maxsize=8)

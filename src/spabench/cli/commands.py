@@ -101,6 +101,9 @@ COMMANDS: dict[str, Command] = {
                 "a dated report", CAMPAIGN_FOLDER, optional_groups=("policy",),
                 usage="bench=<preset> [campaign=DIR | policy=<card> [policy.port=N] | cards.<card>.port=N ...] "
                       "[out=DIR] [requests=20] [camera_s=3] [accept_cameras=true]"),
+        Command("init", "spabench.lab.commands:init", (),
+                "make a lab folder to edit (bench file, policy cards, a pilot campaign, a README); never "
+                "overwrites a file", positionals=("out",), usage="DIR"),
         Command("demo", "spabench.demo:demo", ("campaign", "bench", "operator", "suite"),
                 "plan, run and report a small campaign on the embedded MuJoCo twin", CAMPAIGN_PRESET,
                 presets=("bench=sim_demo", "campaign=demo_twin", "operator=auto")),

@@ -2,7 +2,7 @@
 
 Composition rules (the README's "Configuration" section documents them for operators):
 - `group=option` picks conf/<group>/<option>.yaml; with `config_dir=DIR` the lab's own
-  DIR/<group>/<option>.yaml files are options too (and win over the checkout's of the same name).
+  DIR/<group>/<option>.yaml files are options too (and win over spabench's own of the same name).
 - every other `key=value` (top-level or dotted, e.g. `cards.pi05.host=...`, `bench.port=...`) is
   applied by Hydra and then validated by the typed config, so an unknown or ill-typed key fails
   with the allowed fields before anything connects or is written.
@@ -93,10 +93,10 @@ def expand_flags(command: Command, args: list[str]) -> list[str]:
 
 # ---------------------------------------------------------------------------- config folders
 def config_dirs(config_dir: Path | None) -> list[Path]:
-    """Where group options are looked up, first match wins: the lab's folder, then the checkout's conf/."""
-    from spabench.paths import conf_dir
+    """Where group options are looked up (spabench.paths.option_dirs): the lab's folder, then conf/."""
+    from spabench.paths import option_dirs
 
-    return ([config_dir] if config_dir is not None else []) + [conf_dir()]
+    return option_dirs(config_dir)
 
 
 def group_options(dirs: list[Path], group: str) -> list[str]:

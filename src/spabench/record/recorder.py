@@ -85,8 +85,10 @@ def software_versions() -> dict[str, str]:
     """Versions written into every episode's provenance."""
     from importlib import metadata
 
-    versions = {"python": platform.python_version()}
-    for dist in ("spabench", "lerobot", "numpy", "h5py", "av"):
+    from spabench import __version__
+
+    versions = {"python": platform.python_version(), "spabench": __version__}   # the package's own, the one place
+    for dist in ("lerobot", "numpy", "h5py", "av"):
         try:
             versions[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
