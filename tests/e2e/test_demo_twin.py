@@ -23,7 +23,7 @@ SMALL = [
     "campaign.counts.id=1", "campaign.counts.ood=1", "campaign.counts.direct=1",
     "campaign.counts.paraphrase_ood=0", "campaign.counts.paraphrase_direct=0",
     "campaign.counts.cross_task=0", "campaign.counts.no_movement=1", "campaign.counts.movement_required=0",
-    "campaign.policies.0.timer_s=10", "campaign.policies.1.timer_s=10",
+    "campaign.policies.0.timer_s=6", "campaign.policies.1.timer_s=6",
 ]
 
 
@@ -54,9 +54,9 @@ def test_every_planned_trial_ran_and_was_scored_by_the_twin(demo_run):
         assert folder.is_dir(), folder
         with h5py.File(folder / "episode.h5", "r") as h5:
             steps = len(h5["timestamp"])
-            # 10 s at 30 Hz, lockstep on the twin's clock (one more tick when the float sum of
-            # physics substeps lands a hair under 10 s)
-            assert steps in (300, 301)
+            # 6 s at 30 Hz, lockstep on the twin's clock (one more tick when the float sum of
+            # physics substeps lands a hair under 6 s)
+            assert steps in (180, 181)
             assert h5["observation/state"].shape == (steps, 6)
             assert h5["action/executed"].shape == (steps, 6)
             assert h5.attrs["bench_type"] == "sim"
