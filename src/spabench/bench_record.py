@@ -30,13 +30,14 @@ class CheckSummary:
     failures: list[str] = field(default_factory=list)
     robot_id: str | None = None
     bench_type: str | None = None
+    only: list[str] = field(default_factory=list)   # the parts checked, when not all
 
     @classmethod
     def from_report(cls, report: dict[str, Any], folder: str) -> CheckSummary:
         bench = report.get("bench") or {}
         return cls(folder=folder, finished=str(report.get("finished") or report.get("started") or ""),
                    result=str(report.get("result") or "fail"), failures=list(report.get("failures") or []),
-                   robot_id=bench.get("robot_id"), bench_type=bench.get("type"))
+                   robot_id=bench.get("robot_id"), bench_type=bench.get("type"), only=list(report.get("only") or []))
 
     def as_event(self) -> dict[str, Any]:
         return asdict(self)
@@ -67,7 +68,8 @@ class CheckSummary:
         """The pre-flight's line about this check."""
         verdict = "passed" if self.result == "pass" else f"FAILED ({len(self.failures)} item(s); first: {self.failures[0]})" \
             if self.failures else "FAILED"
-        return f"last bench check {self.age_text(now)} ({self.finished}): {verdict}; {self.folder}"
+        only = f" (only {', '.join(self.only)})" if self.only else ""
+        return f"last bench check{only} {self.age_text(now)} ({self.finished}): {verdict}; {self.folder}"
 
 
 def checks_in(lab: Path) -> list[CheckSummary]:

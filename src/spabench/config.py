@@ -292,6 +292,8 @@ class SpabenchConfig:
     camera_references: Path | None = key(None, Path, "where `bench check` keeps one reference picture per camera "
                                           "(null: bench-checks/references/<robot_id>/ in the current folder)",
                                           ("bench check", "run"), optional=True)
+    parts: list | None = key(None, list, "`bench check`: only these parts, e.g. [servers] after a policy server "
+                             "moved (null: bus, cameras, servers, system)", "bench check", optional=True)
     accept_cameras: bool = key(False, bool, "`bench check`: the cameras' views are right as they are now (a camera "
                                "was moved on purpose): store them as the new references instead of refusing a "
                                "camera that looks like another's; `run`: go on although a camera looks like "

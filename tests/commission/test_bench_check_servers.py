@@ -28,10 +28,11 @@ def dead_port() -> int:
         return s.getsockname()[1]   # closed again: nothing listens there
 
 
-def check(lab: Path, bus: EmulatedBus, out: str, capsys, *args: str) -> tuple[int, str, dict]:
+def check(lab: Path, bus: EmulatedBus, out: str, capsys, *args: str, parts: str = "[servers]") -> tuple[int, str, dict]:
+    """The servers part alone (a camera the loaded test machine starves is the cameras tests' business)."""
     code = main(["bench", "check", "bench=so101_emulated", f"bench.port={bus.port}",
                  f"bench.calibration_dir={lab / 'calibration'}", f"out={lab / out}", "camera_s=0.5", "requests=6",
-                 *args])
+                 f"parts={parts}", *args])
     text = capsys.readouterr().out
     return code, text, json.loads((lab / out / "report.json").read_text())
 
@@ -85,7 +86,8 @@ def test_a_campaigns_cards_are_checked(lab, capsys):
         code, text, report = check(lab, bus, "campaign", capsys, f"campaign={campaign}",
                                    *by_alias(campaign, [f"cards.pi05.port={server.port}",
                                                         f"cards.pi05.horizon={HORIZON}",
-                                                        f"cards.pi05.execute_steps={HORIZON}"]))
+                                                        f"cards.pi05.execute_steps={HORIZON}"]),
+                                   parts="[servers,system]")
     assert code == 0, text
     assert len(report["parts"]["servers"]["rows"]) == 1 and server.calls >= 6
     system = report["parts"]["system"]   # the disk is judged against the campaign's remaining episodes
@@ -94,3 +96,26 @@ def test_a_campaigns_cards_are_checked(lab, capsys):
     assert system["version lerobot"] and system["clock_utc"]
     assert any(i["part"] == "system" and i["name"] == "disk" and "remaining episodes need about" in i["message"]
                for i in report["items"])
+
+
+def test_parts_runs_only_the_named_parts_and_says_so(lab, capsys):
+    """`parts=[servers]` after a policy server moved: the bus is not touched, no camera opens, the record
+    and the next run's pre-flight say the check was partial; an unknown part is refused before anything."""
+    from spabench.bench_record import CheckSummary
+
+    with EmulatedBus() as bus, WaveServer() as server:
+        code, text, report = check(lab, bus, "partial", capsys, "policy=pi05", f"policy.port={server.port}",
+                                   f"policy.horizon={HORIZON}", f"policy.execute_steps={HORIZON}")
+        assert bus.instruction_counts == {}, "the bus was touched by a servers-only check"
+    assert code == 0, text
+    assert report["only"] == ["servers"] and set(report["parts"]) == {"servers"} and report["pictures"] == {}
+    assert "bench check: bus" not in text and "bench check: cameras" not in text
+    assert "only these parts: servers" in (lab / "partial" / "report.html").read_text()
+    assert CheckSummary.from_report(report, "partial").line().startswith("last bench check (only servers) ")
+    with EmulatedBus() as bus:
+        code = main(["bench", "check", "bench=so101_emulated", f"bench.port={bus.port}", "parts=[servers,arm]",
+                     f"out={lab / 'refused'}"])
+        assert bus.instruction_counts == {}
+    assert code == 2 and not (lab / "refused").exists()
+    assert "parts=['servers', 'arm']: unknown part 'arm' (allowed: a list of bus, cameras, servers, system" in \
+        capsys.readouterr().err

@@ -17,6 +17,7 @@ from typing import IO, Any
 
 from spabench.commission.record import REPORT_HTML, CheckRecord
 from spabench.config import SpabenchConfig
+from spabench.errors import ConfigError
 
 EXIT_PASSED = 0
 EXIT_FAILED = 1          # the check ran and something failed (config errors exit 2 before it runs)
@@ -65,6 +66,17 @@ PARTS: dict[str, Part] = {"bus": _bus_part, "cameras": _cameras_part, "servers":
                           "system": _system_part}
 
 
+def chosen_parts(parts: list | None) -> list[str]:
+    """The parts `parts=` names, in the order they run (all when null); a ConfigError before anything runs."""
+    if parts is None:
+        return list(PARTS)
+    unknown = [p for p in parts if p not in PARTS]
+    if unknown or not parts:
+        raise ConfigError(f"bench check: parts={parts}: {'unknown part ' + repr(unknown[0]) if unknown else 'empty'} "
+                          f"(allowed: a list of {', '.join(PARTS)}, or null for all)")
+    return [p for p in PARTS if p in parts]
+
+
 def bench_check(cfg: SpabenchConfig, out: IO[str] | None = None) -> int:
     """Run every part, write the record, print one line per failed item; 0 when all passed."""
     from spabench.outputs import replace_output
@@ -74,12 +86,14 @@ def bench_check(cfg: SpabenchConfig, out: IO[str] | None = None) -> int:
     def say(text: str) -> None:
         print(text, file=stream, flush=True)
 
+    chosen = chosen_parts(cfg.parts)
     bench_cfg = cfg.need("bench")
     folder = Path(cfg.out) if cfg.out is not None else default_out()
-    record = CheckRecord(bench=_bench_summary(bench_cfg))
+    record = CheckRecord(bench=_bench_summary(bench_cfg), only=[] if len(chosen) == len(PARTS) else chosen)
     bench = bench_cfg.make_bench()
     with replace_output(folder, "bench check") as staging:
-        for name, part in PARTS.items():
+        for name in chosen:
+            part = PARTS[name]
             say(f"bench check: {name} ...")
             started = time.perf_counter()
             part(cfg, bench, record, staging, say)

@@ -41,6 +41,7 @@ class CheckRecord:
     timings_s: dict[str, float] = field(default_factory=dict)
     pictures: dict[str, str] = field(default_factory=dict)   # camera -> file name inside the folder
     frames: dict[str, Any] = field(default_factory=dict, repr=False)   # camera -> its last frame (not written)
+    only: list[str] = field(default_factory=list)   # the parts run when not all (`parts=`)
 
     def add(self, part: str, name: str, ok: bool, message: str, *, warn: bool = False) -> Item:
         item = Item(part, name, ok, message, warn)
@@ -60,7 +61,7 @@ class CheckRecord:
                 "finished": self.finished, "result": "pass" if self.passed else "fail",
                 "failures": [f"{i.part}: {i.message}" for i in self.failures],
                 "bench": self.bench, "host": platform.node(), "items": [asdict(i) for i in self.items],
-                "parts": self.parts, "timings_s": self.timings_s, "pictures": self.pictures}
+                "parts": self.parts, "timings_s": self.timings_s, "pictures": self.pictures, "only": self.only}
 
     def write(self, folder: Path) -> None:
         """report.json and report.html into `folder` (which already holds the pictures)."""
@@ -100,7 +101,8 @@ def render_html(record: CheckRecord) -> str:
            "</head><body>",
            f"<h1>Bench check: <span class='{'ok' if record.passed else 'fail'}'>{verdict}</span></h1>",
            f"<p>Started {_e(record.started)}, finished {_e(record.finished)} on {_e(d['host'])}; bench "
-           f"{_e(record.bench.get('name'))} ({_e(record.bench.get('type'))})</p>"]
+           f"{_e(record.bench.get('name'))} ({_e(record.bench.get('type'))})"
+           + (f"; only these parts: {_e(', '.join(record.only))}" if record.only else "") + "</p>"]
     if record.failures:
         out.append("<h2>Failed</h2><ul>" + "".join(f"<li class='fail'>{_e(i.part)}: {_e(i.message)}</li>"
                                                   for i in record.failures) + "</ul>")
