@@ -141,6 +141,15 @@ def report(cfg: SpabenchConfig) -> int:
     if cfg.out is None:
         raise ConfigError("report needs out=DIR (the report directory to write)")
     plan = ratings = None
+    if cfg.campaign_dir is not None:
+        from spabench.analysis.review_report import is_review, write_review_report
+
+        folder = campaign_folder(cfg.campaign_dir, "report")
+        if is_review(folder, cfg.ledger_url):   # imported without cells=: not a Spa-Bench grid
+            written_md, scored = write_review_report(folder, cfg.out, cfg.ledger_url)
+            print(f"report: review campaign (recordings imported without cells=): {scored} scored episode(s), "
+                  f"per-task success and failure modes -> {written_md.parent}")
+            return 0
     if cfg.outcomes is not None:
         outcomes = load_outcomes(cfg.outcomes, unpaired=cfg.unpaired or "error")
     else:
