@@ -23,9 +23,11 @@ function q(extra) {
 function offsetOf(v) { return Number(v.dataset.offset || 0); }
 function spanOf(v) { return (v.dataset.end ? Number(v.dataset.end) : v.duration) - offsetOf(v); }
 function localTime(v) { return v.currentTime - offsetOf(v); }
+// the last instant of a span shows its last frame: the next episode's first frame starts at data-end
+function lastOf(v) { return v.dataset.end ? spanOf(v) - 0.5 / fps : spanOf(v); }
 function place(v, t) {
-  const span = spanOf(v);
-  v.currentTime = offsetOf(v) + Math.max(0, Math.min(t, Number.isFinite(span) ? span : t));
+  const last = lastOf(v);
+  v.currentTime = offsetOf(v) + Math.max(0, Math.min(t, Number.isFinite(last) ? last : t));
 }
 
 function duration() {
@@ -59,7 +61,7 @@ function tick() {
   if (!playing) return;
   const master = localTime(videos[0]);
   for (const v of videos.slice(1)) if (Math.abs(localTime(v) - master) > 1 / fps) place(v, master);
-  for (const v of videos) if (!v.paused && localTime(v) >= spanOf(v)) v.pause();   // never into the next episode
+  for (const v of videos) if (!v.paused && localTime(v) >= lastOf(v)) v.pause();   // never into the next episode
   $("#scrubber").value = master;
   showTime(master);
   if (videos.every(v => v.ended || v.paused) || master >= duration()) { setPlaying(false); return; }
