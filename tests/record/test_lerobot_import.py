@@ -198,3 +198,21 @@ def test_cells_give_the_full_protocol_report(one_camera, tmp_path):
     got = summary[(summary["task"] == "object_state") & (summary["condition"] == "id")].set_index("policy")
     assert (got.loc["act_a", "successes"], got.loc["act_a", "trials"]) == (2, 2)
     assert (got.loc["act_b", "successes"], got.loc["act_b", "trials"]) == (0, 1)
+
+
+def test_a_hub_id_is_read_from_lerobots_local_cache_only(one_camera, tmp_path, monkeypatch):
+    from lerobot.utils import constants
+
+    home = tmp_path / "lerobot_home"
+    (home / "lab").mkdir(parents=True)
+    os.symlink(one_camera, home / "lab" / "tiny")
+    monkeypatch.setattr(constants, "HF_LEROBOT_HOME", home)
+    monkeypatch.setattr(constants, "HF_LEROBOT_HUB_CACHE", home / "hub")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    result = import_lerobot("lab/tiny", tmp_path / "from_cache")
+    assert result.episodes == 3
+    with Ledger.open(tmp_path / "from_cache", readonly=True) as ledger:
+        assert {t.policy for t in ledger.trials()} == {"lab/tiny"}
+    with pytest.raises(ImportError_, match="not in LeRobot's local cache"):
+        import_lerobot("lab/elsewhere", tmp_path / "not_cached")
+    assert not (tmp_path / "not_cached").exists()

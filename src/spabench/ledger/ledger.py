@@ -178,7 +178,7 @@ def validate_plan(rows: Iterable[TrialRow | Mapping[str, Any]], source: str = "p
                 row = TrialRow.from_mapping(row)
             except (TypeError, ValueError) as exc:
                 raise DataError(source, str(exc), row=i) from None
-        checks = (
+        checks: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             ("task", row.task, TASKS),
             ("condition", row.condition, CONDITIONS),
             ("scene_condition", row.scene_condition, SCENE_CONDITIONS),

@@ -124,15 +124,29 @@ def resolve_dataset(given: str | os.PathLike) -> tuple[Path, str]:
         return path.absolute(), f"local/{path.absolute().name}"
     text = str(given)
     if re.fullmatch(r"[A-Za-z0-9][\w.-]*/[\w.-]+", text):
-        from lerobot.utils.constants import HF_LEROBOT_HOME
+        from lerobot.utils import constants
 
-        cached = Path(HF_LEROBOT_HOME) / text
-        if cached.is_dir():
+        cached = Path(constants.HF_LEROBOT_HOME) / text    # where LeRobot keeps a dataset it recorded or pulled
+        if (cached / "meta").is_dir():
             return cached, text
+        snapshot = _hub_snapshot(text, Path(constants.HF_LEROBOT_HUB_CACHE))
+        if snapshot is not None:
+            return snapshot, text
         raise ImportError_(f"dataset={text}: no such folder, and not in LeRobot's local cache ({cached}); "
                            "import reads local datasets only: download it first (e.g. `hf download "
                            f"{text} --repo-type dataset --local-dir DIR`) and give dataset=DIR")
     raise ImportError_(f"dataset={text}: no such folder (allowed: a LeRobotDataset v3 folder with meta/info.json)")
+
+
+def _hub_snapshot(repo_id: str, cache: Path) -> Path | None:
+    """A Hub dataset's snapshot already in LeRobot's hub cache (never downloaded here), else None."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        path = Path(snapshot_download(repo_id, repo_type="dataset", cache_dir=cache, local_files_only=True))
+    except Exception:   # not cached (huggingface_hub says so with one of several errors)
+        return None
+    return path if (path / "meta").is_dir() else None
 
 
 def _version_problem(root: Path) -> str | None:
@@ -152,6 +166,8 @@ def _version_problem(root: Path) -> str | None:
     for part in ("meta/tasks.parquet", "meta/episodes"):
         if not (root / part).exists():
             return f"dataset={root}: not a complete LeRobotDataset v3 ({part} is missing; was it finalized?)"
+    if not any((root / "meta" / "episodes").rglob("*.parquet")):   # LeRobot would then ask the Hub for them
+        return f"dataset={root}: not a complete LeRobotDataset v3 (meta/episodes/ holds no parquet file; was it finalized?)"
     return None
 
 
@@ -161,7 +177,7 @@ def read_dataset(given: str | os.PathLike) -> DatasetSource:
     problem = _version_problem(root)
     if problem:
         raise ImportError_(problem)
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")   # a local folder: LeRobot must not reach for the Hub
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")   # a local folder (checked above): LeRobot never asks the Hub
     from lerobot.datasets.dataset_metadata import LeRobotDatasetMetadata
 
     try:
@@ -302,7 +318,7 @@ def build_trials(source: DatasetSource, cells: dict[int, Cell] | None) -> tuple[
 # ---------------------------------------------------------------------------- writing one episode
 def _columns(source: DatasetSource, ep: EpisodeSource) -> dict[str, np.ndarray]:
     """The episode's per-frame columns (timestamp, state, action), read from its data file only."""
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
     wanted = ["episode_index", "frame_index", "timestamp"]
     wanted += [k for k, n in (("observation.state", source.state_names), ("action", source.action_names)) if n]
