@@ -90,3 +90,33 @@ def test_imported_attempts_are_scored_from_the_page_and_blind(imported, page):
     with Ledger.open(campaign, readonly=True) as ledger:
         scores = {s.rater: (s.success, s.failure_mode) for s in ledger.scores_for(attempt)}
     assert scores == {"Carol Jones": (False, "grasp_failure"), "Dan Smith": (True, None)}
+
+
+@pytest.fixture(scope="module")
+def five_without_state(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("imported5")
+    dataset = make_dataset(tmp / "dataset", cameras=("front", "wrist", "left", "right", "top"), lengths=LENGTHS,
+                           fps=FPS, state=False)
+    campaign = tmp / "campaign"
+    import_lerobot(dataset, campaign)
+    with Ledger.open(campaign, readonly=True) as ledger:
+        attempts = [a for t in ledger.trials() for a in ledger.attempts_for(t.trial_id)]
+    with review_server(campaign) as url:
+        yield url, attempts
+
+
+def test_five_cameras_without_state_play_in_sync_from_the_last_offset(five_without_state, page):
+    url, attempts = five_without_state
+    start = sum(LENGTHS[:2]) / FPS                       # episode 2: the file's last 1.0 s
+    ready = READY.replace("v.length === 2", "v.length === 5")
+    page.goto(f"{url}/review/{attempts[2].attempt_id}")
+    page.wait_for_function(ready, timeout=30_000)
+    page.wait_for_function(f"() => ({TIMES})().every(t => Math.abs(t - {start}) < 1e-3)", timeout=30_000)
+    assert page.evaluate(GREY) == pytest.approx([level(2, 0)] * 5, abs=8)
+    page.evaluate("() => { const s = document.querySelector('#scrubber'); s.value = 0.5; "
+                  "s.dispatchEvent(new Event('input')); }")
+    page.wait_for_function(ready)
+    assert page.evaluate(TIMES) == pytest.approx([start + 0.5] * 5, abs=1e-3)
+    assert page.evaluate(GREY) == pytest.approx([level(2, 5)] * 5, abs=8)
+    # no state in the dataset: the timeline has no joint values (null), the page draws without error
+    assert page.evaluate("() => data.episode.state.every(r => r.every(v => v === null))")

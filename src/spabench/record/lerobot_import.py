@@ -302,7 +302,7 @@ def build_trials(source: DatasetSource, cells: dict[int, Cell] | None) -> tuple[
             scene_id, matched, cell = c.scene_id or evaluation, c.matched_group, f"{c.task}/{c.condition}"
         trial_id = f"{evaluation}-{alias[policy]}"
         trial_of[ep.index] = trial_id
-        rows.append(TrialRow(trial_id=trial_id, evaluation_id=evaluation, policy=policy, card="imported",
+        rows.append(TrialRow(trial_id=trial_id, evaluation_id=evaluation, policy=policy, card=policy,
                              alias=alias[policy], task=task, condition=condition, scene_id=scene_id,
                              scene_condition=scene_condition, matched_group=matched, cell=cell, withheld=False,
                              instruction=ep.task,
