@@ -181,6 +181,10 @@ def test_import_score_blind_second_rate_and_report(one_camera, tmp_path):
     row = agreement[agreement["score"] == "success"].iloc[0]
     assert (row["rater_a"], row["rater_b"], row["n"]) == ("Alice", "Bob", 3)
     assert row["kappa"] == pytest.approx(0.4)   # 2 of 3 agree; p_e = (2/3)(1/3) + (1/3)(2/3) = 4/9
+    # a review campaign has no protocol outcomes table: said so, not a vocabulary error about its task words
+    proc = _spabench("export", "outcomes", f"campaign={out}", f"out={tmp_path / 'outcomes.csv'}")
+    assert proc.returncode != 0 and "is a review campaign" in proc.stdout + proc.stderr, proc.stdout + proc.stderr
+    assert not (tmp_path / "outcomes.csv").exists()
 
 
 @pytest.mark.slow

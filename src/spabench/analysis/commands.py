@@ -35,6 +35,11 @@ def load_campaign(campaign_dir: Path, unpaired: str = "exclude", say=print, url:
         raise ConfigError(f"campaign={campaign_dir} has no ledger.sqlite or ledger.pg.json "
                           "(is it a campaign folder written by `spabench plan`?)")
     with Ledger.open(campaign_dir, readonly=True, url=url) as ledger:   # the ledger alone: episodes may be elsewhere
+        if ledger.meta().get("kind") == "review":
+            raise ConfigError(f"campaign={campaign_dir} is a review campaign (recordings imported without cells=): its "
+                              "tasks are the dataset's own words, not Spa-Bench cells, so it has no protocol outcomes "
+                              "table. `spabench report campaign=DIR out=OUT` reports it (per-task success, failure "
+                              "modes, kappa); for the protocol's tables import it again with cells=FILE.csv")
         duplicates = duplicate_lines(ledger, campaign_dir)
         if duplicates:   # which attempt counts is a rater's decision, never the report's
             raise DataError(ledger.path, f"{len(duplicates)} trial(s) with more than one complete attempt; the "
