@@ -150,7 +150,8 @@ def key(default: Any, kind: type, help: str, commands: tuple[str, ...] | str, **
 
 
 SERVE = ("serve lerobot", "serve scripted")
-ALL = ("plan", "run", "score", "console", "report", "power", "compare", "export lerobot", "export outcomes", "serve lerobot",
+ALL = ("plan", "run", "score", "console", "report", "power", "compare", "export lerobot", "export outcomes",
+       "import lerobot", "serve lerobot",
        "serve scripted", "demo",
        "suite generate", "suite validate", "ledger copy", "ledger collect", "ledger status", "servers up",
        "servers status", "servers down", "bench check")
@@ -170,8 +171,8 @@ class SpabenchConfig:
     # ---- top-level keys (conf/config.yaml)
     out: Path | None = key(None, Path, "output folder (export outcomes: the CSV file; init: the lab folder, "
                            "also its first word)",
-                           ("plan", "report", "compare", "export lerobot", "export outcomes", "demo", "suite generate",
-                            "ledger collect", "bench check", "init"), optional=True)
+                           ("plan", "report", "compare", "export lerobot", "export outcomes", "import lerobot", "demo",
+                            "suite generate", "ledger collect", "bench check", "init"), optional=True)
     campaign_dir: Path | None = key(
         None, Path, "the campaign folder written by `spabench plan` (given as campaign=DIR)",
         ("run", "score", "console", "report", "power", "compare", "export lerobot", "export outcomes",
@@ -241,6 +242,11 @@ class SpabenchConfig:
     codec: str | None = key(None, str, "codec for reencode=true (null: libx264)", "export lerobot", optional=True)
     crf: int | None = key(None, int, "quality for reencode=true, lower is better (null: 23)", "export lerobot",
                           optional=True, minimum=0, maximum=51)
+    dataset: Path | None = key(None, Path, "a LeRobotDataset v3 folder to import (or a Hub id already in LeRobot's "
+                               "local cache)", "import lerobot", optional=True)
+    cells: Path | None = key(None, Path, "a CSV mapping each episode to its Spa-Bench cell: episode_index, task, "
+                             "condition, evaluation_id [, policy, matched_group, scene_id] (without it: a review "
+                             "campaign)", "import lerobot", optional=True)
     lab: str | None = key(None, str, "the lab's name written in every row's lab column (to combine several labs' "
                           "exports into one report; null: left empty)", "export outcomes", optional=True)
     dry_run: bool = key(False, bool, "allow running on a bench of another kind than the campaign was "

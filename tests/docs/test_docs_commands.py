@@ -138,6 +138,22 @@ class Stage:
         shutil.copytree(self.campaign, copy)
         return copy
 
+    def dataset(self) -> str:
+        """A tiny LeRobotDataset v3 written with LeRobot's own API (`import lerobot dataset=` lines)."""
+        root = self.tmp / "lerobot_dataset"
+        if not root.exists():
+            from tests.support.lerobot_datasets import make_dataset
+
+            make_dataset(root, cameras=("front", "wrist"))
+        return str(root)
+
+    def cells(self) -> str:
+        """A cells file for that dataset (`cells=` lines): its three episodes in Object State ID cells."""
+        path = self.tmp / "cells.csv"
+        path.write_text("episode_index,task,condition,evaluation_id\n0,object_state,id,E1\n"
+                        "1,object_state,id,E2\n2,object_state,id,E3\n")
+        return str(path)
+
     def fresh(self, stem: str = "out") -> str:
         self.n += 1
         return str(self.tmp / f"{stem}{self.n}")
@@ -177,6 +193,10 @@ def arguments(line: DocLine, stage: Stage) -> list[str]:
             value = str(REPO / value) if (REPO / value).is_file() else str(EXAMPLE_CSV)
         elif bare.startswith("bench_dirs."):
             key, value = f"{key[: len(key) - len(bare)]}bench_dirs.{stage.bench_id}", str(stage.campaign)
+        elif bare == "dataset":
+            value = stage.dataset()
+        elif bare == "cells":
+            value = stage.cells()
         elif bare == "checkpoint":
             value = str(stage.tmp)
         elif bare == "ledger" and value.startswith("postgresql://"):

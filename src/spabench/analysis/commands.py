@@ -35,6 +35,11 @@ def load_campaign(campaign_dir: Path, unpaired: str = "exclude", say=print, url:
         raise ConfigError(f"campaign={campaign_dir} has no ledger.sqlite or ledger.pg.json "
                           "(is it a campaign folder written by `spabench plan`?)")
     with Ledger.open(campaign_dir, readonly=True, url=url) as ledger:   # the ledger alone: episodes may be elsewhere
+        if ledger.meta().get("kind") == "review":
+            raise ConfigError(f"campaign={campaign_dir} is a review campaign (recordings imported without cells=): its "
+                              "tasks are the dataset's own words, not Spa-Bench cells, so it has no protocol outcomes "
+                              "table. `spabench report campaign=DIR out=OUT` reports it (per-task success, failure "
+                              "modes, kappa); for the protocol's tables import it again with cells=FILE.csv")
         duplicates = duplicate_lines(ledger, campaign_dir)
         if duplicates:   # which attempt counts is a rater's decision, never the report's
             raise DataError(ledger.path, f"{len(duplicates)} trial(s) with more than one complete attempt; the "
@@ -141,6 +146,15 @@ def report(cfg: SpabenchConfig) -> int:
     if cfg.out is None:
         raise ConfigError("report needs out=DIR (the report directory to write)")
     plan = ratings = None
+    if cfg.campaign_dir is not None:
+        from spabench.analysis.review_report import is_review, write_review_report
+
+        folder = campaign_folder(cfg.campaign_dir, "report")
+        if is_review(folder, cfg.ledger_url):   # imported without cells=: not a Spa-Bench grid
+            written_md, scored = write_review_report(folder, cfg.out, cfg.ledger_url)
+            print(f"report: review campaign (recordings imported without cells=): {scored} scored episode(s), "
+                  f"per-task success and failure modes -> {written_md.parent}")
+            return 0
     if cfg.outcomes is not None:
         outcomes = load_outcomes(cfg.outcomes, unpaired=cfg.unpaired or "error")
     else:

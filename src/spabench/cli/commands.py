@@ -72,6 +72,10 @@ COMMANDS: dict[str, Command] = {
         Command("export outcomes", "spabench.analysis.export:export_outcomes", (),
                 "a campaign's outcomes as the CSV `report outcomes=` reads (one row per rollout)", CAMPAIGN_FOLDER,
                 usage="campaign=DIR out=FILE.csv [lab=NAME]"),
+        Command("import lerobot", "spabench.record.commands:import_lerobot", (),
+                "a LeRobotDataset v3 (recorded elsewhere) as a campaign to score: one complete, unscored attempt "
+                "per episode, videos linked, never re-encoded", None,
+                usage="dataset=DIR out=DIR [cells=FILE.csv]"),
         Command("serve lerobot", "spabench.serve.commands:serve_lerobot", (),
                 "serve a local LeRobot checkpoint over the openpi websocket protocol",
                 usage="checkpoint=DIR [port=8000]"),

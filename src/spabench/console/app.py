@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import hmac
 import json
+import re
 from dataclasses import dataclass, field
 from http.cookies import SimpleCookie
 from pathlib import Path
@@ -109,7 +110,6 @@ def build_app(ctx: ConsoleContext):
     from spabench.console.guard import CSRF_HEADER, RequestGuard
     from spabench.console.server import resolve_token
     from spabench.operator.checklist import reference_frame
-    from spabench.record.recorder import video_name
 
     with ctx.ledger() as ledger:
         redact = Redactor(policy_names(ledger.trials()))
@@ -146,6 +146,13 @@ def build_app(ctx: ConsoleContext):
         cam = request.path_params["camera"]
         if cam not in CAMERAS:
             raise review.ReviewError(f"camera {cam!r} (allowed: {', '.join(CAMERAS)})")
+        return cam
+
+    def recorded_camera_of(request: Request) -> str:
+        """A recording's camera: the suite's names, or an imported dataset's own (a plain word)."""
+        cam = request.path_params["camera"]
+        if cam not in CAMERAS and not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", cam):
+            raise review.ReviewError(f"camera {cam!r} (allowed: {', '.join(CAMERAS)} or an imported camera's name)")
         return cam
 
     def viewer(request: Request) -> tuple[str, bool]:
@@ -297,10 +304,10 @@ def build_app(ctx: ConsoleContext):
             return a, ledger.trial(a.trial_id)
 
     async def video(request: Request):
-        cam = camera_of(request)
+        cam = recorded_camera_of(request)
         a, _ = _attempt_row(request.path_params["attempt_id"])
         folder = review.episode_folder(ctx.campaign_dir, a)
-        path = folder / video_name(cam) if folder is not None else None
+        path = review.video_file(folder, cam) if folder is not None else None
         if path is None or not path.is_file():
             return error(f"no {cam} video for attempt {a.attempt_id} (still encoding, or not recorded)", 404)
         return FileResponse(path, media_type="video/mp4")
@@ -314,7 +321,7 @@ def build_app(ctx: ConsoleContext):
         return Response(data, media_type="image/jpeg")
 
     def frame(request: Request):
-        cam, which = camera_of(request), request.path_params["which"]
+        cam, which = recorded_camera_of(request), request.path_params["which"]
         if which not in ("first", "last"):
             return error(f"frame {which!r} (allowed: first, last)")
         a, _ = _attempt_row(request.path_params["attempt_id"])

@@ -143,6 +143,23 @@ def episode_folder(campaign_dir: Path, attempt: Any) -> Path | None:
         return None
 
 
+def video_file(folder: Path, camera: str) -> Path | None:
+    """The MP4 the page plays for one camera of an episode: cam_<camera>.mp4, or for an imported
+    episode the dataset's shared file its source.json names. None: there is none (yet)."""
+    import json
+
+    from spabench.record.reader import SOURCE_JSON
+    from spabench.record.recorder import video_name
+
+    source = folder / SOURCE_JSON
+    if source.is_file():
+        video = json.loads(source.read_text()).get("videos", {}).get(camera)
+        path = (folder / video["file"]).resolve() if video else None
+    else:
+        path = folder / video_name(camera) if camera in CAMERAS else None
+    return path if path is not None and path.is_file() else None
+
+
 def attempt_detail(ledger: Any, campaign_dir: Path, suite: Any, attempt_id: str, *, rater: str, blind: bool) -> dict:
     try:
         attempt = ledger.attempt(attempt_id)
@@ -193,11 +210,15 @@ def _episode(campaign_dir: Path, attempt: Any) -> dict | None:
         n = len(ep)
         idx = _downsample(n)
         ts = ep.timestamps
-        cams = [c for c in ep.cameras if c in CAMERAS]
+        # an imported episode's cameras are the dataset's own; its videos are spans of shared MP4s
+        # (offset_s, end_s: where the page plays this episode; a native one plays its whole file)
+        cams = [c for c in ep.cameras if c in CAMERAS or ep.imported]
         videos = {}
         for cam in cams:
             fi = ep.frame_index(cam)
-            videos[cam] = {"available": ep.video_path(cam).exists(), "frames": int((fi >= 0).sum())}
+            start, end = ep.video_span(cam)
+            videos[cam] = {"available": ep.video_path(cam).exists(), "frames": int((fi >= 0).sum()),
+                           "offset_s": start, "end_s": end if end != float("inf") else None}
         return {"steps": n, "fps": float(attrs.get("control_hz", 30.0)), "timer_s": attrs.get("timer_s"),
                 "complete": ep.complete, "partial": ep.partial, "cameras": cams, "videos": videos,
                 "t": [round(float(x), 4) for x in ts[idx]], "joints": list(JOINTS),

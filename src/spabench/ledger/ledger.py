@@ -158,8 +158,12 @@ def _is_bool(value: Any) -> bool:
     return isinstance(value, np.bool_)
 
 
-def validate_plan(rows: Iterable[TrialRow | Mapping[str, Any]], source: str = "plan") -> list[TrialRow]:
-    """Plan rows as TrialRows, or one DataError naming the row, field and allowed values."""
+def validate_plan(rows: Iterable[TrialRow | Mapping[str, Any]], source: str = "plan", *,
+                  review: bool = False) -> list[TrialRow]:
+    """Plan rows as TrialRows, or one DataError naming the row, field and allowed values.
+
+    `review`: a review campaign of imported recordings (`import lerobot` without cells=): its task and
+    condition are the recordings' own words, not the suite's vocabulary (checked non-empty only)."""
     out: list[TrialRow] = []
     seen_ids: set[str] = set()
     seen_orders: set[int] = set()
@@ -174,12 +178,17 @@ def validate_plan(rows: Iterable[TrialRow | Mapping[str, Any]], source: str = "p
                 row = TrialRow.from_mapping(row)
             except (TypeError, ValueError) as exc:
                 raise DataError(source, str(exc), row=i) from None
-        checks = (
+        checks: tuple[tuple[str, str, tuple[str, ...]], ...] = (
             ("task", row.task, TASKS),
             ("condition", row.condition, CONDITIONS),
             ("scene_condition", row.scene_condition, SCENE_CONDITIONS),
             ("instruction_variant", row.instruction_variant, INSTRUCTION_VARIANTS),
         )
+        if review:
+            for name in ("task", "condition", "scene_condition"):
+                if not isinstance(getattr(row, name), str) or not getattr(row, name).strip():
+                    raise DataError(source, "must be a non-empty string", row=i, field=name)
+            checks = checks[3:]
         for name, value, allowed in checks:
             if value not in allowed:
                 raise DataError(source, f"unknown value {value!r}", row=i, field=name, allowed=allowed)
@@ -255,7 +264,7 @@ class Ledger:
     @classmethod
     def create(cls, path: str | os.PathLike, plan_rows: Iterable[TrialRow | Mapping[str, Any]],
                config_hash: str, meta: Mapping[str, Any] | None = None, *, url: str | None = None,
-               grant: str | None = None) -> Ledger:
+               grant: str | None = None, review: bool = False) -> Ledger:
         """Write a new ledger holding the plan; refuses to touch an existing one.
 
         `path` is the campaign's `ledger.sqlite` (or its folder). With `url` (postgresql://...), the
@@ -272,7 +281,7 @@ class Ledger:
             raise ConfigError(cls._exists_message(path))
         if not isinstance(config_hash, str) or not config_hash:
             raise ConfigError(f"{path}: config_hash must be a non-empty string")
-        rows = validate_plan(plan_rows, source=f"{path} (plan)")
+        rows = validate_plan(plan_rows, source=f"{path} (plan)", review=review)
         if not rows:
             raise DataError(f"{path} (plan)", "the plan holds no trials")
         all_meta = dict(meta or {})

@@ -50,6 +50,22 @@ def _prefill(ledger: Any, campaign_dir: Path, attempt: Any, trial: Any, rater: s
     return motion_prefill(trial.condition, onset is not None, rater)
 
 
+def episode_line(folder: Path) -> str:
+    """Where the person finds the attempt's videos: cam_<camera>.mp4 in the episode folder, or for an
+    imported episode each camera's shared MP4 and the span to play in it."""
+    try:
+        from spabench.record.reader import EpisodeReader
+
+        with EpisodeReader(folder) as ep:
+            if ep.imported:
+                spans = [f"{cam}: {ep.video_path(cam)} from {ep.video_span(cam)[0]:.3f} s to "
+                         f"{ep.video_span(cam)[1]:.3f} s" for cam in ep.cameras]
+                return f"Episode: {folder} (imported)\n  videos: " + "\n          ".join(spans)
+    except Exception:  # no readable recording: the folder is what the person is told
+        pass
+    return f"Episode: {folder}  videos: {folder}/cam_<camera>.mp4"
+
+
 def _correct(ledger: Any, attempt_id: str, reason: Any, invalid: bool, op: TerminalOperator, out) -> int:
     """`attempt=ID [reason=...]` rescores one attempt; `invalidate=true attempt=ID reason=...` voids it."""
     from spabench.ledger import LedgerError
@@ -95,7 +111,7 @@ def _second_rating(ledger: Any, campaign_dir: Path, op: TerminalOperator, out) -
         trial = ledger.trial(attempt.trial_id)
         folder = campaign_dir / (attempt.episode_path or f"episodes/{attempt.attempt_id}")
         op.show(f"\nAttempt {attempt.attempt_id}  (alias {trial.alias}, scene {trial.scene_id})")
-        op.show(f"Episode: {folder}  videos: {folder}/cam_<camera>.mp4")
+        op.show(episode_line(folder))
         version = ledger.score_version(attempt.attempt_id, rater)
         result = op.score(trial, None, None)
         if result is None:
@@ -162,7 +178,7 @@ def score(cfg: SpabenchConfig, stdin=None, stdout=None) -> int:
             trial = ledger.trial(attempt.trial_id)
             folder = campaign_dir / (attempt.episode_path or f"episodes/{attempt.attempt_id}")
             op.show(f"\nAttempt {attempt.attempt_id}  (alias {trial.alias}, scene {trial.scene_id})")
-            op.show(f"Episode: {folder}  videos: {folder}/cam_<camera>.mp4")
+            op.show(episode_line(folder))
             prefill = _prefill(ledger, campaign_dir, attempt, trial, rater)
             result = op.score(trial, None, prefill)
             if result is None:

@@ -105,3 +105,29 @@ def run_collect(args: CollectArgs, out=None) -> int:
 
 def ledger_collect(cfg: SpabenchConfig) -> int:
     return run_collect(CollectArgs.from_cfg(cfg))
+
+
+def import_lerobot(cfg: SpabenchConfig, out_stream=None) -> int:
+    """`spabench import lerobot dataset=DIR out=DIR [cells=FILE.csv]` (record/lerobot_import.py)."""
+    out_stream = out_stream or sys.stdout
+    if cfg.dataset is None or cfg.out is None:
+        print("error: import lerobot needs dataset=DIR (a LeRobotDataset v3 folder) and out=DIR (a new campaign "
+              "folder)", file=out_stream)
+        return 2
+    from spabench.record.lerobot_import import import_lerobot as run_import
+
+    started = time.perf_counter()
+    try:
+        result = run_import(cfg.dataset, cfg.out, cfg.cells)
+    except SpabenchError as exc:
+        print(f"error: {exc}", file=out_stream)
+        return 2
+    took = time.perf_counter() - started
+    kind = ("a review campaign (no cells=: per-task success and failure modes in the report)" if result.review
+            else "a protocol campaign (cells=)")
+    print(f"imported {result.episodes} episode(s), {result.frames} frames ({result.seconds:.1f} s recorded) into "
+          f"{result.out}: {kind}; videos {result.videos_linked} linked, {result.videos_copied} copied, none "
+          f"re-encoded; {took:.1f} s", file=out_stream)
+    print(f"next: spabench score campaign={result.out}  (or spabench console campaign={result.out})",
+          file=out_stream)
+    return 0

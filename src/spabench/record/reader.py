@@ -25,6 +25,11 @@ from spabench.record.recorder import (
     video_name,
 )
 
+# An imported episode (`spabench import lerobot`) keeps its videos where the dataset had them: one MP4
+# per camera holding several episodes. source.json names, per camera, the file (relative to the
+# episode folder) and the episode's span in it (from_s, to_s), as LeRobot's episode metadata gives it.
+SOURCE_JSON = "source.json"
+
 _JSON_ATTRS = ("server_metadata", "software_versions", "camera_shapes", "camera_fps", "dropped_frames", "joints",
                "cameras", "camera_frames", "timing", "health")
 
@@ -58,6 +63,8 @@ class EpisodeReader:
         self._file = open_h5(h5)
         self._ticks: tuple[str, ...] | None = None
         self._length: int | None = None
+        source = self.folder / SOURCE_JSON
+        self.source: dict[str, Any] | None = json.loads(source.read_text()) if source.is_file() else None
 
     # ---- provenance ------------------------------------------------------------------------
     @property
@@ -165,8 +172,25 @@ class EpisodeReader:
         return out
 
     # ---- video -----------------------------------------------------------------------------
+    @property
+    def imported(self) -> bool:
+        """Recorded elsewhere and imported: its cameras are the dataset's, its videos shared files."""
+        return self.source is not None
+
     def video_path(self, camera: str) -> Path:
+        if self.source is not None:
+            video = self.source["videos"].get(camera)
+            if video is None:
+                raise RecordError(f"{self.folder}: no camera '{camera}' in this imported episode")
+            return (self.folder / video["file"]).resolve()
         return self.folder / video_name(camera)
+
+    def video_span(self, camera: str) -> tuple[float, float]:
+        """(from_s, to_s): where this episode lies in its camera's MP4 (0, inf: the whole file)."""
+        if self.source is None:
+            return 0.0, float("inf")
+        video = self.source["videos"][camera]
+        return float(video["from_s"]), float(video["to_s"])
 
     def video_info(self) -> dict[str, dict]:
         p = self.folder / VIDEOS_JSON
@@ -185,9 +209,19 @@ class EpisodeReader:
         path = self.video_path(camera)
         if not path.exists():
             raise RecordError(f"{path}: no video for camera '{camera}'")
+        start, end = self.video_span(camera)
         with av.open(str(path)) as container:
-            for frame in container.decode(video=0):
-                yield float(frame.time if frame.time is not None else float("nan")), frame.to_ndarray(format="rgb24")
+            stream = container.streams.video[0]
+            half = 0.5 / float(stream.average_rate or 30)   # a frame belongs to the span its start is in
+            if start > 0:   # a shared file: jump to the keyframe before this episode
+                container.seek(int(start / time_base_s(stream)), stream=stream, backward=True)
+            for frame in container.decode(stream):
+                when = float(frame.time if frame.time is not None else float("nan"))
+                if when < start - half:
+                    continue
+                if when >= end - half:
+                    break
+                yield when - start, frame.to_ndarray(format="rgb24")
 
     def frame_times(self, camera: str) -> np.ndarray:
         """Presentation times of every frame in the camera's MP4 (from the container, no decoding)."""
@@ -200,12 +234,20 @@ class EpisodeReader:
             stream = container.streams.video[0]
             pts = sorted(p.pts for p in container.demux(stream) if p.pts is not None)
             tb = time_base_s(stream)
-        return np.asarray(pts, dtype=float) * tb
+            half = 0.5 / float(stream.average_rate or 30)
+        times = np.asarray(pts, dtype=float) * tb
+        start, end = self.video_span(camera)
+        if start > 0 or np.isfinite(end):
+            times = times[(times >= start - half) & (times < end - half)] - start
+        return times
 
     def video_duration(self, camera: str) -> float:
         """The MP4's duration in seconds, as a player reports it."""
         import av  # noqa: PLC0415
 
+        if self.source is not None:
+            start, end = self.video_span(camera)
+            return end - start
         with av.open(str(self.video_path(camera))) as container:
             stream = container.streams.video[0]
             if stream.duration is not None:

@@ -17,14 +17,27 @@ function q(extra) {
 }
 
 // ---- synchronised playback: the first video is the clock; the others follow it ----------------
+// Times on the page are the episode's own (0 = its first frame). A native episode's video is its own
+// file; an imported one (LeRobotDataset v3) is a span of a file shared by several episodes, from
+// data-offset to data-end seconds: every read and write of currentTime goes through the offset.
+function offsetOf(v) { return Number(v.dataset.offset || 0); }
+function spanOf(v) { return (v.dataset.end ? Number(v.dataset.end) : v.duration) - offsetOf(v); }
+function localTime(v) { return v.currentTime - offsetOf(v); }
+// the last instant of a span shows its last frame: the next episode's first frame starts at data-end
+function lastOf(v) { return v.dataset.end ? spanOf(v) - 0.5 / fps : spanOf(v); }
+function place(v, t) {
+  const last = lastOf(v);
+  v.currentTime = offsetOf(v) + Math.max(0, Math.min(t, Number.isFinite(last) ? last : t));
+}
+
 function duration() {
-  const ds = videos.map(v => v.duration).filter(d => Number.isFinite(d));
+  const ds = videos.map(spanOf).filter(d => Number.isFinite(d));
   return ds.length ? Math.max(...ds) : (data.episode ? data.episode.duration_s : 0);
 }
 
 function seek(t) {
   t = Math.max(0, Math.min(t, duration()));
-  for (const v of videos) v.currentTime = Math.min(t, Number.isFinite(v.duration) ? v.duration : t);
+  for (const v of videos) place(v, t);
   $("#scrubber").value = t;
   showTime(t);
 }
@@ -38,18 +51,20 @@ function setPlaying(on) {
   playing = on && videos.length > 0;
   $("#play").textContent = playing ? "Pause" : "Play";
   const rate = Number($("#speed").value);
+  if (playing && localTime(videos[0]) >= duration() - 1 / fps) seek(0);   // at the end: play from the start
   for (const v of videos) { v.playbackRate = rate; if (playing) v.play().catch(() => {}); else v.pause(); }
   if (playing) requestAnimationFrame(tick);
-  else if (videos.length) seek(videos[0].currentTime);
+  else if (videos.length) seek(localTime(videos[0]));
 }
 
 function tick() {
   if (!playing) return;
-  const master = videos[0].currentTime;
-  for (const v of videos.slice(1)) if (Math.abs(v.currentTime - master) > 1 / fps) v.currentTime = master;
+  const master = localTime(videos[0]);
+  for (const v of videos.slice(1)) if (Math.abs(localTime(v) - master) > 1 / fps) place(v, master);
+  for (const v of videos) if (!v.paused && localTime(v) >= lastOf(v)) v.pause();   // never into the next episode
   $("#scrubber").value = master;
   showTime(master);
-  if (videos.every(v => v.ended)) { setPlaying(false); return; }
+  if (videos.every(v => v.ended || v.paused) || master >= duration()) { setPlaying(false); return; }
   requestAnimationFrame(tick);
 }
 
@@ -125,10 +140,15 @@ function render() {
     fps = ep.fps || 30;
     $("#scrubber").step = String(1 / fps);
     for (const cam of ep.cameras) {
+      const span = ep.videos[cam] || {};
       const v = el("video", { muted: true, preload: "auto", playsinline: true, "data-camera": cam,
+                              "data-offset": String(span.offset_s || 0), "data-end": span.end_s == null ? "" : String(span.end_s),
                               src: `/media/${data.attempt_id}/video/${cam}.mp4` });
       v.muted = true;
-      v.addEventListener("loadedmetadata", () => { $("#scrubber").max = duration(); drawTimeline(Number($("#scrubber").value)); });
+      v.addEventListener("loadedmetadata", () => {
+        place(v, Number($("#scrubber").value));   // an imported episode starts at its own offset in the file
+        $("#scrubber").max = duration(); drawTimeline(Number($("#scrubber").value));
+      });
       videos.push(v);
       box.append(el("div", { class: "cam" }, el("div", { class: "name", text: cam }), v,
         ep.videos[cam] && !ep.videos[cam].available ? el("div", { class: "bad", text: "video not available yet" }) : null));
@@ -136,7 +156,8 @@ function render() {
   }
   // first / last frames beside the reference
   const frames = $("#frames");
-  frames.replaceChildren(el("div", { class: "frames" }, ...["overhead", "middle"].map(cam => [
+  const still = ep && !ep.cameras.includes("overhead") ? ep.cameras.slice(0, 2) : ["overhead", "middle"];  // imported: its own
+  frames.replaceChildren(el("div", { class: "frames" }, ...still.map(cam => [
     el("figure", {}, el("img", { alt: `first ${cam}`, src: `/media/${data.attempt_id}/frame/first/${cam}.jpg` }), el("figcaption", { text: `${cam}: first frame` })),
     el("figure", {}, el("img", { alt: `last ${cam}`, src: `/media/${data.attempt_id}/frame/last/${cam}.jpg` }), el("figcaption", { text: `${cam}: last frame` })),
     el("figure", {}, data.references[cam] ? el("img", { alt: `reference ${cam}`, src: `/media/${data.attempt_id}/reference/${cam}.png` })
