@@ -53,12 +53,12 @@ def _argv(keys: dict[str, Any]) -> list[str]:
 def call(command: str, **keys: Any) -> int:
     """Run one command (`"report"`, `"ledger status"`, ...) with `keys` as its key=value overrides."""
     from spabench.cli.commands import COMMANDS
-    from spabench.cli.main import _import, compose
+    from spabench.cli.main import compose
 
     if command not in COMMANDS:
         raise ConfigError(f"spabench.api: unknown command {command!r} (allowed: {', '.join(COMMANDS)})")
     cfg = compose(COMMANDS[command], _argv(keys))
-    return int(_import(COMMANDS[command].target)(cfg) or 0)
+    return int(COMMANDS[command].target(cfg) or 0)
 
 
 def _unguarded_main_call() -> bool:

@@ -1,25 +1,30 @@
 """Offline analysis of Spa-Bench outcomes: rates, contrasts, failure modes, figures, report.
 
-Imports neither LeRobot nor torch, so scoring runs on a machine without the bench extra.
+Imports neither LeRobot nor torch, so scoring runs on a machine without the bench extra. The names
+below load their module (pandas, scipy, statsmodels) on first use, so that importing a command of this
+package (the CLI imports every command function) costs nothing until the command runs.
 """
 
-from spabench.analysis.bootstrap import paired_bootstrap
-from spabench.analysis.contrasts import (
-    contrast_table,
-    fisher_exact,
-    matched_contrast,
-    mcnemar_exact,
-    proportion_difference,
-    unpaired_contrast,
-)
-from spabench.analysis.failures import failure_mode_table
-from spabench.analysis.outcomes import invalid_rollouts, load_outcomes, outcomes_from_frame
-from spabench.analysis.rates import success_table, wilson_interval
-from spabench.analysis.report import analyse, format_rate, write_report
+from __future__ import annotations
 
-__all__ = [
-    "analyse", "contrast_table", "failure_mode_table", "fisher_exact", "format_rate",
-    "invalid_rollouts", "load_outcomes", "matched_contrast", "mcnemar_exact", "outcomes_from_frame",
-    "paired_bootstrap", "proportion_difference", "success_table", "unpaired_contrast",
-    "wilson_interval", "write_report",
-]
+import importlib
+from typing import Any
+
+_WHERE: dict[str, str] = {
+    "paired_bootstrap": "bootstrap",
+    "contrast_table": "contrasts", "fisher_exact": "contrasts", "matched_contrast": "contrasts",
+    "mcnemar_exact": "contrasts", "proportion_difference": "contrasts", "unpaired_contrast": "contrasts",
+    "failure_mode_table": "failures",
+    "invalid_rollouts": "outcomes", "load_outcomes": "outcomes", "outcomes_from_frame": "outcomes",
+    "success_table": "rates", "wilson_interval": "rates",
+    "analyse": "report", "format_rate": "report", "write_report": "report",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'spabench.analysis' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"spabench.analysis.{module}"), name)

@@ -5,16 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import pandas as pd
-
-from spabench.analysis.figures import FigureSettings
-from spabench.analysis.outcomes import load_outcomes, outcomes_from_frame
-from spabench.analysis.report import Analysis, analyse_and_write
 from spabench.errors import ConfigError, DataError
 from spabench.paths import campaign_folder
 
 if TYPE_CHECKING:  # annotations only: spabench.config builds the groups and sits above every package
+    from spabench.analysis.report import Analysis
     from spabench.config import SpabenchConfig
+
+# pandas, scipy and matplotlib are imported inside the functions: the CLI imports `report` at start-up.
 
 
 def load_campaign_outcomes(campaign_dir: Path, unpaired: str = "exclude"):
@@ -28,6 +26,7 @@ def load_campaign(campaign_dir: Path, unpaired: str = "exclude", say=print, url:
     PostgreSQL pointer's URL, e.g. to connect as the read-only analyst role."""
     from spabench.analysis.agreement import ledger_ratings
     from spabench.analysis.comparisons import ledger_plan
+    from spabench.analysis.outcomes import outcomes_from_frame
     from spabench.ledger import Ledger  # lazy: the ledger is only needed for campaign input
     from spabench.ledger.checks import duplicate_lines, split_lines
 
@@ -138,6 +137,12 @@ def report(cfg: SpabenchConfig) -> int:
     """Validate the outcomes completely, then write summary/contrasts/failure/invalid CSVs, figures
     and report.md into `out` in one step. Keys: outcomes | campaign, out, bootstrap_seed, bootstrap,
     figures.width, figures.style, figures.formats."""
+    import pandas as pd
+
+    from spabench.analysis.figures import FigureSettings
+    from spabench.analysis.outcomes import load_outcomes
+    from spabench.analysis.report import analyse_and_write
+
     settings = FigureSettings.from_mapping(cfg.figures)
     settings.check_style()   # a lab's style sheet is read before anything is computed or written
     if (cfg.outcomes is None) == (cfg.campaign_dir is None):

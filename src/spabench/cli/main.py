@@ -26,11 +26,6 @@ from spabench.errors import ConfigError, SpabenchError
 log = logging.getLogger("spabench")
 
 
-def _import(target: str):
-    module, _, attr = target.partition(":")
-    return getattr(importlib.import_module(module), attr)
-
-
 def _usage() -> str:
     width = max(len(name) for name in COMMANDS)
     lines = ["usage: spabench <command> [key=value ...]", "", "commands:"]
@@ -616,7 +611,7 @@ def main(argv: list[str] | None = None) -> int:
             print(job_config(command, overrides), end="")
             return 0
         cfg = compose(command, overrides)
-        return int(_import(command.target)(cfg) or 0)
+        return int(command.target(cfg) or 0)
     except UsageShown as shown:
         print(shown.text)
         return 0
