@@ -101,6 +101,28 @@ def write_result(name: str, data: dict) -> Path:
     return path
 
 
+def speed_against_lerobot(name: str, what: str, results: dict[str, list[float]], recorded: float,
+                          seconds_key: str, meta: dict) -> Path:
+    """Medians of spabench's and LeRobot's times for `recorded` seconds of episodes: the table, the
+    ratio LeRobot / spabench, and benchmarks/results/<name>.json (with the load at the end)."""
+    import os
+
+    summary = {}
+    for path_name, times in results.items():
+        t = median(times)
+        summary[path_name] = {seconds_key: t, "s_per_recorded_s": t / recorded, "x_real_time": recorded / t}
+    ratio = summary["lerobot"][seconds_key] / summary["spabench"][seconds_key] if "lerobot" in summary else None
+    rows = [(k, v[seconds_key], v["s_per_recorded_s"], v["x_real_time"]) for k, v in summary.items()]
+    print(f"\n{what}")
+    print(table(rows, ("path", "seconds", "s_per_recorded_s", "x_real_time")))
+    if ratio is not None:
+        print(f"lerobot / spabench: {ratio:.1f}x")
+    path = write_result(name, {"loadavg_1min_at_end": os.getloadavg()[0], **meta, "summary": summary,
+                               "lerobot_over_spabench": ratio, "runs_detail": results})
+    print(f"\nwritten {path}")
+    return path
+
+
 def table(rows: list[tuple], header: tuple) -> str:
     cells = [tuple(str(c) for c in header)] + [tuple(_fmt(c) for c in r) for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]

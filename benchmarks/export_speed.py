@@ -15,7 +15,6 @@ lerobot / spabench. Medians over --runs.
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 import time
@@ -23,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import camera_frames, median, pace, rollout_args, table, write_result
+from _common import camera_frames, pace, rollout_args, speed_against_lerobot
 
 CAMS = ("wrist", "middle", "left", "right", "overhead")
 FPS = 30
@@ -150,21 +149,11 @@ def main() -> None:
                   "recorded", flush=True)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    summary = {}
-    for name, times in results.items():
-        t = median(times)
-        summary[name] = {"export_s": t, "s_per_recorded_s": t / recorded, "x_real_time": recorded / t}
-    ratio = summary["lerobot"]["export_s"] / summary["spabench"]["export_s"] if "lerobot" in summary else None
-    rows = [(k, s["export_s"], s["s_per_recorded_s"], s["x_real_time"]) for k, s in summary.items()]
-    print(f"\nExport of {episodes} x {seconds:g} s, 5 cameras {args.width}x{args.height} @ {FPS} Hz, median of {runs}")
-    print(table(rows, ("export", "seconds", "s_per_recorded_s", "x_real_time")))
-    if ratio is not None:
-        print(f"lerobot / spabench: {ratio:.1f}x")
-    path = write_result("export_speed", {"loadavg_1min_at_end": os.getloadavg()[0], "seconds": seconds,
-                                         "episodes": episodes, "runs": runs, "width": args.width,
-                                         "height": args.height, "fps": FPS, "summary": summary,
-                                         "lerobot_over_spabench": ratio, "runs_detail": results})
-    print(f"\nwritten {path}")
+    what = (f"Export of {episodes} x {seconds:g} s, 5 cameras {args.width}x{args.height} @ {FPS} Hz, "
+            f"median of {runs}")
+    speed_against_lerobot("export_speed", what, results, recorded, "export_s",
+                          {"seconds": seconds, "episodes": episodes, "runs": runs, "width": args.width,
+                           "height": args.height, "fps": FPS})
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import camera_frames, median, rollout_args, table, write_result
+from _common import camera_frames, rollout_args, speed_against_lerobot
 
 CAMS = ("wrist", "middle", "left", "right", "overhead")
 FPS = 30
@@ -99,21 +99,11 @@ def main() -> None:
                   "recorded", flush=True)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    summary = {}
-    for name, times in results.items():
-        t = median(times)
-        summary[name] = {"seconds": t, "s_per_recorded_s": t / recorded, "x_real_time": recorded / t}
-    ratio = summary["lerobot"]["seconds"] / summary["spabench"]["seconds"] if "lerobot" in summary else None
-    rows = [(k, s["seconds"], s["s_per_recorded_s"], s["x_real_time"]) for k, s in summary.items()]
-    print(f"\nImport of {episodes} x {seconds:g} s, 5 cameras {args.width}x{args.height} @ {FPS} Hz, median of {runs}")
-    print(table(rows, ("path", "seconds", "s_per_recorded_s", "x_real_time")))
-    if ratio is not None:
-        print(f"lerobot / spabench: {ratio:.1f}x")
-    path = write_result("import_lerobot", {"loadavg_1min_at_end": os.getloadavg()[0], "seconds": seconds,
-                                           "episodes": episodes, "runs": runs, "width": args.width,
-                                           "height": args.height, "fps": FPS, "summary": summary,
-                                           "lerobot_over_spabench": ratio, "runs_detail": results})
-    print(f"\nwritten {path}")
+    what = (f"Import of {episodes} x {seconds:g} s, 5 cameras {args.width}x{args.height} @ {FPS} Hz, "
+            f"median of {runs}")
+    speed_against_lerobot("import_lerobot", what, results, recorded, "seconds",
+                          {"seconds": seconds, "episodes": episodes, "runs": runs, "width": args.width,
+                           "height": args.height, "fps": FPS})
 
 
 if __name__ == "__main__":
