@@ -345,7 +345,7 @@ class SO101BenchConfig(BenchConfig):
     def __post_init__(self) -> None:
         if not isinstance(self.port, str) or not self.port.strip():
             raise ConfigError(f"{_where('port')}: missing (allowed: the arm's serial port, e.g. "
-                              "/dev/ttyACM0, or auto: `spabench bench check` finds it)")
+                              "/dev/ttyACM0 from `lerobot-find-port`, or auto: `spabench bench check` finds it)")
         if not self.calibration_dir:
             raise ConfigError(f"{_where('calibration_dir')}: missing (allowed: a folder holding "
                               "<robot_id>.json)")
