@@ -8,8 +8,6 @@ does not answer is named while the others are still reported.
 
 from __future__ import annotations
 
-import contextlib
-import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -18,13 +16,12 @@ import numpy as np
 
 from spabench.bench.bench import DRIVER_ERRORS
 from spabench.bench.bus_replies import reject_late_replies
+from spabench.bench.ports import AUTO, find_arm_port, in_use_error, release_bus
 from spabench.errors import SpabenchError
 from spabench.suite.vocabulary import JOINTS
 
 if TYPE_CHECKING:
     from spabench.bench.so101 import SO101Bench
-
-logger = logging.getLogger(__name__)
 
 # Per-motor registers read one by one (name in the readout -> LeRobot's STS control-table name).
 MOTOR_REGISTERS: dict[str, str] = {
@@ -97,7 +94,6 @@ def calibrate_command(bench: SO101Bench) -> str:
 def read_bus(bench: SO101Bench, say: Callable[[str], None] = lambda _: None) -> BusReadout:
     """Everything the check reports about the bus, read without torque (module docstring); a port another
     process holds is not read, and `port: auto` is found first (spabench.bench.ports)."""
-    from spabench.bench.ports import AUTO, find_arm_port, in_use_error
     from spabench.bench.so101 import MOTOR_IDS, load_calibration_file
 
     found = ""
@@ -152,12 +148,7 @@ def read_bus(bench: SO101Bench, say: Callable[[str], None] = lambda _: None) -> 
             _read_health(bench, readout)
             _read_pose(bench, bus, readout)
     finally:
-        try:
-            bus.disconnect(disable_torque=False)   # closes the port; no Torque_Enable write
-        except Exception:  # noqa: BLE001 - the readout is what matters; release the port anyway
-            logger.debug("closing %s failed", bench.cfg.port, exc_info=True)
-            with contextlib.suppress(Exception):
-                bus.port_handler.closePort()
+        release_bus(bus, bench.cfg.port)   # closes the port; no Torque_Enable write
     return readout
 
 

@@ -21,7 +21,7 @@ import os
 import stat
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from spabench.bench.bench import DRIVER_ERRORS
 from spabench.suite.vocabulary import JOINTS
@@ -88,6 +88,17 @@ def usb_serial_ports() -> list[str]:
     return sorted({p.device for p in list_ports.comports() if p.vid is not None})
 
 
+def release_bus(bus: Any, port: str) -> None:
+    """Close a bus opened for reading without LeRobot's Torque_Enable=0 writes (an arm held by its
+    servos would drop); the port is released even when the close fails."""
+    try:
+        bus.disconnect(disable_torque=False)
+    except Exception:  # noqa: BLE001 - what was read is what matters; release the port anyway
+        logger.debug("closing %s failed", port, exc_info=True)
+        with contextlib.suppress(Exception):
+            bus.port_handler.closePort()
+
+
 def _answers_as_so101(bench: SO101Bench) -> list[int]:
     """The SO-101 motor ids that answer PING on the bench's port (the port is closed again, nothing written)."""
     bus = bench.robot.bus
@@ -95,8 +106,7 @@ def _answers_as_so101(bench: SO101Bench) -> list[int]:
     try:
         return [bus.motors[j].id for j in JOINTS if bus.ping(j) is not None]
     finally:
-        with contextlib.suppress(Exception):  # noqa: BLE001 - the answer is what matters; release the port
-            bus.port_handler.closePort()
+        release_bus(bus, bench.cfg.port)
 
 
 def find_arm_port(bench: SO101Bench, say: Callable[[str], None] = lambda _: None) -> tuple[str, str]:
