@@ -101,23 +101,32 @@ def write_result(name: str, data: dict) -> Path:
     return path
 
 
-def speed_against_lerobot(name: str, what: str, results: dict[str, list[float]], recorded: float,
-                          seconds_key: str, meta: dict) -> Path:
-    """Medians of spabench's and LeRobot's times for `recorded` seconds of episodes: the table, the
-    ratio LeRobot / spabench, and benchmarks/results/<name>.json (with the load at the end)."""
+def say_run(run: int, runs: int, results: dict[str, list[float]], recorded: float) -> None:
+    """One progress line per run of a spabench-vs-LeRobot timing (the anchor's time when it ran)."""
+    anchor = f", lerobot {results['lerobot'][-1]:.2f} s" if "lerobot" in results else ""
+    print(f"run {run + 1}/{runs}: spabench {results['spabench'][-1]:.2f} s{anchor} for {recorded:g} s recorded",
+          flush=True)
+
+
+def speed_against_lerobot(name: str, verb: str, results: dict[str, list[float]], seconds_key: str, *,
+                          episodes: int, seconds: float, runs: int, width: int, height: int, fps: int) -> Path:
+    """Medians of spabench's and LeRobot's times for `episodes` x `seconds` of five-camera episodes: the
+    table, the ratio LeRobot / spabench, and benchmarks/results/<name>.json (with the load at the end)."""
     import os
 
+    recorded = episodes * seconds
     summary = {}
     for path_name, times in results.items():
         t = median(times)
         summary[path_name] = {seconds_key: t, "s_per_recorded_s": t / recorded, "x_real_time": recorded / t}
     ratio = summary["lerobot"][seconds_key] / summary["spabench"][seconds_key] if "lerobot" in summary else None
     rows = [(k, v[seconds_key], v["s_per_recorded_s"], v["x_real_time"]) for k, v in summary.items()]
-    print(f"\n{what}")
+    print(f"\n{verb} of {episodes} x {seconds:g} s, 5 cameras {width}x{height} @ {fps} Hz, median of {runs}")
     print(table(rows, ("path", "seconds", "s_per_recorded_s", "x_real_time")))
     if ratio is not None:
         print(f"lerobot / spabench: {ratio:.1f}x")
-    path = write_result(name, {"loadavg_1min_at_end": os.getloadavg()[0], **meta, "summary": summary,
+    path = write_result(name, {"loadavg_1min_at_end": os.getloadavg()[0], "seconds": seconds, "episodes": episodes,
+                               "runs": runs, "width": width, "height": height, "fps": fps, "summary": summary,
                                "lerobot_over_spabench": ratio, "runs_detail": results})
     print(f"\nwritten {path}")
     return path

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import camera_frames, rollout_args, speed_against_lerobot
+from _common import camera_frames, rollout_args, say_run, speed_against_lerobot
 
 CAMS = ("wrist", "middle", "left", "right", "overhead")
 FPS = 30
@@ -94,16 +94,11 @@ def main() -> None:
             if "lerobot" in results:
                 results["lerobot"].append(read_lerobot(dataset))
             shutil.rmtree(workdir / f"ours_{run}", ignore_errors=True)
-            anchor = f", lerobot {results['lerobot'][-1]:.2f} s" if "lerobot" in results else ""
-            print(f"run {run + 1}/{runs}: spabench {results['spabench'][-1]:.2f} s{anchor} for {recorded:g} s "
-                  "recorded", flush=True)
+            say_run(run, runs, results, recorded)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    what = (f"Import of {episodes} x {seconds:g} s, 5 cameras {args.width}x{args.height} @ {FPS} Hz, "
-            f"median of {runs}")
-    speed_against_lerobot("import_lerobot", what, results, recorded, "seconds",
-                          {"seconds": seconds, "episodes": episodes, "runs": runs, "width": args.width,
-                           "height": args.height, "fps": FPS})
+    speed_against_lerobot("import_lerobot", "Import", results, "seconds", episodes=episodes, seconds=seconds, runs=runs,
+                          width=args.width, height=args.height, fps=FPS)
 
 
 if __name__ == "__main__":
