@@ -178,18 +178,15 @@ class SO101Bench(Bench):
 
     # ------------------------------------------------------------------ connect discipline
     def _before_connect(self) -> None:
-        self.calibration = load_calibration_file(self.calibration_path, self.cfg)
-        self._calibration_sha = hashlib.sha256(self.calibration_path.read_bytes()).hexdigest()
+        from spabench.bench.errors import BenchFault
         from spabench.bench.ports import AUTO
 
         if self.cfg.port == AUTO:
-            from spabench.bench.errors import BenchFault
-
             raise BenchFault("bench.port is auto: a session drives only the port written down. Run "
                              "`spabench bench check bench=<this bench>` to find it, then set bench.port.")
+        self.calibration = load_calibration_file(self.calibration_path, self.cfg)
+        self._calibration_sha = hashlib.sha256(self.calibration_path.read_bytes()).hexdigest()
         if self.cfg.port.startswith("/") and not Path(self.cfg.port).exists():
-            from spabench.bench.errors import BenchFault
-
             raise BenchFault(f"serial port {self.cfg.port} does not exist (bench config field 'port'). "
                              "Plug in the arm's controller board and find its port with `lerobot-find-port`.")
 
