@@ -10,13 +10,26 @@ from __future__ import annotations
 
 import socket
 import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar
 
+from spabench.config import CardKeys, ReportKeys, group, opt
 from spabench.errors import ConfigError
 
-if TYPE_CHECKING:  # annotations only: spabench.config builds the groups and sits above every package
-    from spabench.config import SpabenchConfig
+
+@dataclass
+class DemoConfig(CardKeys, ReportKeys):
+    """`spabench demo`."""
+
+    command: ClassVar[str] = "demo"
+
+    out: Path | None = opt(None, "the demo's working folder (null: demo-out/ in the current folder)")
+    seed: int = opt(0, 'stand-in policy seed', lo=0)
+    campaign: Any = group('what is planned (conf/campaign/)')
+    bench: Any = group('the robot and its cameras (conf/bench/)')
+    operator: Any = group('who resets scenes and scores (conf/operator/)')
+    suite: Any = group('where the benchmark data lives (conf/suite/)')
 
 
 def _free_port(host: str) -> int:
@@ -25,12 +38,12 @@ def _free_port(host: str) -> int:
         return sock.getsockname()[1]
 
 
-def start_stand_ins(cfg: SpabenchConfig) -> tuple[list[Any], dict[str, dict]]:
+def start_stand_ins(cfg: DemoConfig) -> tuple[list[Any], dict[str, dict]]:
     """One scripted stand-in server per policy of the campaign, each on a free loopback port.
 
     Returns the servers and the per-card port overrides that `run` needs to reach them."""
     from spabench.policy.card import load_card
-    from spabench.standins.serve import build_server, card_mode
+    from spabench.standins.serve import ServeScriptedConfig, build_server, card_mode
 
     servers, ports = [], {}
     for entry in cfg.need("campaign").policies:
@@ -42,8 +55,8 @@ def start_stand_ins(cfg: SpabenchConfig) -> tuple[list[Any], dict[str, dict]]:
                               "scripted_state_blind)")
         port = _free_port(card.host)
         ports[card.name] = {"port": port}
-        server_cfg = cfg.replace(mode=mode, host=card.host, port=port, api_key=None, policy=card)
-        _, server = build_server(server_cfg)
+        _, server = build_server(ServeScriptedConfig(config_dir=cfg.config_dir, mode=mode, host=card.host, port=port,
+                                                     seed=cfg.seed, policy=card, suite=cfg.suite))
         server.start()
         servers.append(server)
     return servers, ports
@@ -63,17 +76,17 @@ def _headline(report_dir: Path) -> list[str]:
     summary = pd.read_csv(report_dir / "summary.csv")
     rows = summary[(summary.task == "all") & summary.condition.isin(["id", "ood", "direct", "ood_matched"])]
     lines = []
-    for policy, group in rows.groupby("policy"):
+    for policy, rows_of in rows.groupby("policy"):
         parts = [f"{r.condition} {r.successes}/{r.trials} = {100 * r.rate:.0f}% "
-                 f"[{100 * r.wilson_low:.0f}, {100 * r.wilson_high:.0f}]" for r in group.itertuples()]
+                 f"[{100 * r.wilson_low:.0f}, {100 * r.wilson_high:.0f}]" for r in rows_of.itertuples()]
         lines.append(f"  {policy}: " + "; ".join(parts))
     return lines
 
 
-def demo(cfg: SpabenchConfig) -> int:
-    from spabench.analysis.commands import report
-    from spabench.plan.commands import plan
-    from spabench.rollout.commands import run
+def demo(cfg: DemoConfig) -> int:
+    from spabench.analysis.commands import ReportConfig, report
+    from spabench.plan.commands import PlanConfig, plan
+    from spabench.rollout.commands import RunConfig, run
 
     base = cfg.out if cfg.out else Path.cwd() / "demo-out"   # the working folder (make demo: the checkout)
     from spabench.outputs import add_entries, claim_new_folder
@@ -83,13 +96,14 @@ def demo(cfg: SpabenchConfig) -> int:
     print(f"spabench demo: a {cfg.campaign.name} campaign on the MuJoCo twin with scripted stand-in "
           "policies (not VLAs)", flush=True)
     add_entries(run_dir, campaign_dir.name, report_dir.name)
-    rc = plan(cfg.replace(out=campaign_dir))
+    rc = plan(PlanConfig(config_dir=cfg.config_dir, out=campaign_dir, campaign=cfg.campaign, suite=cfg.suite))
     if rc:
         return rc
     servers, ports = start_stand_ins(cfg)
     try:
         started = time.monotonic()
-        rc = run(cfg.replace(campaign_dir=campaign_dir, cards=by_alias(campaign_dir, ports)))
+        rc = run(RunConfig(config_dir=cfg.config_dir, campaign_dir=campaign_dir, cards=by_alias(campaign_dir, ports),
+                            bench=cfg.bench, operator=cfg.operator, suite=cfg.suite))
         elapsed = time.monotonic() - started
     finally:
         for server in servers:
@@ -98,7 +112,8 @@ def demo(cfg: SpabenchConfig) -> int:
         print(f"spabench demo: the run stopped with exit code {rc}; resume with "
               f"`spabench run campaign={campaign_dir} bench=sim_demo operator=auto`")
         return rc
-    rc = report(cfg.replace(campaign_dir=campaign_dir, out=report_dir))
+    rc = report(ReportConfig(config_dir=cfg.config_dir, campaign_dir=campaign_dir, out=report_dir, unpaired=cfg.unpaired,
+                              bootstrap=cfg.bootstrap, bootstrap_seed=cfg.bootstrap_seed))
     if rc:
         return rc
     print(f"\nspabench demo finished: campaign ran in {elapsed:.0f} s")

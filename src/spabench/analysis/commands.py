@@ -2,17 +2,29 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
+from spabench.config import CampaignInput, FigureKeys, LedgerKeys, ReportKeys, opt
 from spabench.errors import ConfigError, DataError
 from spabench.paths import campaign_folder
 
 if TYPE_CHECKING:  # annotations only: spabench.config builds the groups and sits above every package
     from spabench.analysis.report import Analysis
-    from spabench.config import SpabenchConfig
 
 # pandas, scipy and matplotlib are imported inside the functions: the CLI imports `report` at start-up.
+
+
+@dataclass
+class ReportConfig(CampaignInput, FigureKeys, LedgerKeys, ReportKeys):
+    """`spabench report`."""
+
+    command: ClassVar[str] = "report"
+
+    out: Path | None = opt(None, "the report folder")
+    outcomes: Path | None = opt(None, 'an outcomes CSV to report on (instead of campaign=DIR)')
+    display_names: dict[str, str] = opt({}, "policy -> its name in figures and report.md, e.g. 'display_names.groot_fllm=GR00T-N1.7 F-LLM'")
 
 
 def load_campaign_outcomes(campaign_dir: Path, unpaired: str = "exclude"):
@@ -133,7 +145,7 @@ def one_bench_kind(outcomes, bench_kind: str | None, say=print):
     return outcomes
 
 
-def report(cfg: SpabenchConfig) -> int:
+def report(cfg: ReportConfig) -> int:
     """Validate the outcomes completely, then write summary/contrasts/failure/invalid CSVs, figures
     and report.md into `out` in one step. Keys: outcomes | campaign, out, bootstrap_seed, bootstrap,
     figures.width, figures.style, figures.formats."""

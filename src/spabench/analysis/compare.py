@@ -13,7 +13,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, ClassVar, TextIO
 
 import pandas as pd
 
@@ -27,18 +27,32 @@ from spabench.analysis.sequential import (
     paired_outcomes,
     sequential_decision,
 )
+from spabench.config import CampaignInput, FigureKeys, LedgerKeys, opt
 from spabench.errors import ConfigError, DataError
 from spabench.paths import campaign_folder
-
-if TYPE_CHECKING:  # annotations only: spabench.config builds the groups and sits above every package
-    from spabench.config import SpabenchConfig
 
 EVIDENCE_CSV = "evidence.csv"
 EVIDENCE_FIGURE = "evidence"
 SUMMARY_MD = "compare.md"
 
 
-def check_request(cfg: SpabenchConfig) -> None:
+@dataclass
+class CompareConfig(CampaignInput, FigureKeys, LedgerKeys):
+    """`spabench compare`."""
+
+    command: ClassVar[str] = "compare"
+
+    out: Path | None = opt(None, "a folder for the evidence figure and its table (null: print the decision only)")
+    outcomes: Path | None = opt(None, 'an outcomes CSV to report on (instead of campaign=DIR)')
+    unpaired: str | None = opt(None, "a direct/paraphrase row without its partner: error (the default for a CSV) | exclude (the default for a campaign, whose partner trials may still be pending); at `compare`, a rollout of a or b without the other's on its evaluation", choices=('error', 'exclude'))
+    alpha: float = opt(0.05, 'two-sided test level; at `compare` the chance of a false decision over all looks, in (0, 0.5)')
+    a: str | None = opt(None, 'the first policy of the comparison (as the outcomes name it)')
+    b: str | None = opt(None, 'the second policy of the comparison')
+    max_pairs: int | None = opt(None, 'the most pairs the comparison will run: the hybrid test, with a final exact McNemar test at max_pairs (null: the purely sequential test)', lo=1)
+    verbose: bool = opt(False, 'print one line per look (pair) as well as the decision (also --verbose)')
+
+
+def check_request(cfg: CompareConfig) -> None:
     """Everything the command line alone can get wrong, before any input is read."""
     if (cfg.outcomes is None) == (cfg.campaign_dir is None):
         raise ConfigError("compare needs exactly one input: outcomes=FILE.csv or campaign=DIR "
@@ -103,7 +117,7 @@ def comparison_over(result: SequentialResult | None) -> bool:
     return result.decision is not None or (result.max_pairs is not None and result.pairs_used >= result.max_pairs)
 
 
-def load_pairs(cfg: SpabenchConfig, say: Callable[[str], None]) -> pd.DataFrame:
+def load_pairs(cfg: CompareConfig, say: Callable[[str], None]) -> pd.DataFrame:
     """a's and b's valid rollouts paired by evaluation, in recorded order (see `paired_outcomes`)."""
     from spabench.analysis.commands import load_campaign, one_bench_kind
     from spabench.analysis.outcomes import load_outcomes
@@ -140,7 +154,7 @@ def _number(value: float) -> str:
     return f"{value:.4g}" if math.isfinite(value) else "inf"
 
 
-def compare(cfg: SpabenchConfig, out: TextIO | None = None) -> int:
+def compare(cfg: CompareConfig, out: TextIO | None = None) -> int:
     """Pair, decide, print (the final line: the decision) and, with out=, write the evidence."""
     stream = out or sys.stdout
     say = lambda line: print(line, file=stream)  # noqa: E731
@@ -204,7 +218,7 @@ def evidence(pairs: pd.DataFrame, alpha: float, max_pairs: int | None) -> pd.Dat
 
 
 def write_evidence(out: Path, pairs: pd.DataFrame, path: pd.DataFrame, result: SequentialResult,
-                   names: dict[str, str], settings: FigureSettings, cfg: SpabenchConfig) -> Path:
+                   names: dict[str, str], settings: FigureSettings, cfg: CompareConfig) -> Path:
     """evidence.csv, the evidence figure and compare.md into `out` (one step: all or nothing)."""
     from spabench.analysis.figures import CAPTIONS_COMPARE, evidence_figure, save
     from spabench.escaping import csv_safe_frame, markdown_text

@@ -13,19 +13,28 @@ from __future__ import annotations
 
 import csv
 import io
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import ClassVar
 
 import pandas as pd
 
 from spabench.analysis.outcomes import LAB, _as_text
 from spabench.atomic import write_text_durably
+from spabench.config import CampaignInput, LedgerKeys, opt
 from spabench.errors import ConfigError, DataError
 from spabench.escaping import csv_cell
 from spabench.paths import campaign_folder
 
-if TYPE_CHECKING:  # annotations only: spabench.config builds the groups and sits above every package
-    from spabench.config import SpabenchConfig
+
+@dataclass
+class ExportOutcomesConfig(CampaignInput, LedgerKeys):
+    """`spabench export outcomes`."""
+
+    command: ClassVar[str] = "export outcomes"
+
+    out: Path | None = opt(None, "the outcomes CSV file to write")
+    lab: str | None = opt(None, "the lab's name written in every row's lab column (to combine several labs' exports into one report; null: left empty)")
 
 
 def outcome_rows(outcomes: pd.DataFrame, lab: str | None) -> tuple[list[str], list[list[str]]]:
@@ -71,7 +80,7 @@ def write_csv_atomic(out: Path, header: list[str], rows: list[list[str]]) -> Non
     write_text_durably(out, buf.getvalue())
 
 
-def export_outcomes(cfg: SpabenchConfig) -> int:
+def export_outcomes(cfg: ExportOutcomesConfig) -> int:
     """Write `out` (one CSV) from the campaign's ledger: the rows and columns `report campaign=DIR`
     reads, which `report outcomes=FILE.csv` reads back to the same tables. Keys: campaign, out, lab, ledger."""
     from spabench.analysis.commands import load_campaign

@@ -26,22 +26,35 @@ import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
+from typing import ClassVar, TextIO
 
 import numpy as np
 
 from spabench.analysis.exact import wilson_half_width, z_value
+from spabench.config import CampaignInput, LedgerKeys, opt
 from spabench.errors import ConfigError
 from spabench.paths import campaign_folder
-
-if TYPE_CHECKING:  # annotations only: spabench.config builds the groups and sits above every package
-    from spabench.config import SpabenchConfig
 
 MAX_TRIALS = 10 ** 6
 MIN_PILOT = 5                # fewer trials (or successes, or failures) in a pilot cell: warned about
 SEQUENTIAL_PATHS = 2000      # simulated comparisons per sequential answer (seeded: the same on every run)
 SEQUENTIAL_SEED = 20261206   # benchmarks/sequential.py's seed
 SEARCH_LIMIT = 1000          # above this fixed-count n the sequential answer is given at n only (time)
+
+
+@dataclass
+class PowerCommandConfig(CampaignInput, LedgerKeys):
+    """`spabench power`."""
+
+    command: ClassVar[str] = "power"
+
+    outcomes: Path | None = opt(None, 'an outcomes CSV to report on (instead of campaign=DIR)')
+    half_width: float | None = opt(None, 'target half-width of the 95% interval per cell (0.1 = +-10 pp)')
+    rate: float = opt(0.5, 'assumed success rate for half_width (0.5 = the worst case)')
+    rates: list[float] | None = opt(None, 'assumed rates of a paired contrast, e.g. rates=[0.3,0.6] (matched pairs needed)')
+    discordance: float | None = opt(None, 'assumed share of discordant pairs (null: the outcomes independent)')
+    alpha: float = opt(0.05, 'two-sided test level; at `compare` the chance of a false decision over all looks, in (0, 0.5)')
+    power: float = opt(0.8, 'target power of the paired test')
 
 
 @dataclass(frozen=True)
@@ -393,7 +406,7 @@ def thin_warnings(thin, few_pairs: list[str], table: bool = False) -> list[str]:
     return lines
 
 
-def power(cfg: SpabenchConfig) -> int:
+def power(cfg: PowerCommandConfig) -> int:
     """The thin adapter from the typed root config (top-level keys) to `PowerConfig`."""
     rates = None
     if cfg.rates is not None:

@@ -368,7 +368,7 @@ def _int_in(name: str, value: Any, lo: int, hi: int) -> None:
 
 
 def bench_config(data: Any) -> BenchConfig:
-    """The `bench` group's typed object (the SpabenchConfig group builder)."""
+    """The `bench` group's typed object (built when a command's config names the group)."""
     return BenchConfig.from_mapping(data)
 
 

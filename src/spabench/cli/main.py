@@ -12,14 +12,13 @@ Composition rules (the README's "Configuration" section documents them for opera
 
 from __future__ import annotations
 
-import importlib
 import logging
 import sys
 from pathlib import Path
 from typing import Any
 
 from spabench.cli.commands import CAMPAIGN_FOLDER, CAMPAIGN_PRESET, COMMANDS, Command
-from spabench.config import GROUPS, SpabenchConfig
+from spabench.config import GROUPS, CommandConfig, accepts, allowed_text, default_of, keys_of, reword
 from spabench.configtools import OPTION_FILE, load_option, overlay
 from spabench.errors import ConfigError, SpabenchError
 
@@ -121,126 +120,74 @@ def _split(item: str) -> tuple[str, str, str]:
     return key[: len(key) - len(bare)], bare, value
 
 
-PATH_KEYS = ("out", "campaign_dir", "outcomes", "checkpoint", "src", "dst", "camera_references")
 NULL_WORDS = ("null", "None", "none", "~")   # `out=None` (Python's word) means null, never a folder "None"
 
 
-# ---------------------------------------------------------------------------- what a command reads
-def group_classes(group: str) -> list[type]:
-    """The dataclass(es) of a config group (every registered bench type), for key look-ups."""
-    if group == "bench":
-        from spabench.bench.config import BenchConfig
-        from spabench.config import BENCH_TYPE_MODULES
-
-        for module in BENCH_TYPE_MODULES:
-            importlib.import_module(module)
-        return [BenchConfig._registry[name] for name in BenchConfig.known_types()]
-    if group == "operator":
-        from spabench.operator.config import OperatorConfig
-
-        return [OperatorConfig]
-    if group == "policy":
-        from spabench.policy.card import PolicyCard
-
-        return [PolicyCard]
-    if group == "campaign":
-        from spabench.plan.config import CampaignConfig
-
-        return [CampaignConfig]
-    from spabench.suite.config import SuiteConfig
-
-    return [SuiteConfig]
-
-
-def _nested_class(group: str, path: list[str]) -> list[type]:
-    """The dataclasses that hold the last part of a dotted group key (operator.console.* -> ConsoleConfig)."""
-    from spabench.config import section_class
-
-    typed = section_class(group, path[0]) if path else None
-    return [typed] if typed is not None else group_classes(group)
-
-
-def accepted(command: Command) -> str:
-    """What a command accepts, for its errors: its keys, its groups, campaign=."""
-    from spabench.config import keys_for
-
-    keys = ["campaign" if k == "campaign_dir" else k for k in keys_for(command.name)]
-    if command.campaign is not None and "campaign" not in keys:
-        keys.insert(0, "campaign")
-    groups = [g for g in command.groups if not (g == "campaign" and command.campaign == CAMPAIGN_FOLDER)]
-    text = f"keys {', '.join(keys)}"
-    if groups:
-        text += f"; groups {', '.join(f'{g}=<option> and {g}.<field>' for g in groups)}"
-    return text
-
-
-def _hint(command: Command, root: str) -> str:
-    """Where a key a command does not read lives instead: a field of a group it reads, or other commands."""
-    from dataclasses import fields as dc_fields
-
-    from spabench.config import top_level_keys
-
-    for group in command.groups:
-        if group == "campaign" and command.campaign == CAMPAIGN_FOLDER:
-            continue
-        if any(root in {f.name for f in dc_fields(c)} for c in group_classes(group)):
-            return f" (did you mean {group}.{root}=...?)"
-        if group == "operator" and root in {f.name for f in dc_fields(_nested_class("operator", ["console"])[0])}:
-            return f" (did you mean operator.console.{root}=...?)"
-    spec = top_level_keys().get(root)
-    if spec is not None:
-        return f" ('{root}' is read by: {', '.join(f'spabench {c}' for c in spec[1].commands)})"
-    return ""
-
-
-def check_accepted(command: Command, bare: str) -> None:
-    """A key, group or group field `command` does not read: one error naming the command and what it accepts."""
-    from spabench.config import keys_for
-
+def refuse_group(command: Command, bare: str) -> None:
+    """A group the command does not read: Hydra's own answer ("no match in the defaults list") does
+    not say which groups the command reads, so this one is said here."""
     root = bare.split(".")[0]
-    dotted = "." in bare
-    if root == "campaign" and command.campaign is not None:
-        if not dotted or command.campaign == CAMPAIGN_PRESET:
-            return
-    elif root in GROUPS and root in command.groups or root == "campaign_dir" and command.campaign == CAMPAIGN_FOLDER and not dotted or root in keys_for(command.name) and root not in GROUPS and (
-            not dotted or isinstance(keys_for(command.name)[root][0], dict)):
-        return
-    from spabench.config import top_level_keys
+    if root in GROUPS and root not in command.groups and not (root == "campaign" and command.campaign):
+        raise ConfigError(f"spabench {command.name}: '{bare}' is not accepted: it reads no '{root}' group. "
+                          f"It accepts: {accepts(command.schema)}")
 
-    if root == "hydra":
-        what = (f"'{bare}' is not accepted: spabench composes conf/ itself and runs no Hydra job, so hydra.* "
-                "settings have no effect")
-    elif root in GROUPS:
-        what = f"'{bare}' is not accepted: it reads no '{root}' group{_hint(command, root)}"
-    elif root in top_level_keys() or root == "campaign":
-        what = f"key '{bare}' is not read by this command{_hint(command, root)}"
-    else:
-        what = f"unknown key '{bare}'{_hint(command, root)}"
-    raise ConfigError(f"spabench {command.name}: {what}. It accepts: {accepted(command)}")
+
+def _annotation(cls: type, name: str) -> str:
+    """A dataclass field's annotation as written (a string under `from __future__ import annotations`)."""
+    from dataclasses import fields
+
+    return next((str(f.type) for f in fields(cls) if f.name == name), "")
 
 
 def literal_value(command: Command, bare: str) -> bool:
     """True when `bare` names a string (free text, a URL, a name): its value is passed literally,
     never parsed by the override grammar (commas, quotes, parentheses, ?, & are characters)."""
-    from spabench.config import top_level_keys
     from spabench.configtools import field_kind
 
     parts = bare.split(".")
-    spec = top_level_keys().get(parts[0])
-    if spec is not None:
-        if len(parts) == 1:
-            return spec[1].kind is str
-        if parts[0] in ("display_names", "bench_dirs"):
-            return True
-        if parts[0] == "cards" and len(parts) == 3:
-            from spabench.policy.card import PolicyCard
+    if parts[0] in command.groups and len(parts) >= 2:
+        return any(field_kind(c, parts[-1])[0] is str for c in group_classes(parts[0], parts[1:-1]))
+    kind = _annotation(command.schema, parts[0])
+    if len(parts) == 1:
+        return kind.startswith("str") or kind.startswith("Path")
+    if kind.startswith("dict[str, str]"):
+        return True
+    if parts[0] == "cards" and len(parts) == 3:
+        from spabench.policy.card import PolicyCard
 
-            return field_kind(PolicyCard, parts[2])[0] is str
-        return False
-    if parts[0] in GROUPS and len(parts) >= 2:
-        classes = _nested_class(parts[0], parts[1:-1]) if len(parts) > 2 else group_classes(parts[0])
-        return any(field_kind(c, parts[-1])[0] is str for c in classes)
+        return field_kind(PolicyCard, parts[2])[0] is str
     return False
+
+
+def adds_entry(command: Command, bare: str, dirs: list[Path], options: dict[str, str | Path]) -> bool:
+    """True when `bare` adds a key the composed config does not hold yet: an entry of a mapping key
+    (`cards.pi05.host`, `display_names.x`), or a group field its option file leaves at the default.
+    Hydra takes those as `+key=value`; every other key must exist (struct mode)."""
+    parts = bare.split(".")
+    if parts[0] in command.groups and len(parts) >= 2 and parts[0] in options:
+        node: Any = load_option(parts[0], options[parts[0]], dirs)
+        for part in parts[1:]:
+            if not isinstance(node, dict) or part not in node:
+                return True
+            node = node[part]
+        return False
+    if len(parts) < 2 or not _annotation(command.schema, parts[0]).startswith("dict["):
+        return False
+    node = default_of(next(f for f in keys_of(command.schema) if f.name == parts[0]))
+    for part in parts[1:]:   # a mapping key's own default entries (figures.width) exist already
+        if not isinstance(node, dict) or part not in node:
+            return True
+        node = node[part]
+    return False
+
+
+def group_classes(name: str, section: list[str]) -> list[type]:
+    """The dataclass(es) holding a group's field (every registered bench type; operator.console.*)."""
+    from spabench.config import group_types, section_class
+
+    if section and section_class(name, section[0]) is not None:
+        return [section_class(name, section[0])]
+    return group_types(name)
 
 
 def _literal(value: str) -> str:
@@ -265,8 +212,6 @@ def prepare(command: Command, argv: list[str]) -> tuple[list[str], Path | None, 
     """Hydra overrides, a campaign file given by path (composed as the campaign option), the config folders."""
     argv = run_policy_items(command, argv)
     given = {_split(o)[1] for o in argv}
-    for item in argv:   # before anything else: a key the command does not read is one error
-        check_accepted(command, _split(item)[1])
     argv = [_from_cwd(item) for item in argv] + recorded_settings(command, argv, given)
     argv = [p for p in command.presets if p.partition("=")[0] not in given] + list(argv)
     lab = None
@@ -278,8 +223,11 @@ def prepare(command: Command, argv: list[str]) -> tuple[list[str], Path | None, 
         rest.append(item)
     dirs = config_dirs(lab)
     overrides: list[str] = []
+    entries: list[tuple[str, str, str]] = []
+    chosen: dict[str, str] = {}
     campaign_file = None
     for item in rest:
+        refuse_group(command, _split(item)[1])
         prefix, bare, value = _split(item)
         if bare == "campaign" and command.campaign == CAMPAIGN_FOLDER:
             overrides.append(f"campaign_dir={_literal(str(Path(value).expanduser().resolve()))}")  # a folder here
@@ -307,29 +255,33 @@ def prepare(command: Command, argv: list[str]) -> tuple[list[str], Path | None, 
             overrides.append(f"config_dir={_literal(str(lab)) if lab is not None else 'null'}")
             continue
         if bare in GROUPS and not prefix:
+            chosen[bare] = value
             options = group_options(dirs, bare)
             if value not in options:
                 raise ConfigError(f"{bare}={value}: no option '{value}' for group '{bare}' in "
                                   f"{' or '.join(str(d / bare) for d in dirs)} (allowed: {', '.join(options)})")
             overrides.append(item)
             continue
-        if bare in PATH_KEYS:
-            value = "null" if value in NULL_WORDS else (
-                _literal(str(Path(value).expanduser().resolve())) if value else value)
-        elif literal_value(command, bare):
-            value = _literal(value)
-        # Without a prefix, Hydra adds the key if the composed config lacks it; the typed config then
-        # says whether it exists (top level: SpabenchConfig; group fields: the group's dataclass).
-        item = f"{prefix}{bare}={value}" if prefix else f"++{bare}={value}"
-        overrides.append(item)
+        if literal_value(command, bare):
+            value = "null" if value in NULL_WORDS and _annotation(command.schema, bare).startswith("Path") \
+                else _literal(value)
+        entries.append((prefix, bare, value))
     if command.bench_from_campaign:
         kind = _planned_bench(next((_split(i)[2] for i in rest if _split(i)[1] in ("campaign", "campaign_dir")), None))
         if kind is not None and "bench" not in given:
+            chosen["bench"] = kind
             overrides.append(f"bench={kind}")
         if "operator" not in given:   # a person at the robot; the twin scores itself
-            option = next((o.partition("=")[2] for o in reversed(overrides) if o.startswith("bench=")), None)
-            auto = option is not None and _bench_type(dirs, option) == "sim"
-            overrides.append(f"operator={'auto' if auto else 'terminal'}")
+            option = chosen.get("bench")
+            chosen["operator"] = "auto" if option is not None and _bench_type(dirs, option) == "sim" else "terminal"
+            overrides.append(f"operator={chosen['operator']}")
+    options: dict[str, str | Path] = {**group_defaults(), **chosen}
+    if campaign_file is not None:
+        options["campaign"] = campaign_file
+    for prefix, bare, value in entries:   # once every group's option is known
+        if not prefix and adds_entry(command, bare, dirs, options):
+            prefix = "+"
+        overrides.append(f"{prefix}{bare}={value}")
     return overrides, campaign_file, dirs
 
 
@@ -441,33 +393,35 @@ def _planned_bench(folder: str | None) -> str | None:
 
 
 # ---------------------------------------------------------------------------- composition
-def _hydra_error(exc: BaseException, where: Path) -> ConfigError:
-    cause = exc.__cause__ or exc
-    first = str(cause).splitlines()[0] if str(cause) else type(cause).__name__
-    return ConfigError(f"{where}: {first}")
+def group_defaults() -> dict[str, str]:
+    """The option each group uses when the command line names none: conf/config.yaml's defaults list."""
+    import yaml
+
+    from spabench.paths import conf_dir
+
+    out: dict[str, str] = {}
+    for entry in (yaml.safe_load((conf_dir() / "config.yaml").read_text()) or {}).get("defaults", []):
+        if isinstance(entry, dict):
+            out.update({str(k): str(v) for k, v in entry.items()})
+    return out
 
 
-def read_config(command: Command, node: Any) -> dict[str, Any]:
-    """The plain values of a composed node (interpolations resolved, `???` refused naming the key)."""
-    from omegaconf import OmegaConf
-    from omegaconf.errors import InterpolationResolutionError, MissingMandatoryValue
+def register(command: Command, groups: tuple[str, ...]) -> str:
+    """The command's schema and its primary config (the schema, then its groups' options) in Hydra's
+    ConfigStore; returns the primary config's name."""
+    from hydra.core.config_store import ConfigStore
 
-    try:
-        plain = OmegaConf.to_container(node, resolve=True, throw_on_missing=True)
-    except MissingMandatoryValue as exc:
-        key = getattr(exc, "full_key", "") or str(exc).splitlines()[0]
-        raise ConfigError(f"spabench {command.name}: '{key}' is required (??? in its config file) and was not "
-                          f"given; set it on the command line, e.g. {key}=...") from None
-    except InterpolationResolutionError as exc:
-        raise ConfigError(f"spabench {command.name}: {str(exc).splitlines()[0]}") from None
-    if not isinstance(plain, dict):   # the composed root is always a mapping
-        raise ConfigError(f"spabench {command.name}: the composed config is not a mapping")
-    return {str(key): value for key, value in plain.items()}
+    name = "spabench_" + command.name.replace(" ", "_")
+    defaults = group_defaults()
+    store = ConfigStore.instance()
+    store.store(name=f"{name}_schema", node=command.schema)
+    store.store(name=name, node={"defaults": [f"{name}_schema", "_self_", *({g: defaults[g]} for g in groups)]})
+    return name
 
 
 def composed(command: Command, argv: list[str]) -> Any:
-    """The composed OmegaConf node of what the command reads: the top-level keys and its own groups
-    (groups it does not read are left out, so a required value there never stops it)."""
+    """The composed node of what the command reads, typed by its schema (struct mode): its keys and
+    the groups it reads (groups it does not read are never composed)."""
     import yaml
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
@@ -482,34 +436,53 @@ def composed(command: Command, argv: list[str]) -> Any:
     files = [p for d in dirs for p in sorted(d.rglob("*.yaml"))] + ([campaign_file] if campaign_file else [])
     for path in files:   # no YAML alias bombs in config files (i10)
         refuse_aliases(path.read_bytes(), path)
-    where = campaign_file or dirs[-1] / "config.yaml"
     with overlay(dirs, ("campaign", campaign_file) if campaign_file else None) as conf:
         try:
             with initialize_config_dir(config_dir=str(conf), version_base=None):
-                cfg = hydra_compose(config_name="config", overrides=overrides)
-            node = OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k not in GROUPS or k in groups])
+                node = hydra_compose(config_name=register(command, groups), overrides=overrides)
             if campaign_file and OmegaConf.is_dict(node.get("campaign")) and "name" not in node.campaign:
                 # a campaign file without a name is named after the file
                 OmegaConf.update(node, "campaign.name", campaign_file.stem, force_add=True)
-        except (MissingConfigException, ConfigCompositionException, OmegaConfBaseException) as exc:
-            raise _hydra_error(exc, where) from None
+        except (ConfigCompositionException, OmegaConfBaseException) as exc:
+            raise reword(command.schema, exc) from None
+        except MissingConfigException as exc:
+            raise ConfigError(f"spabench {command.name}: {str(exc).splitlines()[0]}") from None
         except yaml.YAMLError as exc:   # the mark names the file and line
             raise ConfigError("not readable YAML: " + " ".join(str(exc).split())) from None
     return node
 
 
+def typed(command: Command, node: Any) -> CommandConfig:
+    """The command's config object from its composed node (the schema's own checks run here)."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        return OmegaConf.to_object(node)   # type: ignore[return-value]
+    except OmegaConfBaseException as exc:
+        raise reword(command.schema, exc) from None
+
+
 def job_config(command: Command, argv: list[str]) -> str:
     """`--cfg job`: the keys and groups this command reads, as YAML, once they passed validation (a
-    bad value is the same error the command itself would give; keys it does not read are not shown)."""
+    bad value is the same error the command itself would give)."""
     from omegaconf import OmegaConf
 
-    from spabench.config import keys_for
+    import yaml
 
     node = composed(command, argv)
-    groups = read_groups(command, argv)
-    SpabenchConfig.from_mapping(read_config(command, node), groups=groups)
-    read = set(keys_for(command.name)) | set(groups)
-    return OmegaConf.to_yaml(OmegaConf.masked_copy(node, [str(k) for k in node if str(k) in read]))
+    typed(command, node)
+    plain = OmegaConf.to_container(node, resolve=True)
+    return yaml.safe_dump(_as_text(plain), sort_keys=False)
+
+
+def _as_text(value: Any) -> Any:
+    """Paths as their text, for YAML."""
+    if isinstance(value, dict):
+        return {k: _as_text(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_as_text(v) for v in value]
+    return str(value) if isinstance(value, Path) else value
 
 
 def read_groups(command: Command, argv: list[str]) -> tuple[str, ...]:
@@ -518,10 +491,9 @@ def read_groups(command: Command, argv: list[str]) -> tuple[str, ...]:
     return tuple(g for g in command.groups if g not in command.optional_groups or g in given)
 
 
-def compose(command: Command, argv: list[str]) -> SpabenchConfig:
+def compose(command: Command, argv: list[str]) -> CommandConfig:
     """The composed, validated config for one command."""
-    return SpabenchConfig.from_mapping(read_config(command, composed(command, argv)),
-                                       groups=read_groups(command, argv))
+    return typed(command, composed(command, argv))
 
 
 # ---------------------------------------------------------------------------- help
@@ -536,17 +508,11 @@ RUN_KEYS_HELP = (
 
 
 def command_help(command: Command) -> str:
-    from spabench.config import keys_for
     from spabench.paths import conf_dir
 
     lines = [f"usage: spabench {command.name} {command.usage}".rstrip(), "", command.summary]
     if command.groups:
-        import yaml
-
-        defaults = {}
-        for entry in (yaml.safe_load((conf_dir() / "config.yaml").read_text()) or {}).get("defaults", []):
-            if isinstance(entry, dict):
-                defaults.update(entry)
+        defaults = group_defaults()
         for preset in command.presets:
             g, _, o = preset.partition("=")
             defaults[g] = o
@@ -563,14 +529,16 @@ def command_help(command: Command) -> str:
             if group in command.optional_groups:
                 default = "none (read only when given)"
             lines.append(f"  {group:<9} default {default}; allowed: {', '.join(options)}")
-    keys = keys_for(command.name)
+    keys = keys_of(command.schema)
     if keys:
         lines += ["", "keys (key=value; default in brackets):"]
-        width = max(len(k) for k in keys)
-        for name, (default, spec) in keys.items():
-            shown = "null" if default is None else ("{}" if default == {} else str(default).lower() if isinstance(default, bool) else default)
-            label = "campaign" if name == "campaign_dir" else name
-            lines.append(f"  {label.ljust(width)}  [{shown}]  {spec.help}; {spec.allowed()}")
+        width = max(len(f.name) for f in keys)
+        for f in keys:
+            default = default_of(f)
+            shown = "null" if default is None else str(default).lower() if isinstance(default, bool) else default
+            label = "campaign" if f.name == "campaign_dir" else f.name
+            allowed = allowed_text(f)
+            lines.append(f"  {label.ljust(width)}  [{shown}]  {f.metadata['help']}" + (f"; {allowed}" if allowed else ""))
     if command.name == "run":
         lines += ["", *RUN_KEYS_HELP]
     return "\n".join(lines)

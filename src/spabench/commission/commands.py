@@ -11,17 +11,34 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, ClassVar
 
 from spabench.commission.record import REPORT_HTML, CheckRecord
-from spabench.config import SpabenchConfig
+from spabench.config import CampaignInput, CardKeys, group, opt
 from spabench.errors import ConfigError
 
 EXIT_PASSED = 0
 EXIT_FAILED = 1          # the check ran and something failed (config errors exit 2 before it runs)
 CHECKS_DIR = "bench-checks"
+
+
+@dataclass
+class BenchCheckConfig(CampaignInput, CardKeys):
+    """`spabench bench check`."""
+
+    command: ClassVar[str] = "bench check"
+
+    out: Path | None = opt(None, "the check's report folder (null: bench-checks/<date-time>/)")
+    requests: int = opt(20, 'inference requests per policy server for its latency (p50/p90/max)', lo=1, hi=10000)
+    camera_s: float = opt(3.0, "how long `bench check` measures each camera's frame rate (seconds; longer until every camera could show three new frames)", lo=0.1, hi=600.0)
+    camera_references: Path | None = opt(None, 'where `bench check` keeps one reference picture per camera (null: bench-checks/references/<robot_id>/ in the current folder)')
+    parts: list[str] | None = opt(None, 'only these parts, e.g. [servers] after a policy server moved (null: bus, cameras, servers, system)')
+    accept_cameras: bool = opt(False, "the cameras' views are right as they are now (a camera was moved on purpose): store them as the new references instead of refusing a camera that looks like another's")
+    bench: Any = group('the robot and its cameras (conf/bench/)')
+    policy: Any = group('a policy card (conf/policy/)')
 
 
 def default_out(now: datetime | None = None) -> Path:
@@ -30,16 +47,16 @@ def default_out(now: datetime | None = None) -> Path:
     return Path.cwd() / CHECKS_DIR / stamp
 
 
-Part = Callable[[SpabenchConfig, Any, CheckRecord, Path, Callable[[str], None]], None]
+Part = Callable[[BenchCheckConfig, Any, CheckRecord, Path, Callable[[str], None]], None]
 
 
-def _bus_part(cfg: SpabenchConfig, bench: Any, record: CheckRecord, staging: Path, say: Callable[[str], None]) -> None:
+def _bus_part(cfg: BenchCheckConfig, bench: Any, record: CheckRecord, staging: Path, say: Callable[[str], None]) -> None:
     from spabench.commission.bus import check_bus
 
     check_bus(bench, record, say)
 
 
-def _cameras_part(cfg: SpabenchConfig, bench: Any, record: CheckRecord, staging: Path,
+def _cameras_part(cfg: BenchCheckConfig, bench: Any, record: CheckRecord, staging: Path,
                   say: Callable[[str], None]) -> None:
     from spabench.commission.cameras import check_cameras
 
@@ -47,14 +64,14 @@ def _cameras_part(cfg: SpabenchConfig, bench: Any, record: CheckRecord, staging:
                   accept=cfg.accept_cameras)
 
 
-def _servers_part(cfg: SpabenchConfig, bench: Any, record: CheckRecord, staging: Path,
+def _servers_part(cfg: BenchCheckConfig, bench: Any, record: CheckRecord, staging: Path,
                   say: Callable[[str], None]) -> None:
     from spabench.commission.servers import check_servers
 
     check_servers(cfg, bench, record, say, record.frames)
 
 
-def _system_part(cfg: SpabenchConfig, bench: Any, record: CheckRecord, staging: Path,
+def _system_part(cfg: BenchCheckConfig, bench: Any, record: CheckRecord, staging: Path,
                  say: Callable[[str], None]) -> None:
     from spabench.commission.system import check_system
 
@@ -77,7 +94,7 @@ def chosen_parts(parts: list | None) -> list[str]:
     return [p for p in PARTS if p in parts]
 
 
-def bench_check(cfg: SpabenchConfig, out: IO[str] | None = None) -> int:
+def bench_check(cfg: BenchCheckConfig, out: IO[str] | None = None) -> int:
     """Run every part, write the record, print one line per failed item; 0 when all passed."""
     from spabench.outputs import replace_output
 

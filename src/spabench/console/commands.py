@@ -6,14 +6,23 @@ Review and scoring work at once; the bench page shows live trials when a session
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar
 
+from spabench.config import CampaignInput, group
 from spabench.console.config import ConsoleConfig
 from spabench.errors import ConfigError
 
-if TYPE_CHECKING:  # annotations only: spabench.config builds the groups and sits above every package
-    from spabench.config import SpabenchConfig
+
+@dataclass
+class ConsoleCommandConfig(CampaignInput):
+    """`spabench console`."""
+
+    command: ClassVar[str] = "console"
+
+    operator: Any = group('who resets scenes and scores (conf/operator/)')
+    suite: Any = group('where the benchmark data lives (conf/suite/)')
 
 
 def serve_console(campaign_dir: Path, console: ConsoleConfig, rater: str, suite: Any = None, out=None) -> int:
@@ -41,7 +50,7 @@ def serve_console(campaign_dir: Path, console: ConsoleConfig, rater: str, suite:
     return 0
 
 
-def console(cfg: SpabenchConfig) -> int:
+def console(cfg: ConsoleCommandConfig) -> int:
     """Thin adapter from the typed config (spabench console campaign=DIR [operator.console.*])."""
     from spabench.paths import campaign_folder
     from spabench.suite.config import load_suite_of

@@ -9,13 +9,24 @@ files it kept.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
-from spabench.config import SpabenchConfig
+from spabench.config import CommandConfig, opt
 from spabench.errors import ConfigError
 from spabench.paths import conf_dir
 
 TEMPLATE = Path(__file__).resolve().parent / "template"
+
+
+@dataclass
+class InitConfig(CommandConfig):
+    """`spabench init`."""
+
+    command: ClassVar[str] = "init"
+
+    out: Path | None = opt(None, "the lab folder to make (also the first word after init)")
 
 
 def lab_files() -> list[tuple[Path, Path]]:
@@ -27,7 +38,7 @@ def lab_files() -> list[tuple[Path, Path]]:
     return files
 
 
-def init(cfg: SpabenchConfig) -> int:
+def init(cfg: InitConfig) -> int:
     """Copy the lab files into cfg.out; existing files are kept and listed."""
     if cfg.out is None:
         raise ConfigError("init: give the lab folder to make, e.g. `spabench init lab` (or out=DIR)")

@@ -6,12 +6,28 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import ClassVar
 
+from spabench.config import CampaignInput, LedgerKeys, opt
 from spabench.configtools import required
 
-if TYPE_CHECKING:  # annotations only: spabench.config builds the groups and sits above every package
-    from spabench.config import SpabenchConfig
+
+@dataclass
+class LedgerCopyConfig(LedgerKeys):
+    """`spabench ledger copy`."""
+
+    command: ClassVar[str] = "ledger copy"
+
+    ledger_grant: str | None = opt(None, "the benches' group role on a PostgreSQL ledger, granted what a bench needs")
+    src: Path | None = opt(None, 'the campaign folder to copy (first positional)')
+    dst: Path | None = opt(None, 'the new campaign folder (its back end: ledger=)')
+
+
+@dataclass
+class LedgerStatusConfig(CampaignInput, LedgerKeys):
+    """`spabench ledger status`."""
+
+    command: ClassVar[str] = "ledger status"
 
 
 @dataclass(frozen=True)
@@ -22,7 +38,7 @@ class CopyArgs:
     ledger_grant: str | None = None  # PostgreSQL: the benches' role, granted what a bench needs
 
     @classmethod
-    def from_cfg(cls, cfg: SpabenchConfig) -> CopyArgs:
+    def from_cfg(cls, cfg: LedgerCopyConfig) -> CopyArgs:
         url = cfg.ledger
         if url not in (None, "", "sqlite"):
             from spabench.ledger.postgres import check_url
@@ -44,7 +60,7 @@ def run_copy(args: CopyArgs, out=None) -> int:
     return 0
 
 
-def ledger_copy(cfg: SpabenchConfig) -> int:
+def ledger_copy(cfg: LedgerCopyConfig) -> int:
     return run_copy(CopyArgs.from_cfg(cfg))
 
 
@@ -70,6 +86,6 @@ def run_status(campaign_dir: Path, out=None, url: str | None = None) -> int:
     return 0
 
 
-def ledger_status(cfg: SpabenchConfig) -> int:
+def ledger_status(cfg: LedgerStatusConfig) -> int:
     campaign_dir = required(cfg.campaign_dir, "campaign", "ledger status", "campaign=DIR")
     return run_status(campaign_dir, url=cfg.ledger_url)

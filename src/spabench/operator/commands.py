@@ -20,17 +20,30 @@ an attempt unscored; end of input stops.
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar
 
+from spabench.config import CampaignInput, group, opt
 from spabench.errors import ConfigError
 from spabench.operator.base import Score, motion_prefill
 from spabench.operator.config import OperatorConfig
 from spabench.operator.terminal import TerminalOperator
 from spabench.paths import campaign_folder
 
-if TYPE_CHECKING:  # annotations only: spabench.config builds the groups and sits above every package
-    from spabench.config import SpabenchConfig
+
+@dataclass
+class ScoreConfig(CampaignInput):
+    """`spabench score`."""
+
+    command: ClassVar[str] = "score"
+
+    attempt: str | None = opt(None, 'one attempt to rescore (or invalidate), e.g. attempt=E0001-P2-a1')
+    reason: str | None = opt(None, "why the score is corrected / the attempt is invalid (required with attempt=)")
+    invalidate: bool = opt(False, 'declare the complete attempt invalid (its trial is re-run)')
+    second_rater: bool = opt(False, "score blind, as operator.rater, the attempts another rater scored and you have not (their scores, stop reason and motion pre-fill hidden): the report's rater agreement")
+    operator: Any = group('who resets scenes and scores (conf/operator/)')
+    suite: Any = group('where the benchmark data lives (conf/suite/)')
 
 
 def _prefill(ledger: Any, campaign_dir: Path, attempt: Any, trial: Any, rater: str) -> Score | None:
@@ -132,7 +145,7 @@ def _second_rating(ledger: Any, campaign_dir: Path, op: TerminalOperator, out) -
     return 0
 
 
-def score(cfg: SpabenchConfig, stdin=None, stdout=None) -> int:
+def score(cfg: ScoreConfig, stdin=None, stdout=None) -> int:
     """Entry point of `spabench score`. Returns the exit code (0; 2 on a bad campaign folder)."""
     out = stdout or sys.stdout
     op_cfg: OperatorConfig = cfg.need("operator")

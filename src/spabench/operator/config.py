@@ -121,5 +121,5 @@ class OperatorConfig:
 
 
 def operator_config(data: Any) -> OperatorConfig:
-    """The `operator` group's typed object (the SpabenchConfig group builder)."""
+    """The `operator` group's typed object (built when a command's config names the group)."""
     return OperatorConfig.from_mapping(data)

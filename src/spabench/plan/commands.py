@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar
 
+from spabench.config import LedgerKeys, group, opt
 from spabench.errors import ConfigError
 from spabench.plan.config import CampaignConfig
 from spabench.plan.planner import build_plan, config_hash, safety_limits, summary_table, write_campaign
 from spabench.suite.config import SuiteConfig
 from spabench.suite.success import DEFAULT_RELATION_RULE
 
-if TYPE_CHECKING:  # annotations only: spabench.config builds the groups and sits above every package
-    from spabench.config import SpabenchConfig
+
+@dataclass
+class PlanConfig(LedgerKeys):
+    """`spabench plan`."""
+
+    command: ClassVar[str] = "plan"
+
+    out: Path | None = opt(None, "the new campaign folder")
+    ledger_grant: str | None = opt(None, "the benches' group role on a PostgreSQL ledger, granted what a bench needs")
+    campaign: Any = group('what is planned (conf/campaign/)')
+    suite: Any = group('where the benchmark data lives (conf/suite/)')
 
 
 def suite_settings(suite: SuiteConfig) -> dict[str, Any]:
@@ -56,7 +67,7 @@ def suite_overrides(suite: SuiteConfig) -> list[str]:
     return out + [f"suite.relation.{key}={value}" for key, value in planned.items() if value != usual[key]]
 
 
-def next_command(out_dir: Path, campaign: CampaignConfig, cfg: SpabenchConfig) -> str:
+def next_command(out_dir: Path, campaign: CampaignConfig, cfg: PlanConfig) -> str:
     """The exact `spabench run` line for this campaign: its bench kind, the operator it needs and
     the suite settings it was planned with."""
     operator = "auto" if campaign.bench == "sim" else "terminal"
@@ -65,7 +76,7 @@ def next_command(out_dir: Path, campaign: CampaignConfig, cfg: SpabenchConfig) -
     return " ".join([f"spabench run campaign={out_dir} bench={campaign.bench} operator={operator}", *extra])
 
 
-def plan(cfg: SpabenchConfig) -> int:
+def plan(cfg: PlanConfig) -> int:
     """Validate, check the suite's contracts, build the plan, write DIR/{ledger.sqlite,plan.csv,config.yaml}."""
     from rich.console import Console
 

@@ -9,17 +9,50 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import ClassVar
 
+from spabench.config import CampaignInput, CommandConfig, LedgerKeys, opt
 from spabench.configtools import required
 from spabench.errors import ConfigError, SpabenchError
 from spabench.paths import campaign_folder
 
-if TYPE_CHECKING:  # annotations only: spabench.config builds the groups and sits above every package
-    from spabench.config import SpabenchConfig
+
+@dataclass
+class ExportLerobotConfig(CampaignInput):
+    """`spabench export lerobot`."""
+
+    command: ClassVar[str] = "export lerobot"
+
+    out: Path | None = opt(None, "the dataset folder to write")
+    repo_id: str | None = opt(None, "the exported dataset's repo id (org/name)")
+    include_invalid: bool = opt(False, 'export invalid attempts too')
+    reencode: bool = opt(False, 're-encode every camera stream instead of copying it')
+    codec: str | None = opt(None, 'codec for reencode=true (null: libx264)')
+    crf: int | None = opt(None, 'quality for reencode=true, lower is better (null: 23)', lo=0, hi=51)
 
 
-def export_lerobot(cfg: SpabenchConfig, out_stream=None) -> int:
+@dataclass
+class ImportLerobotConfig(CommandConfig):
+    """`spabench import lerobot`."""
+
+    command: ClassVar[str] = "import lerobot"
+
+    out: Path | None = opt(None, "the new (review) campaign folder")
+    dataset: Path | None = opt(None, "a LeRobotDataset v3 folder to import (or a Hub id already in LeRobot's local cache)")
+    cells: Path | None = opt(None, 'a CSV mapping each episode to its Spa-Bench cell: episode_index, task, condition, evaluation_id [, policy, matched_group, scene_id] (without it: a review campaign)')
+
+
+@dataclass
+class LedgerCollectConfig(CampaignInput, LedgerKeys):
+    """`spabench ledger collect`."""
+
+    command: ClassVar[str] = "ledger collect"
+
+    out: Path | None = opt(None, "where the gathered episodes are written")
+    bench_dirs: dict[str, str] = opt({}, 'bench id -> its campaign folder (local path or [user@]host:/path)')
+
+
+def export_lerobot(cfg: ExportLerobotConfig, out_stream=None) -> int:
     out_stream = out_stream or sys.stdout
     if cfg.campaign_dir is None or cfg.out is None:
         print("error: export lerobot needs campaign=DIR (a recorded campaign) and out=DIR (a new folder)",
@@ -48,7 +81,7 @@ def export_lerobot(cfg: SpabenchConfig, out_stream=None) -> int:
 REENCODE_CODEC, REENCODE_CRF = "libx264", 23   # a camera the export cannot copy, and reencode=true's default
 
 
-def _reencode_settings(cfg: SpabenchConfig) -> tuple[str, int]:
+def _reencode_settings(cfg: ExportLerobotConfig) -> tuple[str, int]:
     """codec= and crf= for reencode=true, checked before anything is written: without reencode=true
     they would change nothing (streams are copied), and a codec FFmpeg cannot encode with is refused."""
     given = [f"{k}={v}" for k, v in (("codec", cfg.codec), ("crf", cfg.crf)) if v is not None]
@@ -78,7 +111,7 @@ class CollectArgs:
     url: str | None = None           # ledger=: the URL to read the campaign's ledger with
 
     @classmethod
-    def from_cfg(cls, cfg: SpabenchConfig) -> CollectArgs:
+    def from_cfg(cls, cfg: LedgerCollectConfig) -> CollectArgs:
         dirs = cfg.bench_dirs
         if not all(isinstance(v, str) and v for v in dirs.values()):
             raise ConfigError("ledger collect: bench_dirs must map bench ids to folders, e.g. "
@@ -103,11 +136,11 @@ def run_collect(args: CollectArgs, out=None) -> int:
     return 1 if result.missing else 0
 
 
-def ledger_collect(cfg: SpabenchConfig) -> int:
+def ledger_collect(cfg: LedgerCollectConfig) -> int:
     return run_collect(CollectArgs.from_cfg(cfg))
 
 
-def import_lerobot(cfg: SpabenchConfig, out_stream=None) -> int:
+def import_lerobot(cfg: ImportLerobotConfig, out_stream=None) -> int:
     """`spabench import lerobot dataset=DIR out=DIR [cells=FILE.csv]` (record/lerobot_import.py)."""
     out_stream = out_stream or sys.stdout
     if cfg.dataset is None or cfg.out is None:

@@ -10,19 +10,40 @@ session itself, its order of things and its e-stop are `spabench.rollout.session
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
 
 from spabench.bench.errors import BenchFault
+from spabench.config import CampaignInput, CardKeys, LedgerKeys, group, opt
 from spabench.errors import SpabenchError
 from spabench.ledger import LedgerStorageError
 from spabench.rollout.exits import EXIT_BENCH, EXIT_CONFIG, EXIT_OK, EXIT_SIGINT, EXIT_STORAGE
 from spabench.rollout.session import Session
 
-if TYPE_CHECKING:  # annotations only: spabench.config builds the groups and sits above every package
-    from spabench.config import SpabenchConfig
+
+@dataclass
+class RunConfig(CampaignInput, CardKeys, LedgerKeys):
+    """`spabench run`."""
+
+    command: ClassVar[str] = "run"
+
+    max_trials: int | None = opt(None, 'stop after this many trials (null: every pending one)', lo=1)
+    reason: str | None = opt(None, "why a new policy server identity is accepted (required with accept_new_identity=true)")
+    dry_run: bool = opt(False, 'allow running on a bench of another kind than the campaign was planned for (twin vs robot); its attempts are marked dry_run')
+    bench_id: str | None = opt(None, "this bench's name in a shared ledger (null: the host name)")
+    launch: bool = opt(False, "start the campaign's policy servers from their cards' launch: blocks first and stop them at the end")
+    accept_new_identity: bool = opt(False, "go on although a policy server's identity (checkpoint, metadata) differs from the one the campaign pinned; needs reason=")
+    lease_s: float = opt(60.0, 'on a shared ledger, a claim lapses this long after its bench went silent (seconds)', lo=0.001)
+    reconnect_s: float = opt(180.0, 'on a shared ledger, how long a lost connection to its database is retried (with backoff) before the session stops; the arm holds meanwhile (seconds)', lo=0.0)
+    camera_references: Path | None = opt(None, "the cameras' reference pictures `bench check` stored (null: bench-checks/references/<robot_id>/ in the current folder)")
+    accept_cameras: bool = opt(False, "go on although a camera looks like another's reference (recorded in the ledger)")
+    bench: Any = group('the robot and its cameras (conf/bench/)')
+    operator: Any = group('who resets scenes and scores (conf/operator/)')
+    suite: Any = group('where the benchmark data lives (conf/suite/)')
 
 
-def run(cfg: SpabenchConfig, out: Any = None, stdin: Any = None) -> int:
+def run(cfg: RunConfig, out: Any = None, stdin: Any = None) -> int:
     """Entry point of `spabench run`. Returns the exit code."""
     from spabench.rollout.space import NoSpaceForAttempt
 

@@ -18,9 +18,11 @@ from typing import TYPE_CHECKING, Any
 
 from spabench.errors import ConfigError, SpabenchError
 
-if TYPE_CHECKING:  # annotations only: spabench.config builds the groups and sits above every package
-    from spabench.config import SpabenchConfig
+if TYPE_CHECKING:
     from spabench.operator.blinding import Blinder
+    from spabench.rollout.commands import (
+        RunConfig,  # annotations only: spabench.config builds the groups and sits above every package
+    )
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +35,7 @@ def card_yaml(card: Any) -> str:
     return yaml.safe_dump(dataclasses.asdict(card), sort_keys=False)
 
 
-def load_cards(names: list[str], cfg: SpabenchConfig, aliases: dict[str, str] | None = None,
+def load_cards(names: list[str], cfg: RunConfig, aliases: dict[str, str] | None = None,
                blind: bool = False) -> dict[str, Any]:
     """One PolicyCard per card name in the plan; `cfg.policy` (with its overrides) wins for its own
     name, and `cfg.cards.<card or alias>.<field>=...` overrides single fields of any card (e.g. each
@@ -83,7 +85,7 @@ def probe_server(card: Any) -> None:
         client.close()
 
 
-def check_identity_override(cfg: SpabenchConfig) -> None:
+def check_identity_override(cfg: RunConfig) -> None:
     """`accept_new_identity=true` needs a reason, and a reason at `run` is only for it."""
     if cfg.accept_new_identity and not (cfg.reason or "").strip():
         raise ConfigError("run: accept_new_identity=true needs reason=\"...\" (why the policy server's new "
@@ -96,7 +98,7 @@ class PolicyServers:
     """The cards of the trials still to run, their clients and action brokers, and the identity each
     server answered with. `close()` stops what `connect()` opened, also after a partial connect."""
 
-    def __init__(self, cfg: SpabenchConfig, cards: dict[str, Any], campaign_dir: Path, ledger: Any,
+    def __init__(self, cfg: RunConfig, cards: dict[str, Any], campaign_dir: Path, ledger: Any,
                  say: Callable[[str], None], blinder: Blinder | None, server_wait_s: float | None):
         self.cfg, self.cards, self.campaign_dir, self.ledger = cfg, cards, campaign_dir, ledger
         self.say, self.blinder, self.server_wait_s = say, blinder, server_wait_s

@@ -13,15 +13,30 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar
 
+from spabench.config import CampaignInput, CardKeys
 from spabench.operator.blinding import Blinder
 from spabench.paths import campaign_folder
 
-if TYPE_CHECKING:
-    from spabench.config import SpabenchConfig
-
 __all__ = ["servers_up", "servers_status", "servers_down"]
+
+
+@dataclass
+class ServersConfig(CampaignInput, CardKeys):
+    """`spabench servers up|status|down`: the campaign's cards, with per-card overrides."""
+
+
+class ServersUpConfig(ServersConfig):
+    command: ClassVar[str] = "servers up"
+
+
+class ServersStatusConfig(ServersConfig):
+    command: ClassVar[str] = "servers status"
+
+
+class ServersDownConfig(ServersConfig):
+    command: ClassVar[str] = "servers down"
 
 
 @dataclass
@@ -35,7 +50,7 @@ class _Servers:
 
 
 @contextmanager
-def _campaign_servers(cfg: SpabenchConfig, command: str, pending_only: bool = True) -> Iterator[_Servers]:
+def _campaign_servers(cfg: ServersConfig, command: str, pending_only: bool = True) -> Iterator[_Servers]:
     """The cards of the campaign's (pending) trials; the ledger stays open for the server events."""
     from spabench.ledger import Ledger
     from spabench.policy.servers import Supervisor
@@ -58,7 +73,7 @@ def _campaign_servers(cfg: SpabenchConfig, command: str, pending_only: bool = Tr
         yield _Servers(cards, who, Supervisor(folder, ledger, say, who), say)
 
 
-def servers_up(cfg: SpabenchConfig) -> int:
+def servers_up(cfg: ServersConfig) -> int:
     from spabench.policy.endpoints import check_collisions
     from spabench.rollout.policies import probe_server
 
@@ -73,7 +88,7 @@ def servers_up(cfg: SpabenchConfig) -> int:
     return 0
 
 
-def servers_status(cfg: SpabenchConfig) -> int:
+def servers_status(cfg: ServersConfig) -> int:
     with _campaign_servers(cfg, "servers status", pending_only=False) as s:
         for row in s.supervisor.status(s.cards):
             name = row["card"]
@@ -87,7 +102,7 @@ def servers_status(cfg: SpabenchConfig) -> int:
     return 0
 
 
-def servers_down(cfg: SpabenchConfig) -> int:
+def servers_down(cfg: ServersConfig) -> int:
     with _campaign_servers(cfg, "servers down", pending_only=False) as s:
         s.say(f"{len(s.supervisor.down())} server(s) stopped")
     return 0

@@ -74,9 +74,8 @@ from spabench.suite.rules import (
     estop_is_failure,
 )
 
-if TYPE_CHECKING:  # annotations only: spabench.config builds the groups and sits above every package
-    from spabench.config import SpabenchConfig
-
+if TYPE_CHECKING:
+    from spabench.rollout.commands import RunConfig
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +98,7 @@ def _scene(suite: Any, scene_id: str) -> Any:
         return None
 
 
-def _load_suite(cfg: SpabenchConfig) -> Any:
+def _load_suite(cfg: RunConfig) -> Any:
     from spabench.suite.config import load_suite_of
 
     return load_suite_of(cfg.need("suite"))
@@ -108,7 +107,7 @@ def _load_suite(cfg: SpabenchConfig) -> Any:
 class Session:
     """The resources of one `run`: ledger, policy servers, bench, recorder, operator."""
 
-    def __init__(self, cfg: SpabenchConfig, out: Any = None, stdin: Any = None):
+    def __init__(self, cfg: RunConfig, out: Any = None, stdin: Any = None):
         self.cfg = cfg
         self.out = out or sys.stdout
         self.said: list[str] = []   # what the terminal was told, for a console page to show the same

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
 
+from spabench.config import ServeKeys, opt
 from spabench.errors import ConfigError
 from spabench.network import check_bind, is_loopback
-
-if TYPE_CHECKING:  # annotations only: spabench.config builds the groups and sits above every package
-    from spabench.config import SpabenchConfig
-
 
 log = logging.getLogger(__name__)
 
@@ -20,7 +19,17 @@ DEFAULT_PORT = 8000  # openpi's default; the act_local card uses it too
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
 
 
-def make_lerobot_server(cfg: SpabenchConfig, key_map: dict[str, str] | None = None):
+@dataclass
+class ServeLerobotConfig(ServeKeys):
+    """`spabench serve lerobot`."""
+
+    command: ClassVar[str] = "serve lerobot"
+
+    checkpoint: Path | None = opt(None, 'a local LeRobot checkpoint folder')
+    device: str = opt('cpu', 'torch device for the checkpoint')
+
+
+def make_lerobot_server(cfg: ServeLerobotConfig, key_map: dict[str, str] | None = None):
     """Load the checkpoint and build (not start) its OpenPiServer. Keys: checkpoint, host, port
     (null: 8000), api_key, device; `key_map` optionally maps {lerobot_feature: openpi_key}."""
     from spabench.serve.lerobot_policy import LeRobotPolicy
@@ -41,7 +50,7 @@ def make_lerobot_server(cfg: SpabenchConfig, key_map: dict[str, str] | None = No
                         supports_reset=True, reset_fn=policy.reset)
 
 
-def serve_lerobot(cfg: SpabenchConfig) -> int:
+def serve_lerobot(cfg: ServeLerobotConfig) -> int:
     """Serve until Ctrl-C."""
     server = make_lerobot_server(cfg)
     try:

@@ -9,14 +9,26 @@ group's horizon sets the chunk length.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
-if TYPE_CHECKING:  # annotations only: spabench.config builds the groups and sits above every package
-    from spabench.config import SpabenchConfig
-
+from spabench.config import ServeKeys, group, opt
 
 log = logging.getLogger(__name__)
 DEFAULT_PORT = 8765
+
+
+@dataclass
+class ServeScriptedConfig(ServeKeys):
+    """`spabench serve scripted`."""
+
+    command: ClassVar[str] = "serve scripted"
+
+    mode: str | None = opt(None, 'which stand-in policy: compositional | memorising | state_blind (null: the one the policy card names, policy=scripted_<mode>)')
+    grasp_noise_cm: float = opt(0.0, 'grasp position noise of the stand-in', lo=0.0)
+    seed: int = opt(0, 'stand-in policy seed', lo=0)
+    policy: Any = group('a policy card (conf/policy/)')
+    suite: Any = group('where the benchmark data lives (conf/suite/)')
 
 
 def card_mode(card: Any) -> str:
@@ -28,7 +40,7 @@ def card_mode(card: Any) -> str:
     return mode if mode in MODES else MODES[0]
 
 
-def build_server(cfg: SpabenchConfig):
+def build_server(cfg: ServeScriptedConfig):
     """(ScriptedPolicy, OpenPiServer) from the typed config, not yet listening."""
     from spabench.errors import ConfigError
     from spabench.serve.openpi_server import OpenPiServer
@@ -50,7 +62,7 @@ def build_server(cfg: SpabenchConfig):
     return policy, server
 
 
-def serve_scripted(cfg: SpabenchConfig) -> int:
+def serve_scripted(cfg: ServeScriptedConfig) -> int:
     """Serve until Ctrl-C. Returns the exit code."""
     policy, server = build_server(cfg)
     log.warning("serving the scripted stand-in policy (mode=%s; NOT a VLA) on ws://%s:%d",

@@ -4,17 +4,35 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, ClassVar
 
+from spabench.config import CommandConfig, group, opt
 from spabench.errors import SpabenchError
 from spabench.suite.vocabulary import SCENE_CONDITIONS
 
-if TYPE_CHECKING:  # annotations only: spabench.config builds the groups and sits above every package
-    from spabench.config import SpabenchConfig
+
+@dataclass
+class SuiteGenerateConfig(CommandConfig):
+    """`spabench suite generate`."""
+
+    command: ClassVar[str] = "suite generate"
+
+    out: Path | None = opt(None, "a folder for a complete copy of the suite (null: into the suite's own tasks folder)")
+    suite: Any = group('where the benchmark data lives (conf/suite/)')
 
 
-def _settings(cfg: SpabenchConfig) -> tuple[Path, Path, int, Path | None]:
+@dataclass
+class SuiteValidateConfig(CommandConfig):
+    """`spabench suite validate`."""
+
+    command: ClassVar[str] = "suite validate"
+
+    suite: Any = group('where the benchmark data lives (conf/suite/)')
+
+
+def _settings(cfg: SuiteGenerateConfig | SuiteValidateConfig) -> tuple[Path, Path, int, Path | None]:
     from spabench.suite.loader import resolve_path
 
     suite = cfg.need("suite")
@@ -47,7 +65,7 @@ def summary_table(suite):
     return table
 
 
-def generate(cfg: SpabenchConfig) -> int:
+def generate(cfg: SuiteGenerateConfig) -> int:
     """Write the seeded scenes to cfg.out (a complete suite folder) or into cfg.suite.root.
 
     A separate `out` is a spabench output (spabench.outputs): an earlier `suite generate` folder is
@@ -72,7 +90,7 @@ def generate(cfg: SpabenchConfig) -> int:
     return 0
 
 
-def validate(cfg: SpabenchConfig) -> int:
+def validate(cfg: SuiteValidateConfig) -> int:
     """Load the suite and check every design contract: exit 0 when sound, 2 with the problems."""
     from rich.markup import escape
 

@@ -43,7 +43,7 @@ def load_suite_of(cfg: SuiteConfig):
 
 
 def suite_config(data) -> SuiteConfig:
-    """The `suite` group's typed object (the SpabenchConfig group builder); unknown fields fail."""
+    """The `suite` group's typed object (built when a command's config names the group); unknown fields fail."""
     from dataclasses import fields
 
     from spabench.configtools import plain_container, typed_fields
