@@ -29,28 +29,10 @@ from typing import Any, ClassVar, Self
 
 from spabench.errors import ConfigError
 
-__all__ = ["CommandConfig", "opt", "group", "GROUPS", "reword", "accepts", "CampaignInput", "LedgerKeys",
+GROUP_NAMES = ("bench", "policy", "campaign", "operator", "suite")   # conf/<group>/
+
+__all__ = ["CommandConfig", "opt", "group", "GROUP_NAMES", "reword", "accepts", "CampaignInput", "LedgerKeys",
            "CardKeys", "ServeKeys", "FigureKeys", "ReportKeys"]
-
-# Which builder turns each config group into its typed object (imported lazily; none imports LeRobot).
-GROUPS: dict[str, str] = {
-    "bench": "spabench.bench.config:bench_config",
-    "policy": "spabench.policy.card:card_from_mapping",
-    "campaign": "spabench.plan.config:campaign_from_mapping",
-    "operator": "spabench.operator.config:operator_config",
-    "suite": "spabench.suite.config:suite_config",
-}
-
-# Modules that register further bench types with BenchConfig (the twin registers "sim" itself; the
-# bench package knows nothing of it). Imported before a bench group is built.
-BENCH_TYPE_MODULES: tuple[str, ...] = ("spabench.sim.bench_config",)
-# Operator types that register themselves from outside the operator package (imported on demand).
-OPERATOR_TYPE_MODULES: dict[str, str] = {"web": "spabench.console.operator"}
-# Sections of a group that another package types: (group, key) -> the dataclass that checks them when
-# the group is built (a typo in operator.console fails before anything connects). The operator
-# package keeps the section as a plain mapping, so it never imports the console (which imports it).
-GROUP_SECTIONS: dict[tuple[str, str], str] = {("operator", "console"): "spabench.console.config:ConsoleConfig"}
-
 
 def _import(target: str) -> Any:
     module, _, attr = target.partition(":")
@@ -66,41 +48,28 @@ def opt(default: Any, help: str, *, lo: float | None = None, hi: float | None = 
     return field(default=default, metadata=meta)
 
 
-def group(help: str) -> Any:
-    """A config group the command reads: `group=option` picks conf/<group>/<option>.yaml."""
-    return field(default=None, metadata={"help": help, "group": True})
+def group(help: str, build: str, types: str, sections: dict[str, str] | None = None) -> Any:
+    """A config group the command reads: `group=option` picks conf/<group>/<option>.yaml. `build`
+    ("module:function") turns its mapping into the typed object; `types` ("module:function") lists its
+    dataclasses (every registered bench type), for hints; `sections` names the dataclass another package
+    types a section with (operator.console). Named by string: the owning packages import this module."""
+    return field(default=None, metadata={"help": help, "group": True, "build": build, "types": types,
+                                         "sections": sections or {}})
 
 
-def build_group(name: str, node: Any) -> Any:
+def build_group(f: Field, node: Any) -> Any:
     """One group's typed object from its plain mapping (kept as is when already typed)."""
-    if name == "bench":
-        for module in BENCH_TYPE_MODULES:
-            importlib.import_module(module)
-    built = _import(GROUPS[name])(node)
-    for (owner, section), target in GROUP_SECTIONS.items():
-        if owner == name:
-            _import(target).from_mapping(getattr(built, section))
-    if name == "operator" and built.type in OPERATOR_TYPE_MODULES:
-        importlib.import_module(OPERATOR_TYPE_MODULES[built.type])
-    return built
+    return _import(f.metadata["build"])(node)
 
 
-def group_types(name: str) -> list[type]:
-    """The dataclass(es) of a config group (every registered bench type), for key look-ups."""
-    if name == "bench":
-        from spabench.bench.config import BenchConfig
-
-        for module in BENCH_TYPE_MODULES:
-            importlib.import_module(module)
-        return [BenchConfig._registry[t] for t in BenchConfig.known_types()]
-    targets = {"operator": "spabench.operator.config:OperatorConfig", "policy": "spabench.policy.card:PolicyCard",
-               "campaign": "spabench.plan.config:CampaignConfig", "suite": "spabench.suite.config:SuiteConfig"}
-    return [_import(targets[name])]
+def group_types(f: Field) -> list[type]:
+    """The dataclass(es) of a config group, for key look-ups."""
+    return list(_import(f.metadata["types"])())
 
 
-def section_class(group_name: str, key: str) -> Any:
-    """The dataclass another package types a group's section with (GROUP_SECTIONS), or None."""
-    target = GROUP_SECTIONS.get((group_name, key))
+def section_class(f: Field, key: str) -> Any:
+    """The dataclass another package types a group's section with, or None."""
+    target = f.metadata["sections"].get(key)
     return None if target is None else _import(target)
 
 
@@ -130,7 +99,7 @@ class CommandConfig:
             value = getattr(self, f.name)
             if f.metadata.get("group"):
                 if value is not None:
-                    setattr(self, f.name, build_group(f.name, value))
+                    setattr(self, f.name, build_group(f, value))
                 continue
             if value is None:
                 continue
@@ -146,7 +115,11 @@ class CommandConfig:
 
     @classmethod
     def group_names(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in fields(cls) if f.metadata.get("group"))
+        return tuple(f.name for f in cls.group_fields())
+
+    @classmethod
+    def group_fields(cls) -> list[Field]:
+        return [f for f in fields(cls) if f.metadata.get("group")]
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any] | None = None) -> Self:
@@ -220,7 +193,7 @@ def reword(cls: type[CommandConfig], exc: BaseException) -> ConfigError:
         if root == "hydra":
             what = (f"'{key}' is not accepted: spabench composes conf/ itself and runs no Hydra job, so hydra.* "
                     "settings have no effect")
-        elif root in GROUPS and root not in cls.group_names():
+        elif root in GROUP_NAMES and root not in cls.group_names():
             what = f"'{key}' is not accepted: it reads no '{root}' group"
         elif "." in key and root in {f.name for f in fields(cls)}:
             what = f"unknown key '{key}' ({first})"
@@ -233,11 +206,12 @@ def reword(cls: type[CommandConfig], exc: BaseException) -> ConfigError:
 
 def hint(cls: type[CommandConfig], root: str) -> str:
     """Where a key the command does not read lives instead: a field of a group it reads."""
-    for name in cls.group_names():
-        if any(root in {f.name for f in fields(c)} for c in group_types(name)):
-            return f" (did you mean {name}.{root}=...?)"
-        if name == "operator" and root in {f.name for f in fields(section_class("operator", "console"))}:
-            return f" (did you mean operator.console.{root}=...?)"
+    for g in cls.group_fields():
+        if any(root in {f.name for f in fields(c)} for c in group_types(g)):
+            return f" (did you mean {g.name}.{root}=...?)"
+        for section in g.metadata["sections"]:
+            if root in {f.name for f in fields(section_class(g, section))}:
+                return f" (did you mean {g.name}.{section}.{root}=...?)"
     return ""
 
 

@@ -14,8 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from spabench.config import CardKeys, ReportKeys, group, opt
+from spabench.config import CardKeys, ReportKeys, opt
+from spabench.console.config import operator_group
 from spabench.errors import ConfigError
+from spabench.plan.config import campaign_group
+from spabench.sim.bench_config import bench_group
+from spabench.suite.config import suite_group
 
 
 @dataclass
@@ -26,10 +30,10 @@ class DemoConfig(CardKeys, ReportKeys):
 
     out: Path | None = opt(None, "the demo's working folder (null: demo-out/ in the current folder)")
     seed: int = opt(0, 'stand-in policy seed', lo=0)
-    campaign: Any = group('what is planned (conf/campaign/)')
-    bench: Any = group('the robot and its cameras (conf/bench/)')
-    operator: Any = group('who resets scenes and scores (conf/operator/)')
-    suite: Any = group('where the benchmark data lives (conf/suite/)')
+    campaign: Any = campaign_group()
+    bench: Any = bench_group()
+    operator: Any = operator_group()
+    suite: Any = suite_group()
 
 
 def _free_port(host: str) -> int:

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from spabench.cli.commands import CAMPAIGN_FOLDER, CAMPAIGN_PRESET, COMMANDS, Command
-from spabench.config import GROUPS, CommandConfig, accepts, allowed_text, default_of, keys_of, reword
+from spabench.config import GROUP_NAMES as GROUPS
+from spabench.config import CommandConfig, accepts, allowed_text, default_of, keys_of, reword
 from spabench.configtools import OPTION_FILE, load_option, overlay
 from spabench.errors import ConfigError, SpabenchError
 
@@ -146,7 +147,7 @@ def literal_value(command: Command, bare: str) -> bool:
 
     parts = bare.split(".")
     if parts[0] in command.groups and len(parts) >= 2:
-        return any(field_kind(c, parts[-1])[0] is str for c in group_classes(parts[0], parts[1:-1]))
+        return any(field_kind(c, parts[-1])[0] is str for c in group_classes(command, parts[0], parts[1:-1]))
     kind = _annotation(command.schema, parts[0])
     if len(parts) == 1:
         return kind.startswith("str") or kind.startswith("Path")
@@ -181,13 +182,14 @@ def adds_entry(command: Command, bare: str, dirs: list[Path], options: dict[str,
     return False
 
 
-def group_classes(name: str, section: list[str]) -> list[type]:
+def group_classes(command: Command, name: str, section: list[str]) -> list[type]:
     """The dataclass(es) holding a group's field (every registered bench type; operator.console.*)."""
     from spabench.config import group_types, section_class
 
-    if section and section_class(name, section[0]) is not None:
-        return [section_class(name, section[0])]
-    return group_types(name)
+    f = next(g for g in command.schema.group_fields() if g.name == name)
+    if section and section_class(f, section[0]) is not None:
+        return [section_class(f, section[0])]
+    return group_types(f)
 
 
 def _literal(value: str) -> str:
@@ -466,9 +468,8 @@ def typed(command: Command, node: Any) -> CommandConfig:
 def job_config(command: Command, argv: list[str]) -> str:
     """`--cfg job`: the keys and groups this command reads, as YAML, once they passed validation (a
     bad value is the same error the command itself would give)."""
-    from omegaconf import OmegaConf
-
     import yaml
+    from omegaconf import OmegaConf
 
     node = composed(command, argv)
     typed(command, node)

@@ -17,8 +17,10 @@ from pathlib import Path
 from typing import IO, Any, ClassVar
 
 from spabench.commission.record import REPORT_HTML, CheckRecord
-from spabench.config import CampaignInput, CardKeys, group, opt
+from spabench.config import CampaignInput, CardKeys, opt
 from spabench.errors import ConfigError
+from spabench.policy.card import policy_group
+from spabench.sim.bench_config import bench_group
 
 EXIT_PASSED = 0
 EXIT_FAILED = 1          # the check ran and something failed (config errors exit 2 before it runs)
@@ -37,8 +39,8 @@ class BenchCheckConfig(CampaignInput, CardKeys):
     camera_references: Path | None = opt(None, 'where `bench check` keeps one reference picture per camera (null: bench-checks/references/<robot_id>/ in the current folder)')
     parts: list[str] | None = opt(None, 'only these parts, e.g. [servers] after a policy server moved (null: bus, cameras, servers, system)')
     accept_cameras: bool = opt(False, "the cameras' views are right as they are now (a camera was moved on purpose): store them as the new references instead of refusing a camera that looks like another's")
-    bench: Any = group('the robot and its cameras (conf/bench/)')
-    policy: Any = group('a policy card (conf/policy/)')
+    bench: Any = bench_group()
+    policy: Any = policy_group()
 
 
 def default_out(now: datetime | None = None) -> Path:

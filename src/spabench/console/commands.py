@@ -10,9 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from spabench.config import CampaignInput, group
-from spabench.console.config import ConsoleConfig
+from spabench.config import CampaignInput
+from spabench.console.config import ConsoleConfig, operator_group
 from spabench.errors import ConfigError
+from spabench.suite.config import suite_group
 
 
 @dataclass
@@ -21,8 +22,8 @@ class ConsoleCommandConfig(CampaignInput):
 
     command: ClassVar[str] = "console"
 
-    operator: Any = group('who resets scenes and scores (conf/operator/)')
-    suite: Any = group('where the benchmark data lives (conf/suite/)')
+    operator: Any = operator_group()
+    suite: Any = suite_group()
 
 
 def serve_console(campaign_dir: Path, console: ConsoleConfig, rater: str, suite: Any = None, out=None) -> int:

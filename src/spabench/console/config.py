@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from spabench.config import group
 from spabench.configtools import from_known_fields, int_in, number_in
 from spabench.errors import ConfigError
 from spabench.network import is_loopback  # one loopback rule for policy servers and the console
@@ -94,3 +95,23 @@ class ConsoleConfig:
         if isinstance(data, ConsoleConfig):
             return data
         return from_known_fields(cls, data, "operator.console")
+
+
+def operator_group_with_console(data: Any) -> Any:
+    """The operator group with its console section checked (a typo in operator.console fails before
+    anything connects); the web operator type registers itself when its module is imported."""
+    import importlib
+
+    from spabench.operator.config import operator_config
+
+    built = operator_config(data)
+    ConsoleConfig.from_mapping(built.console)
+    if built.type == "web":
+        importlib.import_module("spabench.console.operator")
+    return built
+
+
+def operator_group() -> Any:
+    """The `operator` group field of a command that may run the browser console (operator=web)."""
+    return group("who resets scenes and scores (conf/operator/)", "spabench.console.config:operator_group_with_console",
+                 "spabench.operator.config:operator_types", {"console": "spabench.console.config:ConsoleConfig"})

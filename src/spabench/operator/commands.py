@@ -24,12 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from spabench.config import CampaignInput, group, opt
+from spabench.config import CampaignInput, opt
 from spabench.errors import ConfigError
 from spabench.operator.base import Score, motion_prefill
-from spabench.operator.config import OperatorConfig
+from spabench.operator.config import OperatorConfig, operator_group
 from spabench.operator.terminal import TerminalOperator
 from spabench.paths import campaign_folder
+from spabench.suite.config import suite_group
 
 
 @dataclass
@@ -42,8 +43,8 @@ class ScoreConfig(CampaignInput):
     reason: str | None = opt(None, "why the score is corrected / the attempt is invalid (required with attempt=)")
     invalidate: bool = opt(False, 'declare the complete attempt invalid (its trial is re-run)')
     second_rater: bool = opt(False, "score blind, as operator.rater, the attempts another rater scored and you have not (their scores, stop reason and motion pre-fill hidden): the report's rater agreement")
-    operator: Any = group('who resets scenes and scores (conf/operator/)')
-    suite: Any = group('where the benchmark data lives (conf/suite/)')
+    operator: Any = operator_group()
+    suite: Any = suite_group()
 
 
 def _prefill(ledger: Any, campaign_dir: Path, attempt: Any, trial: Any, rater: str) -> Score | None:

@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from spabench.config import group
 from spabench.configtools import from_known_fields, plain_container, typed_fields
 from spabench.errors import ConfigError
 
@@ -123,3 +124,13 @@ class OperatorConfig:
 def operator_config(data: Any) -> OperatorConfig:
     """The `operator` group's typed object (built when a command's config names the group)."""
     return OperatorConfig.from_mapping(data)
+
+
+def operator_types() -> list[type]:
+    return [OperatorConfig]
+
+
+def operator_group() -> Any:
+    """The `operator` group field of a command that never opens the console (its section is kept as given)."""
+    return group("who scores (conf/operator/)", "spabench.operator.config:operator_config",
+                 "spabench.operator.config:operator_types")

@@ -6,11 +6,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from spabench.config import LedgerKeys, group, opt
+from spabench.config import LedgerKeys, opt
 from spabench.errors import ConfigError
-from spabench.plan.config import CampaignConfig
+from spabench.plan.config import CampaignConfig, campaign_group
 from spabench.plan.planner import build_plan, config_hash, safety_limits, summary_table, write_campaign
-from spabench.suite.config import SuiteConfig
+from spabench.suite.config import SuiteConfig, suite_group
 from spabench.suite.success import DEFAULT_RELATION_RULE
 
 
@@ -22,8 +22,8 @@ class PlanConfig(LedgerKeys):
 
     out: Path | None = opt(None, "the new campaign folder")
     ledger_grant: str | None = opt(None, "the benches' group role on a PostgreSQL ledger, granted what a bench needs")
-    campaign: Any = group('what is planned (conf/campaign/)')
-    suite: Any = group('where the benchmark data lives (conf/suite/)')
+    campaign: Any = campaign_group()
+    suite: Any = suite_group()
 
 
 def suite_settings(suite: SuiteConfig) -> dict[str, Any]:

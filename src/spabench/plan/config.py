@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
+from spabench.config import group
 from spabench.configtools import plain_container
 from spabench.errors import ConfigError, shown
 from spabench.names import name_problem
@@ -270,3 +271,13 @@ def campaign_from_mapping(data: Any) -> CampaignConfig:
     from spabench.configtools import typed_fields
 
     return CampaignConfig(**typed_fields(CampaignConfig, values, _where(name)))
+
+
+def campaign_types() -> list[type]:
+    return [CampaignConfig]
+
+
+def campaign_group() -> Any:
+    """The `campaign` group field of a command's config (what `plan` plans)."""
+    return group("what is planned (conf/campaign/)", "spabench.plan.config:campaign_from_mapping",
+                 "spabench.plan.config:campaign_types")

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, NoReturn, TypeGuard
 
+from spabench.config import group
 from spabench.configtools import load_option, plain_container, typed_fields
 from spabench.errors import ConfigError
 from spabench.policy.identity import is_digest
@@ -263,3 +264,13 @@ def load_card(name_or_path: str | os.PathLike, search: list[Path] | None = None)
     # the command line's loader: a lab card's `defaults:` list and `${oc.env:VAR}` work here as in `serve`
     data = load_option("policy", path, [Path(d).parent for d in (search or [_policy_conf_dir()])])
     return card_from_mapping(data, source=str(path))
+
+
+def card_types() -> list[type]:
+    return [PolicyCard]
+
+
+def policy_group() -> Any:
+    """The `policy` group field of a command's config (one policy card)."""
+    return group("a policy card (conf/policy/)", "spabench.policy.card:card_from_mapping",
+                 "spabench.policy.card:card_types")

@@ -15,11 +15,14 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from spabench.bench.errors import BenchFault
-from spabench.config import CampaignInput, CardKeys, LedgerKeys, group, opt
+from spabench.config import CampaignInput, CardKeys, LedgerKeys, opt
+from spabench.console.config import operator_group
 from spabench.errors import SpabenchError
 from spabench.ledger import LedgerStorageError
 from spabench.rollout.exits import EXIT_BENCH, EXIT_CONFIG, EXIT_OK, EXIT_SIGINT, EXIT_STORAGE
 from spabench.rollout.session import Session
+from spabench.sim.bench_config import bench_group
+from spabench.suite.config import suite_group
 
 
 @dataclass
@@ -38,9 +41,9 @@ class RunConfig(CampaignInput, CardKeys, LedgerKeys):
     reconnect_s: float = opt(180.0, 'on a shared ledger, how long a lost connection to its database is retried (with backoff) before the session stops; the arm holds meanwhile (seconds)', lo=0.0)
     camera_references: Path | None = opt(None, "the cameras' reference pictures `bench check` stored (null: bench-checks/references/<robot_id>/ in the current folder)")
     accept_cameras: bool = opt(False, "go on although a camera looks like another's reference (recorded in the ledger)")
-    bench: Any = group('the robot and its cameras (conf/bench/)')
-    operator: Any = group('who resets scenes and scores (conf/operator/)')
-    suite: Any = group('where the benchmark data lives (conf/suite/)')
+    bench: Any = bench_group()
+    operator: Any = operator_group()
+    suite: Any = suite_group()
 
 
 def run(cfg: RunConfig, out: Any = None, stdin: Any = None) -> int:

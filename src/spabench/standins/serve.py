@@ -12,7 +12,9 @@ import logging
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from spabench.config import ServeKeys, group, opt
+from spabench.config import ServeKeys, opt
+from spabench.policy.card import policy_group
+from spabench.suite.config import suite_group
 
 log = logging.getLogger(__name__)
 DEFAULT_PORT = 8765
@@ -27,8 +29,8 @@ class ServeScriptedConfig(ServeKeys):
     mode: str | None = opt(None, 'which stand-in policy: compositional | memorising | state_blind (null: the one the policy card names, policy=scripted_<mode>)')
     grasp_noise_cm: float = opt(0.0, 'grasp position noise of the stand-in', lo=0.0)
     seed: int = opt(0, 'stand-in policy seed', lo=0)
-    policy: Any = group('a policy card (conf/policy/)')
-    suite: Any = group('where the benchmark data lives (conf/suite/)')
+    policy: Any = policy_group()
+    suite: Any = suite_group()
 
 
 def card_mode(card: Any) -> str:

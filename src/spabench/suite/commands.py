@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from spabench.config import CommandConfig, group, opt
+from spabench.config import CommandConfig, opt
 from spabench.errors import SpabenchError
+from spabench.suite.config import suite_group
 from spabench.suite.vocabulary import SCENE_CONDITIONS
 
 
@@ -20,7 +21,7 @@ class SuiteGenerateConfig(CommandConfig):
     command: ClassVar[str] = "suite generate"
 
     out: Path | None = opt(None, "a folder for a complete copy of the suite (null: into the suite's own tasks folder)")
-    suite: Any = group('where the benchmark data lives (conf/suite/)')
+    suite: Any = suite_group()
 
 
 @dataclass
@@ -29,7 +30,7 @@ class SuiteValidateConfig(CommandConfig):
 
     command: ClassVar[str] = "suite validate"
 
-    suite: Any = group('where the benchmark data lives (conf/suite/)')
+    suite: Any = suite_group()
 
 
 def _settings(cfg: SuiteGenerateConfig | SuiteValidateConfig) -> tuple[Path, Path, int, Path | None]:

@@ -4,7 +4,9 @@ the protocol's scoring settings (motion onset, the relational success rule)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
+from spabench.config import group
 from spabench.errors import ConfigError
 from spabench.suite.motion import MotionOnsetRule
 from spabench.suite.success import RelationRule
@@ -58,3 +60,13 @@ def suite_config(data) -> SuiteConfig:
     if unknown:
         raise ConfigError(f"conf/suite: unknown field '{unknown[0]}' (allowed: {', '.join(allowed)})")
     return SuiteConfig(**typed_fields(SuiteConfig, data, "conf/suite"))
+
+
+def suite_types() -> list[type]:
+    return [SuiteConfig]
+
+
+def suite_group() -> Any:
+    """The `suite` group field of a command's config."""
+    return group("where the benchmark data lives (conf/suite/)", "spabench.suite.config:suite_config",
+                 "spabench.suite.config:suite_types")
