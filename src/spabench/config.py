@@ -31,7 +31,7 @@ from spabench.errors import ConfigError
 
 GROUP_NAMES = ("bench", "policy", "campaign", "operator", "suite")   # conf/<group>/
 
-__all__ = ["CommandConfig", "opt", "group", "GROUP_NAMES", "reword", "accepts", "CampaignInput", "LedgerKeys",
+__all__ = ["CommandConfig", "LabConfig", "opt", "group", "GROUP_NAMES", "reword", "accepts", "CampaignInput", "LedgerKeys",
            "CardKeys", "ServeKeys", "FigureKeys", "ReportKeys"]
 
 def _import(target: str) -> Any:
@@ -73,16 +73,24 @@ def section_class(f: Field, key: str) -> Any:
     return None if target is None else _import(target)
 
 
+KINDS = {"int": "an integer", "float": "a number", "bool": "true | false", "str": "a string", "Path": "a path",
+         "dict": "a mapping", "list": "a list"}
+
+
 def allowed_text(f: Field) -> str:
+    """What a key takes, from its annotation and declared range: "an integer 0..65535, or null"."""
+    kind = str(f.type).split("[")[0].split(" ")[0]
     meta = f.metadata
-    if meta.get("choices"):
-        return " | ".join(map(str, meta["choices"]))
     lo, hi = meta.get("lo"), meta.get("hi")
-    if lo is not None and hi is not None:
-        return f"{lo:g}..{hi:g}"
-    if lo is not None:
-        return f">= {lo:g}"
-    return ""
+    if meta.get("choices"):
+        text = " | ".join(map(str, meta["choices"]))
+    else:
+        text = KINDS.get(kind, kind)
+        if lo is not None and hi is not None:
+            text += f" {lo:g}..{hi:g}"
+        elif lo is not None:
+            text += f" >= {lo:g}"
+    return text + (", or null" if "None" in str(f.type) else "")
 
 
 @dataclass
@@ -90,9 +98,6 @@ class CommandConfig:
     """The base of every command's config (see the module docstring)."""
 
     command: ClassVar[str] = ""   # `spabench <command>`, for errors and --help
-
-    config_dir: Path | None = opt(None, "a lab's own folder with bench/, policy/, campaign/ files (used before "
-                                  "the installed conf/)")
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -108,10 +113,10 @@ class CommandConfig:
                     raise ConfigError(f"spabench {self.command}: {f.name} is empty (allowed: a path, or null)")
                 setattr(self, f.name, value := Path(value).expanduser().resolve())
             if isinstance(value, float) and not math.isfinite(value):
-                raise ConfigError(f"spabench {self.command}: {f.name}={value} (allowed: a finite number)")
+                raise bad_value(type(self), f.name, value)
             choices, lo, hi = f.metadata.get("choices"), f.metadata.get("lo"), f.metadata.get("hi")
             if (choices and value not in choices) or (lo is not None and value < lo) or (hi is not None and value > hi):
-                raise ConfigError(f"spabench {self.command}: {f.name}={value!r} (allowed: {allowed_text(f)})")
+                raise bad_value(type(self), f.name, value)
 
     @classmethod
     def group_names(cls) -> tuple[str, ...]:
@@ -136,12 +141,6 @@ class CommandConfig:
         except OmegaConfBaseException as exc:
             raise reword(cls, exc) from None
         return replace(built, **groups) if groups else built   # type: ignore[return-value]
-
-    def group_dirs(self, name: str) -> list[Path]:
-        """Where a group's option files live, first match wins: config_dir/<group>, then conf/<group>."""
-        from spabench.paths import option_dirs
-
-        return [d / name for d in option_dirs(self.config_dir)]
 
     def need(self, name: str) -> Any:
         """The typed object of a group the command reads (a programming error if it was not built)."""
@@ -173,10 +172,19 @@ def accepts(cls: type[CommandConfig]) -> str:
     return text
 
 
-def reword(cls: type[CommandConfig], exc: BaseException) -> ConfigError:
+def bad_value(cls: type[CommandConfig], key: str, value: Any) -> ConfigError:
+    """One line naming the command, the key, the value and what the key takes."""
+    shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
+    f = next((f for f in fields(cls) if f.name == key.split(".")[0]), None)
+    allowed = f" (allowed: {allowed_text(f)})" if f is not None and "." not in key else ""
+    return ConfigError(f"spabench {cls.command}: key '{key}': {shown}{allowed}")
+
+
+def reword(cls: type[CommandConfig], exc: BaseException, readers: Mapping[str, list[str]] | None = None
+           ) -> ConfigError:
     """OmegaConf's (or Hydra's) error about a command's config as one line naming the command, the key
-    and what the command accepts."""
-    from omegaconf.errors import ConfigAttributeError, ConfigKeyError, MissingMandatoryValue
+    and what the command accepts; `readers` (key -> the commands that read it) says where a key lives."""
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError, MissingMandatoryValue, ValidationError
 
     cause = exc.__cause__ if exc.__cause__ is not None and not str(exc).startswith("In ") else exc
     if cause.__cause__ is not None:
@@ -190,18 +198,21 @@ def reword(cls: type[CommandConfig], exc: BaseException) -> ConfigError:
     if isinstance(cause, (ConfigAttributeError, ConfigKeyError)):
         key = full or first
         root = key.split(".")[0]
-        if root == "hydra":
-            what = (f"'{key}' is not accepted: spabench composes conf/ itself and runs no Hydra job, so hydra.* "
-                    "settings have no effect")
-        elif root in GROUP_NAMES and root not in cls.group_names():
+        if root in GROUP_NAMES and root not in cls.group_names():
             what = f"'{key}' is not accepted: it reads no '{root}' group"
         elif "." in key and root in {f.name for f in fields(cls)}:
             what = f"unknown key '{key}' ({first})"
+        elif readers and root in readers:   # where it lives: a group this command reads, else other commands
+            where_else = hint(cls, root) or (f" ('{root}' is read by: "
+                                             f"{', '.join(f'spabench {c}' for c in readers[root])})")
+            what = f"key '{key}' is not read by this command{where_else}"
         else:
             what = f"unknown key '{key}'{hint(cls, root)}"
         return ConfigError(f"{where}: {what}. It accepts: {accepts(cls)}")
-    value = getattr(cause, "msg", first)
-    return ConfigError(f"{where}: {full + ': ' if full else ''}{str(value).splitlines()[0]}")
+    if isinstance(cause, ValidationError) and full:
+        error = bad_value(cls, full, getattr(cause, "value", None))
+        return error if "(allowed:" in str(error) else ConfigError(f"{error} ({first})")
+    return ConfigError(f"{where}: {first}")
 
 
 def hint(cls: type[CommandConfig], root: str) -> str:
@@ -217,14 +228,28 @@ def hint(cls: type[CommandConfig], root: str) -> str:
 
 # ---------------------------------------------------------------------------- key sets several commands read
 @dataclass
-class CampaignInput(CommandConfig):
+class LabConfig(CommandConfig):
+    """A command that reads the lab's own files (every command but `init`)."""
+
+    config_dir: Path | None = opt(None, "a lab's own folder with bench/, policy/, campaign/ files (used before "
+                                  "the installed conf/)")
+
+    def group_dirs(self, name: str) -> list[Path]:
+        """Where a group's option files live, first match wins: config_dir/<group>, then conf/<group>."""
+        from spabench.paths import option_dirs
+
+        return [d / name for d in option_dirs(self.config_dir)]
+
+
+@dataclass
+class CampaignInput(LabConfig):
     """A command that reads the campaign folder `spabench plan` wrote (given as campaign=DIR)."""
 
     campaign_dir: Path | None = opt(None, "the campaign folder written by `spabench plan` (given as campaign=DIR)")
 
 
 @dataclass
-class LedgerKeys(CommandConfig):
+class LedgerKeys(LabConfig):
     ledger: str | None = opt(None, "where the ledger lives: null/sqlite (a file in the campaign folder) or "
                              "postgresql://[user@]host[:port]/db (no password: PGPASSWORD/PGPASSFILE)")
 
@@ -236,13 +261,13 @@ class LedgerKeys(CommandConfig):
 
 
 @dataclass
-class CardKeys(CommandConfig):
+class CardKeys(LabConfig):
     cards: dict[str, dict[str, Any]] = opt({}, "per-card field overrides: cards.<card>.<field>=value (e.g. "
                                            "cards.pi05.host=10.0.0.5)")
 
 
 @dataclass
-class ServeKeys(CommandConfig):
+class ServeKeys(LabConfig):
     host: str = opt("127.0.0.1", "where the server listens")
     port: int | None = opt(None, "where the server listens (null: the policy card's port)", lo=0, hi=65535)
     api_key: str | None = opt(None, "require `Authorization: Api-Key <key>` from clients")
@@ -252,7 +277,7 @@ class ServeKeys(CommandConfig):
 
 
 @dataclass
-class FigureKeys(CommandConfig):
+class FigureKeys(LabConfig):
     figures: dict[str, Any] = opt({"width": "single", "style": None, "formats": ["svg"]},
                                   "how the figures are drawn (spabench.analysis.figures.FigureSettings): "
                                   "figures.width=single|double (a 3.5 in or 7 in column), figures.style=PATH (a "
@@ -262,7 +287,7 @@ class FigureKeys(CommandConfig):
 
 
 @dataclass
-class ReportKeys(CommandConfig):
+class ReportKeys(LabConfig):
     unpaired: str | None = opt(None, "a direct/paraphrase row without its partner: error (the default for a CSV) | "
                                "exclude (the default for a campaign, whose partner trials may still be pending)",
                                choices=("error", "exclude"))

@@ -145,13 +145,12 @@ def test_robot_campaign_without_bench_argument_tries_the_robot_not_the_twin(tmp_
 def _scripted_server():
     """The scripted stand-in, already bound to a port of its own (measured before: a port found free
     by a closed probe socket, which another test's server could take before this one bound it)."""
-    from spabench.config import SpabenchConfig
     from spabench.policy.card import load_card
-    from spabench.standins.serve import build_server
+    from spabench.standins.serve import ServeScriptedConfig, build_server
 
-    _, server = build_server(SpabenchConfig.from_mapping(
+    _, server = build_server(ServeScriptedConfig.from_mapping(
         {"policy": load_card("scripted_compositional"), "suite": {"root": "tasks", "hardware": "hardware"},
-         "port": 0}, groups=("policy", "suite")))
+         "port": 0}))
     server.listen()
     return server, server.port
 
@@ -181,7 +180,7 @@ def test_card_overrides_as_documented(tmp_path, capsys):
     alias = card_aliases(campaign)["scripted_compositional"]
     cfg = compose(COMMANDS["run"], [f"campaign={campaign}", f"cards.{alias}.host=10.0.0.5",
                                     f"cards.{alias}.port=9001"])
-    card = load_cards(["scripted_compositional"], cfg, aliases={alias: "scripted_compositional"},
+    card = load_cards(["scripted_compositional"], *_cards_of(cfg), aliases={alias: "scripted_compositional"},
                       blind=True)["scripted_compositional"]
     assert (card.host, card.port) == ("10.0.0.5", 9001)
     capsys.readouterr()
@@ -216,7 +215,7 @@ def test_config_dir_holds_the_labs_bench_policy_and_campaign(tmp_path, capsys):
     assert cfg.bench.port == "/dev/ttyLAB0" and cfg.config_dir == lab
     from spabench.rollout.policies import load_cards
 
-    assert load_cards(["lab_policy"], cfg)["lab_policy"].host == "10.9.9.9"
+    assert load_cards(["lab_policy"], *_cards_of(cfg))["lab_policy"].host == "10.9.9.9"
     assert main(["plan", "campaign=lab_campaign", f"out={tmp_path / 'y'}"]) == 2  # not without config_dir
     assert "no campaign preset" in capsys.readouterr().err
     assert main(["plan", "campaign=smoke", f"config_dir={tmp_path / 'nope'}", f"out={tmp_path / 'z'}"]) == 2
@@ -278,3 +277,8 @@ def test_report_leaves_dry_runs_out_of_a_robot_campaign(tmp_path, capsys):
     assert main(["report", f"campaign={campaign}", f"out={tmp_path / 'r'}", "bootstrap=10"]) == 0
     out = capsys.readouterr().out
     assert "1 dry-run rollout(s) (dry_run=true) not counted" in out and "report: 2 rollouts" in out
+
+
+def _cards_of(cfg):
+    """What `run` passes load_cards: the per-card overrides and where the card files are."""
+    return cfg.cards, cfg.group_dirs("policy")

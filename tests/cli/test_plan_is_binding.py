@@ -29,14 +29,13 @@ def _free_port() -> int:
 
 
 def _server(card_name: str, mode: str):
-    from spabench.config import SpabenchConfig
     from spabench.policy.card import load_card
-    from spabench.standins.serve import build_server
+    from spabench.standins.serve import ServeScriptedConfig, build_server
 
     port = _free_port()
-    _, server = build_server(SpabenchConfig.from_mapping(
+    _, server = build_server(ServeScriptedConfig.from_mapping(
         {"policy": load_card(card_name), "suite": {"root": "tasks", "hardware": "hardware"}, "port": port,
-         "mode": mode}, groups=("policy", "suite")))
+         "mode": mode}))
     return server, port
 
 

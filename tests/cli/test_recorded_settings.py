@@ -43,7 +43,7 @@ def test_config_dir_is_recorded_and_reused(tmp_path):
     assert main(["plan", "campaign=lab_campaign", f"config_dir={lab}", f"out={out}"]) == 0
     cfg = compose(COMMANDS["run"], [f"campaign={out}"])          # config_dir not given again
     assert cfg.config_dir == lab
-    assert load_cards(["lab_policy"], cfg)["lab_policy"].host == "10.9.9.9"
+    assert load_cards(["lab_policy"], *_cards_of(cfg))["lab_policy"].host == "10.9.9.9"
     shutil.rmtree(lab)
     with pytest.raises(ConfigError, match="planned with config_dir=.*give the lab's folder"):
         compose(COMMANDS["run"], [f"campaign={out}"])
@@ -82,5 +82,10 @@ def test_a_lab_card_with_defaults_and_env_is_read_by_plan_and_run(tmp_path, monk
     monkeypatch.setenv("SPABENCH_TEST_GPU", "10.7.7.7")
     out = tmp_path / "planned"
     assert main(["plan", "campaign=lab_pi_campaign", f"config_dir={lab}", f"out={out}"]) == 0
-    card = load_cards(["lab_pi"], compose(COMMANDS["run"], [f"campaign={out}"]))["lab_pi"]
+    card = load_cards(["lab_pi"], *_cards_of(compose(COMMANDS["run"], [f"campaign={out}"])))["lab_pi"]
     assert (card.host, card.protocol, card.horizon) == ("10.7.7.7", "openpi", 50)   # pi05's fields, lab's host
+
+
+def _cards_of(cfg):
+    """What `run` passes load_cards: the per-card overrides and where the card files are."""
+    return cfg.cards, cfg.group_dirs("policy")

@@ -42,14 +42,13 @@ def _free_port() -> int:
 
 
 def _server(card_name: str, mode: str):
-    from spabench.config import SpabenchConfig
     from spabench.policy.card import load_card
-    from spabench.standins.serve import build_server
+    from spabench.standins.serve import ServeScriptedConfig, build_server
 
     port = _free_port()
-    _, server = build_server(SpabenchConfig.from_mapping(
+    _, server = build_server(ServeScriptedConfig.from_mapping(
         {"policy": load_card(card_name), "suite": {"root": "tasks", "hardware": "hardware"}, "port": port,
-         "mode": mode}, groups=("policy", "suite")))
+         "mode": mode}))
     return server, port
 
 
@@ -78,7 +77,7 @@ def test_policy_fields_on_a_single_card_campaign_go_to_its_card(tmp_path):
     campaign = _plan(tmp_path)
     cfg = compose(COMMANDS["run"], [f"campaign={campaign}", "policy.port=27422", "policy.host=10.0.0.7"])
     alias = _aliases(campaign)["scripted_compositional"]
-    card = load_cards(["scripted_compositional"], cfg, aliases={alias: "scripted_compositional"})
+    card = load_cards(["scripted_compositional"], *_cards_of(cfg), aliases={alias: "scripted_compositional"})
     assert (card["scripted_compositional"].port, card["scripted_compositional"].host) == (27422, "10.0.0.7")
 
 
@@ -156,3 +155,8 @@ def test_run_help_states_one_operator_default():
     text = command_help(COMMANDS["run"])
     assert "default auto" not in text
     assert "operator  default terminal on a robot campaign, auto on the twin" in text
+
+
+def _cards_of(cfg):
+    """What `run` passes load_cards: the per-card overrides and where the card files are."""
+    return cfg.cards, cfg.group_dirs("policy")

@@ -19,7 +19,7 @@ from typing import Any
 
 from spabench.cli.commands import CAMPAIGN_FOLDER, CAMPAIGN_PRESET, COMMANDS, Command
 from spabench.config import GROUP_NAMES as GROUPS
-from spabench.config import CommandConfig, accepts, allowed_text, default_of, keys_of, reword
+from spabench.config import CommandConfig, LabConfig, accepts, allowed_text, default_of, keys_of, reword
 from spabench.configtools import OPTION_FILE, load_option, overlay
 from spabench.errors import ConfigError, SpabenchError
 
@@ -124,11 +124,14 @@ def _split(item: str) -> tuple[str, str, str]:
 NULL_WORDS = ("null", "None", "none", "~")   # `out=None` (Python's word) means null, never a folder "None"
 
 
-def refuse_group(command: Command, bare: str) -> None:
-    """A group the command does not read: Hydra's own answer ("no match in the defaults list") does
-    not say which groups the command reads, so this one is said here."""
+def refuse_unread(command: Command, bare: str) -> None:
+    """What Hydra's compose does not refuse itself: hydra.* settings (taken silently, with no effect) and a
+    group the command does not read (Hydra's "no match in the defaults list" names no group it reads)."""
     root = bare.split(".")[0]
-    if root in GROUPS and root not in command.groups and not (root == "campaign" and command.campaign):
+    if root == "hydra":
+        raise ConfigError(f"spabench {command.name}: '{bare}' is not accepted: spabench composes conf/ itself and "
+                          "runs no Hydra job, so hydra.* settings have no effect")
+    if root in GROUPS and root not in command.groups and not (root == "campaign" and command.campaign and "." not in bare):
         raise ConfigError(f"spabench {command.name}: '{bare}' is not accepted: it reads no '{root}' group. "
                           f"It accepts: {accepts(command.schema)}")
 
@@ -220,7 +223,7 @@ def prepare(command: Command, argv: list[str]) -> tuple[list[str], Path | None, 
     rest = []
     for item in argv:
         prefix, bare, value = _split(item)
-        if bare == "config_dir":
+        if bare == "config_dir" and issubclass(command.schema, LabConfig):
             lab = _check_lab_dir(value) if value not in ("", *NULL_WORDS) else None
         rest.append(item)
     dirs = config_dirs(lab)
@@ -229,7 +232,7 @@ def prepare(command: Command, argv: list[str]) -> tuple[list[str], Path | None, 
     chosen: dict[str, str] = {}
     campaign_file = None
     for item in rest:
-        refuse_group(command, _split(item)[1])
+        refuse_unread(command, _split(item)[1])
         prefix, bare, value = _split(item)
         if bare == "campaign" and command.campaign == CAMPAIGN_FOLDER:
             overrides.append(f"campaign_dir={_literal(str(Path(value).expanduser().resolve()))}")  # a folder here
@@ -253,7 +256,7 @@ def prepare(command: Command, argv: list[str]) -> tuple[list[str], Path | None, 
                 raise ConfigError(f"campaign={value}: no campaign preset of that name and no such file "
                                   f"(allowed: {', '.join(presets)}, or a path to a campaign .yaml file)")
             continue
-        if bare == "config_dir":
+        if bare == "config_dir" and issubclass(command.schema, LabConfig):
             overrides.append(f"config_dir={_literal(str(lab)) if lab is not None else 'null'}")
             continue
         if bare in GROUPS and not prefix:
@@ -446,12 +449,21 @@ def composed(command: Command, argv: list[str]) -> Any:
                 # a campaign file without a name is named after the file
                 OmegaConf.update(node, "campaign.name", campaign_file.stem, force_add=True)
         except (ConfigCompositionException, OmegaConfBaseException) as exc:
-            raise reword(command.schema, exc) from None
+            raise reword(command.schema, exc, key_readers()) from None
         except MissingConfigException as exc:
             raise ConfigError(f"spabench {command.name}: {str(exc).splitlines()[0]}") from None
         except yaml.YAMLError as exc:   # the mark names the file and line
             raise ConfigError("not readable YAML: " + " ".join(str(exc).split())) from None
     return node
+
+
+def key_readers() -> dict[str, list[str]]:
+    """key -> the commands whose config declares it (for the error of a command that does not)."""
+    out: dict[str, list[str]] = {}
+    for name, c in COMMANDS.items():
+        for f in keys_of(c.schema):
+            out.setdefault("campaign" if f.name == "campaign_dir" else f.name, []).append(name)
+    return out
 
 
 def typed(command: Command, node: Any) -> CommandConfig:

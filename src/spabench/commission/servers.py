@@ -35,14 +35,15 @@ def cards_to_check(cfg: Any) -> dict[str, Any]:
             trials = ledger.trials()
         blind = any(t.alias != t.policy for t in trials)
         aliases = {t.alias: t.card for t in trials}
-        cards = load_cards(list(dict.fromkeys(t.card for t in trials)), cfg, aliases=aliases, blind=blind)
+        cards = load_cards(list(dict.fromkeys(t.card for t in trials)), cfg.cards, cfg.group_dirs("policy"), cfg.policy,
+                           aliases=aliases, blind=blind)
         if blind:
             by_card = {c: a for a, c in aliases.items()}
             return {by_card[name]: card for name, card in cards.items()}
         return cards
     names = ([cfg.policy.name] if cfg.policy is not None else []) + [n for n in cfg.cards
                                                                      if cfg.policy is None or n != cfg.policy.name]
-    return load_cards(names, cfg) if names else {}
+    return load_cards(names, cfg.cards, cfg.group_dirs("policy"), cfg.policy) if names else {}
 
 
 def payload(bench: Any, pictures: dict[str, np.ndarray]) -> Any:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from spabench.config import CampaignInput, CommandConfig, LedgerKeys, opt
+from spabench.config import CampaignInput, LabConfig, LedgerKeys, opt
 from spabench.configtools import required
 from spabench.errors import ConfigError, SpabenchError
 from spabench.paths import campaign_folder
@@ -32,7 +32,7 @@ class ExportLerobotConfig(CampaignInput):
 
 
 @dataclass
-class ImportLerobotConfig(CommandConfig):
+class ImportLerobotConfig(LabConfig):
     """`spabench import lerobot`."""
 
     command: ClassVar[str] = "import lerobot"

@@ -35,10 +35,11 @@ def card_yaml(card: Any) -> str:
     return yaml.safe_dump(dataclasses.asdict(card), sort_keys=False)
 
 
-def load_cards(names: list[str], cfg: RunConfig, aliases: dict[str, str] | None = None,
-               blind: bool = False) -> dict[str, Any]:
-    """One PolicyCard per card name in the plan; `cfg.policy` (with its overrides) wins for its own
-    name, and `cfg.cards.<card or alias>.<field>=...` overrides single fields of any card (e.g. each
+def load_cards(names: list[str], overrides: dict[str, dict[str, Any]], search: list[Path], policy: Any = None,
+               aliases: dict[str, str] | None = None, blind: bool = False) -> dict[str, Any]:
+    """One PolicyCard per card name in the plan, from the card files in `search`; `policy` (a card given
+    with policy=..., bench check) wins for its own name, and `overrides` (`cards.<card or alias>.<field>=...`)
+    overrides single fields of any card (e.g. each
     policy's GPU host in a multi-policy campaign). `aliases` (alias -> card) lets a blinded operator
     address a card by its alias; errors then name the alias only. `blind` (the campaign's blind aliases
     are on): a card is addressed by its alias only, a real card name is refused like an unknown one, so
@@ -47,7 +48,7 @@ def load_cards(names: list[str], cfg: RunConfig, aliases: dict[str, str] | None 
 
     aliases = {a: c for a, c in (aliases or {}).items() if a != c}
     by_card: dict[str, tuple[str, dict[str, Any]]] = {}
-    for key, fields in cfg.cards.items():
+    for key, fields in overrides.items():
         if blind and key not in aliases:   # the key is not echoed: the screen would show a card name as its alias
             raise ConfigError(f"a cards.<name> key is not one of this campaign's aliases: with blind aliases on, "
                               f"address cards by alias ({', '.join(sorted(aliases))}); plan.csv's alias column "
@@ -60,10 +61,7 @@ def load_cards(names: list[str], cfg: RunConfig, aliases: dict[str, str] | None 
         by_card.setdefault(card_name, (key, {}))[1].update(fields)
     cards = {}
     for name in names:
-        if cfg.policy is not None and cfg.policy.name == name:
-            card = cfg.policy
-        else:
-            card = load_card(name, search=cfg.group_dirs("policy"))
+        card = policy if policy is not None and policy.name == name else load_card(name, search=search)
         if name in by_card:
             key, fields = by_card[name]
             base = dataclasses.asdict(card)

@@ -59,7 +59,7 @@ def _campaign_servers(cfg: ServersConfig, command: str, pending_only: bool = Tru
     folder = campaign_folder(cfg.campaign_dir, command)
     with Ledger.open(folder) as ledger:
         trials = ledger.trials()   # every card of the plan, with its overrides (by card or alias), as `run`
-        cards = load_cards(list(dict.fromkeys(t.card for t in trials)), cfg,
+        cards = load_cards(list(dict.fromkeys(t.card for t in trials)), cfg.cards, cfg.group_dirs("policy"),
                            aliases={t.alias: t.card for t in trials}, blind=any(t.alias != t.policy for t in trials))
         if pending_only:
             needed = {t.card for t in ledger.pending_trials()}

@@ -171,7 +171,7 @@ class Session:
         self._blind(Blinder.for_trials(self.ledger.trials()))
         # every card of the plan, with its overrides: a bad cards.<name>.<field> fails before any write
         trials = self.ledger.trials()
-        cards = load_cards(list(dict.fromkeys(t.card for t in trials)), self.cfg,
+        cards = load_cards(list(dict.fromkeys(t.card for t in trials)), self.cfg.cards, self.cfg.group_dirs("policy"),
                            aliases={t.alias: t.card for t in trials}, blind=any(t.alias != t.policy for t in trials))
         check_timer_binding(self.ledger.pending_trials(), self.op_cfg.timer_s, self.dry_run)   # before any write
         self.claims = SceneSetClaims(self.ledger, self.bench_id, self.cfg.lease_s, self.say)

@@ -8,14 +8,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from spabench.config import CommandConfig, opt
+from spabench.config import LabConfig, opt
 from spabench.errors import SpabenchError
 from spabench.suite.config import suite_group
 from spabench.suite.vocabulary import SCENE_CONDITIONS
 
 
 @dataclass
-class SuiteGenerateConfig(CommandConfig):
+class SuiteGenerateConfig(LabConfig):
     """`spabench suite generate`."""
 
     command: ClassVar[str] = "suite generate"
@@ -25,7 +25,7 @@ class SuiteGenerateConfig(CommandConfig):
 
 
 @dataclass
-class SuiteValidateConfig(CommandConfig):
+class SuiteValidateConfig(LabConfig):
     """`spabench suite validate`."""
 
     command: ClassVar[str] = "suite validate"
@@ -33,11 +33,11 @@ class SuiteValidateConfig(CommandConfig):
     suite: Any = suite_group()
 
 
-def _settings(cfg: SuiteGenerateConfig | SuiteValidateConfig) -> tuple[Path, Path, int, Path | None]:
+def _settings(cfg: SuiteGenerateConfig | SuiteValidateConfig) -> tuple[Path, Path, int]:
     from spabench.suite.loader import resolve_path
 
     suite = cfg.need("suite")
-    return resolve_path(suite.root), resolve_path(suite.hardware), suite.seed, cfg.out
+    return resolve_path(suite.root), resolve_path(suite.hardware), suite.seed
 
 
 def _console():
@@ -76,7 +76,8 @@ def generate(cfg: SuiteGenerateConfig) -> int:
     from spabench.outputs import replace_output
     from spabench.suite.generator import generate_suite
 
-    root, hardware, seed, out = _settings(cfg)
+    root, hardware, seed = _settings(cfg)
+    out = cfg.out
     rule = cfg.need("suite").relation
     if out is None or Path(out).resolve() == Path(root).resolve():
         suite = generate_suite(seed, root, source_root=root, hardware_root=hardware, relation_rule=rule)
@@ -98,7 +99,7 @@ def validate(cfg: SuiteValidateConfig) -> int:
     from spabench.suite.contracts import validate_suite
     from spabench.suite.loader import load_suite
 
-    root, hardware, _, _ = _settings(cfg)
+    root, hardware, _ = _settings(cfg)
     console = _console()
     try:
         suite = load_suite(root, hardware)
