@@ -140,7 +140,8 @@ class CommandConfig:
             built = OmegaConf.to_object(node)
         except OmegaConfBaseException as exc:
             raise reword(cls, exc) from None
-        return replace(built, **groups) if groups else built   # type: ignore[return-value]
+        assert isinstance(built, cls)
+        return replace(built, **groups) if groups else built
 
     def need(self, name: str) -> Any:
         """The typed object of a group the command reads (a programming error if it was not built)."""

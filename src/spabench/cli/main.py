@@ -280,11 +280,11 @@ def prepare(command: Command, argv: list[str]) -> tuple[list[str], Path | None, 
             option = chosen.get("bench")
             chosen["operator"] = "auto" if option is not None and _bench_type(dirs, option) == "sim" else "terminal"
             overrides.append(f"operator={chosen['operator']}")
-    options: dict[str, str | Path] = {**group_defaults(), **chosen}
+    picked: dict[str, str | Path] = {**group_defaults(), **chosen}
     if campaign_file is not None:
-        options["campaign"] = campaign_file
+        picked["campaign"] = campaign_file
     for prefix, bare, value in entries:   # once every group's option is known
-        if not prefix and adds_entry(command, bare, dirs, options):
+        if not prefix and adds_entry(command, bare, dirs, picked):
             prefix = "+"
         overrides.append(f"{prefix}{bare}={value}")
     return overrides, campaign_file, dirs
