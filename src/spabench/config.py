@@ -181,10 +181,11 @@ def bad_value(cls: type[CommandConfig], key: str, value: Any) -> ConfigError:
     return ConfigError(f"spabench {cls.command}: key '{key}': {shown}{allowed}")
 
 
-def reword(cls: type[CommandConfig], exc: BaseException, readers: Mapping[str, list[str]] | None = None
-           ) -> ConfigError:
+def reword(cls: type[CommandConfig], exc: BaseException, readers: Mapping[str, list[str]] | None = None,
+           key: str = "", value: Any = None) -> ConfigError:
     """OmegaConf's (or Hydra's) error about a command's config as one line naming the command, the key
-    and what the command accepts; `readers` (key -> the commands that read it) says where a key lives."""
+    and what the command accepts; `readers` (key -> the commands that read it) says where a key lives;
+    `key` and `value`: the override that failed, when known (OmegaConf names only the innermost key)."""
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError, MissingMandatoryValue, ValidationError
 
     cause = exc.__cause__ if exc.__cause__ is not None and not str(exc).startswith("In ") else exc
@@ -197,7 +198,7 @@ def reword(cls: type[CommandConfig], exc: BaseException, readers: Mapping[str, l
         return ConfigError(f"{where}: '{full}' is required (??? in its config file) and was not given; set it "
                            f"on the command line, e.g. {full}=...")
     if isinstance(cause, (ConfigAttributeError, ConfigKeyError)):
-        key = full or first
+        key = full or key or first
         root = key.split(".")[0]
         if root in GROUP_NAMES and root not in cls.group_names():
             what = f"'{key}' is not accepted: it reads no '{root}' group"
@@ -210,8 +211,8 @@ def reword(cls: type[CommandConfig], exc: BaseException, readers: Mapping[str, l
         else:
             what = f"unknown key '{key}'{hint(cls, root)}"
         return ConfigError(f"{where}: {what}. It accepts: {accepts(cls)}")
-    if isinstance(cause, ValidationError) and full:
-        error = bad_value(cls, full, getattr(cause, "value", None))
+    if isinstance(cause, ValidationError) and (key or full):
+        error = bad_value(cls, key or full, getattr(cause, "value", None) if value is None else value)
         return error if "(allowed:" in str(error) else ConfigError(f"{error} ({first})")
     return ConfigError(f"{where}: {first}")
 

@@ -95,7 +95,7 @@ def test_every_key_a_command_reads_is_accepted_with_its_default_and_refused_with
         if kind in BAD:
             assert main([*command.split(), f"{f.name}={BAD[kind]}"]) == 2, f.name
             err = capsys.readouterr().err
-            assert f"spabench {command}: {f.name}" in err, err
+            assert f"spabench {command}: key '{f.name}': '{BAD[kind]}' (allowed: " in err, err
     assert compose(cmd, items) is not None
     assert main([*command.split(), "hydra.run.dir=x"]) == 2
     assert f"spabench {command}: 'hydra.run.dir' is not accepted" in capsys.readouterr().err

@@ -424,6 +424,25 @@ def register(command: Command, groups: tuple[str, ...]) -> str:
     return name
 
 
+def check_keys(command: Command, overrides: list[str]) -> None:
+    """The command's own keys set on its schema alone, before composing the groups: an unknown key or a
+    value of the wrong type is OmegaConf's struct error at once (composing every group first costs
+    0.1-0.3 s, which a mistyped key should not). Group fields are judged when the groups are composed."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    node = OmegaConf.structured(command.schema)
+    for override in OverridesParser.create().parse_overrides(overrides):
+        key = override.key_or_group
+        if key.split(".")[0] in GROUPS or override.is_delete():
+            continue
+        try:
+            OmegaConf.update(node, key, override.value(), merge=True, force_add=override.is_add())
+        except OmegaConfBaseException as exc:
+            raise reword(command.schema, exc, key_readers(), key, override.value()) from None
+
+
 def composed(command: Command, argv: list[str]) -> Any:
     """The composed node of what the command reads, typed by its schema (struct mode): its keys and
     the groups it reads (groups it does not read are never composed)."""
@@ -437,6 +456,7 @@ def composed(command: Command, argv: list[str]) -> Any:
     from spabench.suite.yamlio import refuse_aliases
 
     overrides, campaign_file, dirs = prepare(command, argv)
+    check_keys(command, overrides)
     groups = read_groups(command, argv)
     files = [p for d in dirs for p in sorted(d.rglob("*.yaml"))] + ([campaign_file] if campaign_file else [])
     for path in files:   # no YAML alias bombs in config files (i10)
