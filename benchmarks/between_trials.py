@@ -59,10 +59,10 @@ def main() -> None:
     args = ap.parse_args()
     pairs = args.pairs or (5 if args.quick else 21)
 
+    from tests.integration.harness import run_config
     from tests.support.feetech_bus import EmulatedBus
 
     import spabench.rollout.session as session_module
-    from spabench.config import SpabenchConfig
     from spabench.operator.terminal import TerminalOperator
     from spabench.rollout.commands import run
     from spabench.serve.openpi_server import OpenPiServer
@@ -88,7 +88,7 @@ def main() -> None:
         folder = campaign(workdir, pairs, args.timer)
         calib = emulated_calibration(workdir)
         with EmulatedBus() as bus, OpenPiServer(ramp_infer(HORIZON), {"horizon": HORIZON}, port=0) as server:
-            cfg = SpabenchConfig.from_mapping({
+            cfg = run_config({   # the card goes into a lab folder next to the campaign (run reads cards by name)
                 "campaign_dir": str(folder),
                 "bench": {"type": "so101", "port": bus.port, "robot_id": "spabench_follower",
                           "calibration_dir": str(calib), "fps": 30, "max_relative_target": 10.0,
@@ -103,7 +103,7 @@ def main() -> None:
                            "cameras": {"observation/image": "middle", "observation/wrist_image": "wrist"}},
                 "suite": {"root": "tasks", "hardware": "hardware"},
                 "accept_cameras": True,
-            }, groups=("bench", "operator", "suite", "policy"))
+            })
             out = io.StringIO()
             started = time.perf_counter()
             code = run(cfg, out=out, stdin=io.StringIO("\ny\n\n" * (2 * pairs)))

@@ -29,12 +29,16 @@ from _common import ROOT, export_source, median, table, write_result
 CHILD = r"""
 import sys
 from spabench.analysis.commands import report
-try:
-    from spabench.config import SpabenchConfig
-    typed = SpabenchConfig.from_mapping
+try:  # the command's own config (this checkout); older revisions: the flat root config, or a DictConfig
+    from spabench.analysis.commands import ReportConfig
+    typed = ReportConfig.from_mapping
 except ImportError:
-    from omegaconf import OmegaConf
-    typed = OmegaConf.create
+    try:
+        from spabench.config import SpabenchConfig
+        typed = SpabenchConfig.from_mapping
+    except ImportError:
+        from omegaconf import OmegaConf
+        typed = OmegaConf.create
 report(typed({"outcomes": sys.argv[1], "out": sys.argv[2], "campaign_dir": None}))
 """
 

@@ -48,12 +48,16 @@ CHILD = r"""
 import json, resource, sys, time
 start = time.perf_counter()
 from spabench.analysis.commands import report
-try:  # the typed root config (this checkout); an older revision's report takes a DictConfig
-    from spabench.config import SpabenchConfig
-    typed = SpabenchConfig.from_mapping
+try:  # the command's own config (this checkout); older revisions: the flat root config, or a DictConfig
+    from spabench.analysis.commands import ReportConfig
+    typed = ReportConfig.from_mapping
 except ImportError:
-    from omegaconf import OmegaConf
-    typed = OmegaConf.create
+    try:
+        from spabench.config import SpabenchConfig
+        typed = SpabenchConfig.from_mapping
+    except ImportError:
+        from omegaconf import OmegaConf
+        typed = OmegaConf.create
 imported = time.process_time()
 cfg = {"outcomes": sys.argv[1], "out": sys.argv[2], "campaign_dir": None}
 if len(sys.argv) > 3:

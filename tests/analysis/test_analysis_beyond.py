@@ -11,11 +11,10 @@ from analysis_synthetic import FULL_POLICIES, ID_ONLY_TRIALS, counting_trials, w
 from paired_reference import tango_brute_force
 
 from spabench.analysis.agreement import cohen_kappa, rater_agreement
-from spabench.analysis.commands import report
+from spabench.analysis.commands import ReportConfig, report
 from spabench.analysis.comparisons import between_policy_table, completeness_table, protocol_plan
 from spabench.analysis.outcomes import load_outcomes, validate_outcomes
 from spabench.analysis.ranking import _counts, bradley_terry_ranking, fit_davidson
-from spabench.config import SpabenchConfig
 from spabench.ledger import Ledger
 from spabench.suite.vocabulary import TASKS
 
@@ -217,7 +216,7 @@ def _ledger_campaign(tmp_path):
 def test_campaign_report_plan_and_rater_agreement(tmp_path):
     campaign = _ledger_campaign(tmp_path)
     out = tmp_path / "report"
-    assert report(SpabenchConfig.from_mapping({"campaign_dir": str(campaign), "out": str(out), "bootstrap": 200})) == 0
+    assert report(ReportConfig.from_mapping({"campaign_dir": str(campaign), "out": str(out), "bootstrap": 200})) == 0
     completeness = pd.read_csv(out / "completeness.csv").set_index("policy")
     assert completeness.loc["pi05", "planned"] == 12 and completeness.loc["pi05", "valid"] == 10
     agreement = pd.read_csv(out / "agreement.csv")

@@ -114,8 +114,7 @@ def test_figures_show_as_many_policies_as_the_style_has_colours(tmp_path):
     """Eleven policies: the figures draw the first eight (Okabe-Ito's eight colours, one each), the
     report's tables keep all eleven and report.md names the three left out; a lab's sheet with a
     longer colour cycle draws them all."""
-    from spabench.analysis.commands import report
-    from spabench.config import SpabenchConfig
+    from spabench.analysis.commands import ReportConfig, report
 
     policies = [f"policy{i:02d}" for i in range(11)]
     rows = [{"policy": p, "task": task, "condition": "id", "evaluation_id": f"{task}{j}", "success": str((i + j) % 2)}
@@ -134,7 +133,7 @@ def test_figures_show_as_many_policies_as_the_style_has_colours(tmp_path):
     assert figures.figure_policies(policies, figures.FigureSettings(style=lab)) == policies
 
     out = tmp_path / "report"
-    assert report(SpabenchConfig.from_mapping({"outcomes": str(csv_path), "out": str(out), "campaign_dir": None,
+    assert report(ReportConfig.from_mapping({"outcomes": str(csv_path), "out": str(out), "campaign_dir": None,
                                                "bootstrap": 200})) == 0
     md = (out / "report.md").read_text()
     assert "The figures show the first 8 of 11 policies" in md
@@ -379,14 +378,17 @@ def test_figure_settings_refuse_what_they_do_not_read(tmp_path):
         figures.FigureSettings(style=bad).check_style()
 
 
-def test_conf_default_is_the_dataclass_default():
-    """conf/config.yaml's `figures` block lists exactly FigureSettings' fields with their defaults."""
+def test_config_default_is_the_dataclass_default():
+    """The `figures` key's declared default (what `report` and `compare` draw with when no figures.* is
+    given) lists exactly FigureSettings' fields with their defaults."""
     import dataclasses
 
-    import yaml
+    from spabench.analysis.commands import ReportConfig
+    from spabench.analysis.compare import CompareConfig
 
-    conf = yaml.safe_load((Path(__file__).resolve().parents[2] / "conf" / "config.yaml").read_text())
-    assert {k: tuple(v) if isinstance(v, list) else v for k, v in conf["figures"].items()} \
+    declared = ReportConfig.from_mapping({}).figures
+    assert CompareConfig.from_mapping({}).figures == declared
+    assert {k: tuple(v) if isinstance(v, list) else v for k, v in declared.items()} \
         == {f.name: f.default for f in dataclasses.fields(figures.FigureSettings)}
 
 

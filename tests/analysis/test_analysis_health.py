@@ -7,9 +7,8 @@ from __future__ import annotations
 import pandas as pd
 from analysis_synthetic import counting_trials
 
-from spabench.analysis.commands import report
+from spabench.analysis.commands import ReportConfig, report
 from spabench.analysis.health import campaign_health
-from spabench.config import SpabenchConfig
 from spabench.ledger import Ledger
 from spabench.suite.vocabulary import JOINTS
 
@@ -59,7 +58,7 @@ def test_campaign_health_counts_per_policy(tmp_path):
 
 def test_report_has_the_health_section_and_csv(tmp_path):
     out = tmp_path / "report"
-    cfg = SpabenchConfig.from_mapping({"campaign_dir": str(_campaign(tmp_path)), "out": str(out), "bootstrap": 200})
+    cfg = ReportConfig.from_mapping({"campaign_dir": str(_campaign(tmp_path)), "out": str(out), "bootstrap": 200})
     assert report(cfg) == 0
     text = (out / "report.md").read_text()
     assert "## Campaign health (motors, clamps)" in text

@@ -11,8 +11,7 @@ import pandas as pd
 import pytest
 
 from spabench.analysis import load_outcomes, outcomes_from_frame
-from spabench.analysis.commands import report
-from spabench.config import SpabenchConfig
+from spabench.analysis.commands import ReportConfig, report
 from spabench.errors import DataError
 
 HEADER = "policy,task,condition,evaluation_id,success,matched_group,instruction_variant,failure_mode,valid"
@@ -64,7 +63,7 @@ def test_malformed_csv_one_error_nothing_written(tmp_path, name, extra, row, fie
     else:
         path = write(tmp_path, GOOD + extra)
     out = tmp_path / "out"
-    cfg = SpabenchConfig.from_mapping({"outcomes": str(path), "campaign_dir": None, "out": str(out)})
+    cfg = ReportConfig.from_mapping({"outcomes": str(path), "campaign_dir": None, "out": str(out)})
     with pytest.raises(DataError) as caught:
         report(cfg)
     message = str(caught.value)
@@ -146,8 +145,8 @@ def test_full_report_never_imports_statsmodels(tmp_path, synthetic):
     code = (
         "import sys\n"
         "from spabench.analysis.commands import report\n"
-        "from spabench.config import SpabenchConfig\n"
-        f"report(SpabenchConfig.from_mapping({{'outcomes': {str(csv_path)!r}, 'out': {str(tmp_path / 'r')!r},"
+        "from spabench.analysis.commands import ReportConfig\n"
+        f"report(ReportConfig.from_mapping({{'outcomes': {str(csv_path)!r}, 'out': {str(tmp_path / 'r')!r},"
         " 'bootstrap': 200}))\n"
         "print('heavy:' + ','.join(sorted({m.split('.')[0] for m in sys.modules} & "
         "{'statsmodels'})))\n"

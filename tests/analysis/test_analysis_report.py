@@ -11,8 +11,7 @@ from analysis_synthetic import FULL_POLICIES, ID_ONLY_POLICIES, ID_ONLY_TRIALS, 
 from PIL import Image
 from statsmodels.stats.proportion import proportion_confint
 
-from spabench.analysis.commands import report
-from spabench.config import SpabenchConfig
+from spabench.analysis.commands import ReportConfig, report
 from spabench.errors import ConfigError
 from spabench.suite.vocabulary import TASKS
 
@@ -23,7 +22,7 @@ FIGURES = ("fig5_id_per_task", "fig6_ood_direct_per_task", "fig7_paraphrase", "f
 
 def run_report(tmp_path: Path, csv_path: Path, **extra) -> Path:
     out = tmp_path / "report"
-    cfg = SpabenchConfig.from_mapping({"outcomes": str(csv_path), "campaign_dir": None, "out": str(out),
+    cfg = ReportConfig.from_mapping({"outcomes": str(csv_path), "campaign_dir": None, "out": str(out),
                                        "bootstrap_seed": 0, "bootstrap": 500,
                                        "unpaired": "exclude", **extra})  # slices of the synthetic campaign cut pairs
     assert report(cfg) == 0
@@ -221,11 +220,11 @@ def test_refuses_to_overwrite_foreign_directory(tmp_path, synthetic):
 ])
 def test_config_errors(cfg):
     with pytest.raises(ConfigError):
-        report(SpabenchConfig.from_mapping(cfg))
+        report(ReportConfig.from_mapping(cfg))
 
 
 def test_campaign_dir_without_ledger(tmp_path):
-    cfg = SpabenchConfig.from_mapping({"outcomes": None, "campaign_dir": str(tmp_path), "out": str(tmp_path / "r")})
+    cfg = ReportConfig.from_mapping({"outcomes": None, "campaign_dir": str(tmp_path), "out": str(tmp_path / "r")})
     with pytest.raises(ConfigError, match="ledger.sqlite"):
         report(cfg)
     assert not (tmp_path / "r").exists()
@@ -245,7 +244,7 @@ def test_failure_while_writing_leaves_no_partial_output(tmp_path, synthetic, mon
     assert (out / "summary.csv").read_bytes() == before  # the earlier report is untouched
     assert sorted(p.name for p in tmp_path.iterdir()) == ["o.csv", "o2.csv", "report"]
     fresh = tmp_path / "fresh"
-    cfg = SpabenchConfig.from_mapping({"outcomes": str(csv_path), "out": str(fresh), "bootstrap": 10,
+    cfg = ReportConfig.from_mapping({"outcomes": str(csv_path), "out": str(fresh), "bootstrap": 10,
                                        "unpaired": "exclude"})
     with pytest.raises(RuntimeError):
         report(cfg)

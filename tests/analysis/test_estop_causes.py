@@ -11,9 +11,8 @@ import pytest
 from tests.ledger.conftest import HASH, _rows
 
 from spabench.analysis.attempts import estop_table, invalid_attempt_table
-from spabench.analysis.commands import report
+from spabench.analysis.commands import ReportConfig, report
 from spabench.analysis.outcomes import load_outcomes
-from spabench.config import SpabenchConfig
 from spabench.ledger import Ledger, LedgerError
 from spabench.suite.rules import (
     ESTOP_CAUSE_NOT_RECORDED,
@@ -122,7 +121,7 @@ def test_the_report_counts_unsafe_estops_as_failures_apart(tmp_path):
     assert invalid["attempts"].sum() == 3 and invalid["trials_rerun"].sum() == 3
 
     out = tmp_path / "report"
-    report(SpabenchConfig.from_mapping({"outcomes": str(csv_path), "out": str(out), "campaign_dir": None}))
+    report(ReportConfig.from_mapping({"outcomes": str(csv_path), "out": str(out), "campaign_dir": None}))
     summary = pd.read_csv(out / "summary.csv")
     cell = summary[(summary["policy"] == "pi05") & (summary["task"] == "relative_size")
                    & (summary["condition"] == "id")].iloc[0]

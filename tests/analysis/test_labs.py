@@ -17,12 +17,11 @@ import pytest
 from analysis_synthetic import counting_trials
 
 from spabench import api
-from spabench.analysis.commands import report
+from spabench.analysis.commands import ReportConfig, report
 from spabench.analysis.comparisons import between_policy_table
 from spabench.analysis.contrasts import contrast_table
 from spabench.analysis.labs import CHI_SQUARE, FISHER, factor_table, heterogeneity, heterogeneity_table
 from spabench.analysis.outcomes import load_outcomes
-from spabench.config import SpabenchConfig
 from spabench.errors import DataError
 from spabench.ledger import Ledger
 
@@ -128,7 +127,7 @@ def _two_bench_campaign(tmp_path: Path) -> Path:
 def test_a_two_bench_campaigns_report_names_its_benches(tmp_path):
     campaign = _two_bench_campaign(tmp_path)
     out = tmp_path / "report"
-    assert report(SpabenchConfig.from_mapping({"campaign_dir": str(campaign), "out": str(out), "bootstrap": 200})) == 0
+    assert report(ReportConfig.from_mapping({"campaign_dir": str(campaign), "out": str(out), "bootstrap": 200})) == 0
     text = (out / "report.md").read_text()
     assert "One bench" not in text
     assert "2 benches (bench-left, bench-right)" in text and "## Success per bench" in text

@@ -7,8 +7,7 @@ from __future__ import annotations
 import pandas as pd
 from analysis_synthetic import counting_trials
 
-from spabench.analysis.commands import report
-from spabench.config import SpabenchConfig
+from spabench.analysis.commands import ReportConfig, report
 from spabench.ledger import Ledger
 
 
@@ -31,7 +30,7 @@ def test_the_report_counts_dropped_frames_and_gaps_per_camera_and_policy(tmp_pat
         ledger.record_score(attempt, "alice", n % 2 == 0, None if n % 2 == 0 else "grasp_failure")
     ledger.close()
     out = tmp_path / "report"
-    assert report(SpabenchConfig.from_mapping({"campaign_dir": str(campaign), "out": str(out), "bootstrap": 200})) == 0
+    assert report(ReportConfig.from_mapping({"campaign_dir": str(campaign), "out": str(out), "bootstrap": 200})) == 0
     table = pd.read_csv(out / "cameras.csv").set_index(["camera", "policy"])
     wrist = table.loc[("wrist", "jittery")]
     assert (wrist["attempts"], wrist["skipped"], wrist["encoder_dropped"], wrist["gaps"]) == (4, 12, 1, 3)

@@ -15,9 +15,8 @@ import pytest
 from analysis_synthetic import COLUMNS, FULL_POLICIES, synthetic_campaign, write_csv
 
 from spabench.analysis.attempts import invalid_attempt_table
-from spabench.analysis.commands import report
+from spabench.analysis.commands import ReportConfig, report
 from spabench.analysis.outcomes import load_outcomes
-from spabench.config import SpabenchConfig
 from spabench.suite.vocabulary import TASKS
 
 
@@ -27,7 +26,7 @@ def written(tmp_path_factory):
     campaign = synthetic_campaign()
     csv_path = write_csv(folder / "outcomes.csv", campaign.rows)
     out = folder / "report"
-    report(SpabenchConfig.from_mapping({"outcomes": str(csv_path), "out": str(out), "bootstrap": 500}))
+    report(ReportConfig.from_mapping({"outcomes": str(csv_path), "out": str(out), "bootstrap": 500}))
     return campaign, folder, out, (out / "report.md").read_text()
 
 

@@ -16,8 +16,7 @@ import pytest
 
 from spabench.bench_record import CHECKS_DIR, last_check
 from spabench.cli.main import main
-from spabench.commission.commands import bench_check
-from spabench.config import SpabenchConfig
+from spabench.commission.commands import BenchCheckConfig, bench_check
 from spabench.rollout.commands import run
 from spabench.rollout.exits import EXIT_OK
 from tests.integration.harness import WaveServer, cfg_data, make_campaign, make_cfg
@@ -57,9 +56,9 @@ def test_run_names_the_last_check_and_the_report_lists_the_campaigns(tmp_path, m
         assert "no bench check on record for this bench" in out.getvalue()
 
         data = cfg_data(campaign, bus.port, server.port)
-        check_cfg = SpabenchConfig.from_mapping(
+        check_cfg = BenchCheckConfig.from_mapping(
             {"bench": data["bench"], "policy": data["policy"], "campaign_dir": str(campaign),
-             "out": str(tmp_path / "check"), "camera_s": 0.5, "requests": 3}, groups=("bench", "policy"))
+             "out": str(tmp_path / "check"), "camera_s": 0.5, "requests": 3})
         said = io.StringIO()
         assert bench_check(check_cfg, out=said) == 0, said.getvalue()
 

@@ -99,17 +99,15 @@ def policy_servers():
     """The two scripted stand-ins (not VLAs) over the openpi protocol, each on a free port."""
     import yaml
 
-    from spabench.config import SpabenchConfig
-    from spabench.standins.serve import build_server
+    from spabench.standins.serve import ServeScriptedConfig, build_server
 
     suite = yaml.safe_load((REPO / "conf/suite/spabench.yaml").read_text())
     ports, servers = {}, []
     for name, mode in (("scripted_compositional", "compositional"), ("scripted_memorising", "memorising")):
         card = yaml.safe_load((REPO / f"conf/policy/{name}.yaml").read_text())
         card["port"] = ports[name] = free_port()
-        _, server = build_server(SpabenchConfig.from_mapping(
-            {"policy": card, "mode": mode, "port": card["port"], "host": "127.0.0.1", "seed": 0, "suite": suite},
-            groups=("policy", "suite")))
+        _, server = build_server(ServeScriptedConfig.from_mapping(
+            {"policy": card, "mode": mode, "port": card["port"], "host": "127.0.0.1", "seed": 0, "suite": suite}))
         server.__enter__()
         servers.append(server)
     yield ports

@@ -18,14 +18,13 @@ from spabench.ledger import Ledger
 from spabench.rollout.commands import run
 from spabench.rollout.exits import EXIT_OK
 from tests.console.conftest import free_port
-from tests.integration.harness import RUN_GROUPS, WaveServer, cfg_data, make_campaign, when
+from tests.integration.harness import WaveServer, cfg_data, make_campaign, run_config, when
 from tests.integration.test_estop import Console
 from tests.support.feetech_bus import EmulatedBus
 
 
 @pytest.mark.bench
 def test_the_bench_page_shows_the_cool_down_until_the_motors_cooled(tmp_path, browser):
-    from spabench.config import SpabenchConfig
 
     campaign = make_campaign(tmp_path, n=2)
     port = free_port()
@@ -41,7 +40,7 @@ def test_the_bench_page_shows_the_cool_down_until_the_motors_cooled(tmp_path, br
         # the session on a thread, the person at the page on this one (Playwright's sync API stays on
         # the thread that made the browser)
         session = threading.Thread(target=lambda: result.update(code=run(
-            SpabenchConfig.from_mapping(data, groups=RUN_GROUPS), out=out)), daemon=True)
+            run_config(data), out=out)), daemon=True)
         session.start()
         c = Console(port)
         try:

@@ -117,10 +117,9 @@ def test_one_failed_window_after_a_good_one_does_not_fail_a_camera():
 @pytest.mark.slow
 def test_web_session_refuses_a_frozen_and_a_slow_camera_naming_them(tmp_path):
     from spabench.bench.config import DEFAULT_HOME_POSE
-    from spabench.config import SpabenchConfig
     from spabench.rollout.commands import run
     from tests.console.conftest import free_port
-    from tests.integration.harness import RUN_GROUPS, WaveServer, cfg_data, make_campaign
+    from tests.integration.harness import WaveServer, cfg_data, make_campaign, run_config
     from tests.integration.test_estop import Console
     from tests.support.feetech_bus import EmulatedBus
 
@@ -142,7 +141,7 @@ def test_web_session_refuses_a_frozen_and_a_slow_camera_naming_them(tmp_path):
         out = io.StringIO()
         result: dict = {}
         session = threading.Thread(target=lambda: result.update(code=run(
-            SpabenchConfig.from_mapping(data, groups=RUN_GROUPS), out=out)), daemon=True)
+            run_config(data), out=out)), daemon=True)
         session.start()
         c = Console(port)
         try:

@@ -99,9 +99,8 @@ class Stage:
     """One twin campaign with a complete, scored attempt, shared by every line."""
 
     def __init__(self, tmp: Path):
-        from spabench.config import SpabenchConfig
         from spabench.policy.card import load_card
-        from spabench.standins.serve import build_server
+        from spabench.standins.serve import ServeScriptedConfig, build_server
 
         self.tmp = tmp
         assert main(["init", str(tmp / "lab")]) == 0   # the lab folder the lines name as config_dir=lab
@@ -113,9 +112,9 @@ class Stage:
             {"name": "scripted_compositional", "card": "scripted_compositional"},
             {"name": "act_local", "card": "act_local"}])
         port = _free_port()
-        _, server = build_server(SpabenchConfig.from_mapping(
+        _, server = build_server(ServeScriptedConfig.from_mapping(
             {"policy": load_card("scripted_compositional"), "suite": {"root": "tasks", "hardware": "hardware"},
-             "port": port}, groups=("policy", "suite")))
+             "port": port}))
         with server:
             code = main(["run", f"campaign={self.campaign}", "max_trials=1",
                          *by_alias(self.campaign, [f"cards.scripted_compositional.port={port}"])])
@@ -230,7 +229,8 @@ def check_line(line: DocLine, stage: Stage) -> str | None:
 
                 with Ledger.open(stage.run_campaign, readonly=True) as ledger:
                     trials = ledger.trials()
-                load_cards(list(dict.fromkeys(t.card for t in trials)), cfg, aliases={t.alias: t.card for t in trials},
+                load_cards(list(dict.fromkeys(t.card for t in trials)), cfg.cards, cfg.group_dirs("policy"),
+                           aliases={t.alias: t.card for t in trials},
                            blind=any(t.alias != t.policy for t in trials))   # as `run` loads them
         except SpabenchError as exc:
             return str(exc)
@@ -279,7 +279,7 @@ def test_a_broken_line_fails(stage, tmp_path, monkeypatch):
     text = (REPO / "README.md").read_text()
     broken = (text.replace("`spabench power half_width=0.1`", "`spabench power halfwidth=0.1`")
                   .replace("`spabench ledger status campaign=DIR`", "`spabench ledger status campaign=DIR crf=10`")
-                  .replace("[invalidate=true]", "[invalidate=no]"))
+                  .replace("[invalidate=true]", "[invalidate=maybe]"))
     assert broken != text
     copy.write_text(broken)
     unchanged = {line.text for line in extract([REPO / "README.md"], conf=None)}
@@ -287,5 +287,5 @@ def test_a_broken_line_fails(stage, tmp_path, monkeypatch):
                if line.text not in unchanged}
     failing = {t for t, why in results.items() if why is not None}
     assert failing == {"spabench power halfwidth=0.1", "spabench ledger status campaign=DIR crf=10",
-                       'spabench score campaign=DIR attempt=ID reason="..." [invalidate=no]'}, results
+                       'spabench score campaign=DIR attempt=ID reason="..." [invalidate=maybe]'}, results
     shutil.rmtree(tmp_path, ignore_errors=True)

@@ -1,16 +1,18 @@
 """Shared set-up for the end-to-end runs: emulated arm, small replay cameras, an openpi server,
-a one-trial ledger, and the composed config `run(cfg)` receives."""
+a one-trial ledger, and the typed config `run(cfg)` receives."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import threading
 from pathlib import Path
 
 import numpy as np
+import yaml
 
-from spabench.config import SpabenchConfig
 from spabench.ledger import Ledger, TrialRow
+from spabench.rollout.commands import RunConfig
 from spabench.serve.openpi_server import OpenPiServer
 from spabench.suite.vocabulary import CAMERAS
 from tests.support.feetech_bus import DEFAULT_CALIBRATION_FILE
@@ -76,9 +78,6 @@ class WaveServer:
         return self.server.port
 
 
-RUN_GROUPS = ("bench", "operator", "suite", "policy")
-
-
 def plan_timer(campaign: Path, timer_s: float) -> None:
     """The test campaign plans `timer_s` for every trial not yet complete (a counted run may not
     change the planned timer; see rollout.binding.check_timer_binding). A SQLite ledger only."""
@@ -93,14 +92,35 @@ def plan_timer(campaign: Path, timer_s: float) -> None:
     db.close()
 
 
-def make_cfg(campaign: Path, bus_port: str, policy_port: int, **kwargs) -> SpabenchConfig:
+def make_cfg(campaign: Path, bus_port: str, policy_port: int, **kwargs) -> RunConfig:
     """The typed config `run(cfg)` receives (see cfg_data for the keys)."""
-    return SpabenchConfig.from_mapping(cfg_data(campaign, bus_port, policy_port, **kwargs), groups=RUN_GROUPS)
+    return run_config(cfg_data(campaign, bus_port, policy_port, **kwargs))
+
+
+def run_config(data: dict) -> RunConfig:
+    """RunConfig from cfg_data's mapping. `run` reads no policy group: it loads each planned card by name
+    from a lab's folder (config_dir/policy/) or conf/policy/, so the test card (data["policy"], a mapping
+    or a PolicyCard) is written where a lab keeps its cards: config_dir/policy/<name>.yaml, config_dir
+    defaulting to a `lab` folder next to the campaign."""
+    data = dict(data)
+    card = data.pop("policy", None)
+    if card is not None:
+        if dataclasses.is_dataclass(card):
+            card = dataclasses.asdict(card)
+        elif not isinstance(card, dict):   # an OmegaConf node
+            from omegaconf import OmegaConf
+
+            card = OmegaConf.to_container(card, resolve=True)
+        lab = Path(data.get("config_dir") or Path(data["campaign_dir"]).parent / "lab")
+        (lab / "policy").mkdir(parents=True, exist_ok=True)
+        (lab / "policy" / f"{card['name']}.yaml").write_text(yaml.safe_dump(card, sort_keys=False))
+        data["config_dir"] = str(lab)
+    return RunConfig.from_mapping(data)
 
 
 def cfg_data(campaign: Path, bus_port: str, policy_port: int, *, timer_s: float = 2.0, width: int = 32,
              height: int = 24, operator: dict | None = None, ema_alpha: float | None = 0.25,
-             bench: dict | None = None, **top) -> dict:
+             bench: dict | None = None, policy: dict | None = None, **top) -> dict:
     calib = campaign.parent / "calibration"
     plan_timer(campaign, timer_s)
     cfg = {
@@ -117,7 +137,8 @@ def cfg_data(campaign: Path, bus_port: str, policy_port: int, *, timer_s: float 
         "policy": {"name": "itest", "protocol": "openpi", "host": "127.0.0.1", "port": policy_port,
                    "horizon": HORIZON, "execute_steps": HORIZON, "control_hz": 30, "timer_s": 60,
                    "timeout_s": 3.0, "ema_alpha": ema_alpha, "request_threshold": 2,
-                   "cameras": {"observation/image": "middle", "observation/wrist_image": "wrist"}},
+                   "cameras": {"observation/image": "middle", "observation/wrist_image": "wrist"},
+                   **(policy or {})},
         "suite": {"root": "tasks", "hardware": "hardware"},
     }
     cfg.update(top)

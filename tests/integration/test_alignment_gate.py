@@ -14,9 +14,8 @@ import numpy as np
 import pytest
 import yaml
 
-from spabench.config import SpabenchConfig
 from spabench.ledger import Ledger
-from spabench.rollout.commands import EXIT_OK, run
+from spabench.rollout.commands import EXIT_OK, RunConfig, run
 from tests.support.campaigns import card_aliases
 
 pytestmark = [pytest.mark.sim, pytest.mark.slow]
@@ -34,29 +33,27 @@ def _free_port() -> int:
 
 def _campaign(tmp_path):
     """demo_twin cut to one evaluation (two trials), its two scripted servers, and the run config."""
-    from spabench.plan.commands import plan
-    from spabench.standins.serve import build_server
+    from spabench.plan.commands import PlanConfig, plan
+    from spabench.standins.serve import ServeScriptedConfig, build_server
 
     suite = yaml.safe_load((REPO / "conf/suite/spabench.yaml").read_text())
     campaign = yaml.safe_load((REPO / "conf/campaign/demo_twin.yaml").read_text())
     campaign.update(tasks=SMALL["tasks"], counts={**campaign.get("counts", {}), **SMALL["counts"]},
                     policies=[{**p, "timer_s": 1.5} for p in campaign["policies"]])   # short rollouts, planned
-    plan(SpabenchConfig.from_mapping({"campaign": campaign, "suite": suite, "out": str(tmp_path / "c")},
-                                     groups=("campaign", "suite")))
+    plan(PlanConfig.from_mapping({"campaign": campaign, "suite": suite, "out": str(tmp_path / "c")}))
     servers, cards = [], {}
     for name, mode in (("scripted_compositional", "compositional"), ("scripted_memorising", "memorising")):
         card = yaml.safe_load((REPO / f"conf/policy/{name}.yaml").read_text())
         card["port"] = _free_port()
         cards[name] = {"port": card["port"]}
-        servers.append(build_server(SpabenchConfig.from_mapping(
-            {"policy": card, "mode": mode, "seed": 0, "suite": suite}, groups=("policy", "suite")))[1])
+        servers.append(build_server(ServeScriptedConfig.from_mapping(
+            {"policy": card, "mode": mode, "seed": 0, "suite": suite}))[1])
     bench = yaml.safe_load((REPO / "conf/bench/sim_demo.yaml").read_text())
-    cfg = SpabenchConfig.from_mapping(
+    cfg = RunConfig.from_mapping(
         {"campaign_dir": str(tmp_path / "c"), "bench": bench, "suite": suite,
          "cards": {card_aliases(tmp_path / "c")[n]: v for n, v in cards.items()},
          "operator": {"type": "terminal", "keys": False, "status_line": False,
-                      "rater": "Ada Lovelace"}},
-        groups=("bench", "operator", "suite"))
+                      "rater": "Ada Lovelace"}})
     return cfg, servers
 
 

@@ -51,8 +51,8 @@ def test_nothing_the_operator_sees_names_the_policy(tmp_path, caplog):
 
         when(answered_in_trial_2, server.server.stop)
         cfg = make_cfg(campaign, bus.port, server.port, timer_s=1.0,
-                       operator={"type": "terminal", "keys": False, "status_line": False, "rater": "Ada"})
-        cfg.policy.name = CARD
+                       operator={"type": "terminal", "keys": False, "status_line": False, "rater": "Ada"},
+                       policy={"name": CARD})
         out = io.StringIO()
         code = run(cfg, out=out, stdin=stdin)
     printed = out.getvalue() + caplog.text

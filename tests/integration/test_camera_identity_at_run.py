@@ -19,12 +19,11 @@ from contextlib import contextmanager
 import pytest
 
 from spabench.cli.main import main
-from spabench.config import SpabenchConfig
 from spabench.rollout.commands import run
 from spabench.rollout.exits import EXIT_BENCH, EXIT_OK
 from spabench.suite.vocabulary import CAMERAS
 from tests.commission.test_bench_check_cameras import H, W, scene_npz
-from tests.integration.harness import RUN_GROUPS, WaveServer, cfg_data, make_campaign
+from tests.integration.harness import WaveServer, cfg_data, make_campaign, run_config
 from tests.support.feetech_bus import EmulatedBus
 
 
@@ -56,7 +55,7 @@ def _session(campaign, bus, server, sources: dict, refs, **top) -> tuple[int, st
     data = cfg_data(campaign, bus.port, server.port, timer_s=1.0, bench={"cameras": _cameras(sources)},
                     camera_references=str(refs), **top)
     out = io.StringIO()
-    return run(SpabenchConfig.from_mapping(data, groups=RUN_GROUPS), out=out), out.getvalue()
+    return run(run_config(data), out=out), out.getvalue()
 
 
 @pytest.mark.slow

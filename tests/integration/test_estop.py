@@ -15,16 +15,15 @@ import httpx
 import numpy as np
 
 from spabench.bench.config import DEFAULT_HOME_POSE
-from spabench.config import SpabenchConfig
 from spabench.ledger import Ledger
 from spabench.record.reader import EpisodeReader
-from spabench.rollout.commands import run
+from spabench.rollout.commands import RunConfig, run
 from spabench.rollout.exits import EXIT_BENCH
 from spabench.rollout.session import Session
 from spabench.rollout.types import ObserverBase
 from spabench.suite.vocabulary import JOINTS
 from tests.console.conftest import free_port
-from tests.integration.harness import RUN_GROUPS, WaveServer, cfg_data, make_campaign
+from tests.integration.harness import WaveServer, cfg_data, make_campaign, run_config
 from tests.support.feetech_bus import EmulatedBus
 
 HOME = np.array([DEFAULT_HOME_POSE[j] for j in JOINTS])
@@ -43,14 +42,14 @@ def _at_rest(bus: EmulatedBus) -> None:
 
 
 def _cfg(campaign, bus, server, *, console_port: int | None = None, home_speed: float | None = None,
-         timer_s: float = 2.0) -> SpabenchConfig:
+         timer_s: float = 2.0) -> RunConfig:
     """The harness's run config; operator=web on `console_port` when given; a slower homing speed."""
     operator = ({"type": "web", "rater": "Ada", "console": {"port": console_port, "camera_check_s": 0.3}}
                 if console_port else None)  # the rater a person gives (operator.rater=), asked otherwise
     data = cfg_data(campaign, bus.port, server.port, timer_s=timer_s, operator=operator)
     if home_speed is not None:
         data["bench"]["home_speed_deg_s"] = home_speed
-    return SpabenchConfig.from_mapping(data, groups=RUN_GROUPS)
+    return run_config(data)
 
 
 class Console:
@@ -340,7 +339,7 @@ def test_the_arm_is_let_go_only_at_its_home_pose(tmp_path):
             data = cfg_data(campaign, bus.port, server.port, timer_s=1.5,
                             operator={"go_home_after": go_home}, max_trials=1)
             out = io.StringIO()
-            assert run(SpabenchConfig.from_mapping(data, groups=RUN_GROUPS), out=out) == 0, out.getvalue()
+            assert run(run_config(data), out=out) == 0, out.getvalue()
             away = float(np.max(np.abs(_present(bus) - HOME)))
             results[go_home] = (away, all(bus.torque_enabled(j) for j in JOINTS), out.getvalue())
     (home_away, home_torque, _), (mid_away, mid_torque, mid_out) = results[True], results[False]

@@ -13,12 +13,11 @@ import pandas as pd
 import pytest
 
 from spabench.bench.config import DEFAULT_HOME_POSE
-from spabench.config import SpabenchConfig
 from spabench.ledger import Ledger
 from spabench.rollout.commands import run
 from spabench.rollout.exits import EXIT_BENCH, EXIT_OK
 from spabench.suite.rules import UNSAFE
-from tests.integration.harness import RUN_GROUPS, WaveServer, cfg_data
+from tests.integration.harness import WaveServer, cfg_data, run_config
 from tests.operator.test_estop_cause_terminal import _session
 from tests.support.feetech_bus import EmulatedBus
 
@@ -41,7 +40,7 @@ def test_an_unsafe_estop_is_a_failure_never_rerun_and_reported_as_unsafe(tmp_pat
     out = io.StringIO()
     with EmulatedBus(initial_deg=DEFAULT_HOME_POSE) as bus, WaveServer() as server:
         data = cfg_data(campaign, bus.port, server.port, timer_s=1.0)
-        assert run(SpabenchConfig.from_mapping(data, groups=RUN_GROUPS), out=out) == EXIT_OK, out.getvalue()[-3000:]
+        assert run(run_config(data), out=out) == EXIT_OK, out.getvalue()[-3000:]
     with Ledger.open(campaign, lock=True) as ledger:
         assert [a.attempt_id for a in ledger.attempts_for(first.trial_id)] == [unsafe.attempt_id]
         (redo,) = ledger.attempts_for(second.trial_id)
@@ -53,10 +52,10 @@ def test_an_unsafe_estop_is_a_failure_never_rerun_and_reported_as_unsafe(tmp_pat
         == [False, UNSAFE, True]
 
     # the report, from the ledger: a failure with mode unsafe, and the e-stop counted as such
-    from spabench.analysis.commands import report
+    from spabench.analysis.commands import ReportConfig, report
 
     report_dir = tmp_path / "report"
-    assert report(SpabenchConfig.from_mapping({"campaign_dir": str(campaign), "out": str(report_dir),
+    assert report(ReportConfig.from_mapping({"campaign_dir": str(campaign), "out": str(report_dir),
                                                "outcomes": None})) == 0
     summary = pd.read_csv(report_dir / "summary.csv")
     cell = summary[(summary["task"] == first.task) & (summary["condition"] == first.condition)].iloc[0]

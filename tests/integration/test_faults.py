@@ -156,10 +156,9 @@ def test_camera_stops(tmp_path):
 _RUNNER = """
 import sys
 import yaml
-from spabench.config import SpabenchConfig
 from spabench.rollout.commands import run
-from tests.integration.harness import RUN_GROUPS
-sys.exit(run(SpabenchConfig.from_mapping(yaml.safe_load(open(sys.argv[1])), groups=RUN_GROUPS)))
+from tests.integration.harness import run_config
+sys.exit(run(run_config(yaml.safe_load(open(sys.argv[1])))))
 """
 
 

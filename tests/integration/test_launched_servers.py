@@ -7,6 +7,7 @@ ledger, HDF5/MP4 episodes, the report writer.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -17,15 +18,14 @@ from pathlib import Path
 
 import pytest
 
-from spabench.config import SpabenchConfig
 from spabench.ledger import Ledger
 from spabench.policy.identity import checkpoint_digest
 from spabench.policy.servers import ACCEPTED, PINNED, RESTARTED, STARTED, Supervisor
 from spabench.record.reader import EpisodeReader
-from spabench.rollout.commands import run
+from spabench.rollout.commands import RunConfig, run
 from spabench.rollout.exits import EXIT_CONFIG, EXIT_OK
 from spabench.rollout.server_commands import servers_down, servers_status, servers_up
-from tests.integration.harness import RUN_GROUPS, cfg_data, make_campaign
+from tests.integration.harness import cfg_data, make_campaign, run_config
 from tests.support.feetech_bus import EmulatedBus
 
 pytest.importorskip("lerobot")
@@ -37,7 +37,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _cfg(campaign: Path, bus_port: str, port: int, checkpoint: Path, **top) -> SpabenchConfig:
+def _cfg(campaign: Path, bus_port: str, port: int, checkpoint: Path, **top) -> RunConfig:
     from tests.support.tiny_act import CHUNK_SIZE
 
     data = cfg_data(campaign, bus_port, port, timer_s=1.0, width=64, height=48, ema_alpha=None, **top)
@@ -46,7 +46,7 @@ def _cfg(campaign: Path, bus_port: str, port: int, checkpoint: Path, **top) -> S
         # the README's command line, verbatim, with the card's checkpoint and port filled in
         launch={"argv": ["spabench", "serve", "lerobot", "checkpoint={checkpoint}", "port={port}"],
                 "startup_timeout_s": 240, "max_restarts": 1})
-    return SpabenchConfig.from_mapping(data, groups=RUN_GROUPS)
+    return run_config(data)
 
 
 def _events(campaign: Path, kind: str) -> list[dict]:
@@ -123,7 +123,7 @@ def test_launch_pin_refuse_a_swap_accept_it_and_restart(tmp_path, capsys):
 
             # accepted with a reason: logged, the run goes on under the new identity
             out = io.StringIO()
-            assert run(cfg.replace(accept_new_identity=True, reason="retrained on day 2 data"), out=out) == EXIT_OK, \
+            assert run(dataclasses.replace(cfg, accept_new_identity=True, reason="retrained on day 2 data"), out=out) == EXIT_OK, \
                 out.getvalue()
             (accepted,) = _events(campaign, ACCEPTED)
             assert accepted["reason"] == "retrained on day 2 data"
@@ -150,14 +150,14 @@ def test_launch_pin_refuse_a_swap_accept_it_and_restart(tmp_path, capsys):
     assert not Supervisor(campaign).alive("itest")
 
     # the report lists the pinned identity, the restart and the override with its reason
-    from spabench.analysis.commands import report
+    from spabench.analysis.commands import ReportConfig, report
     from spabench.analysis.servers import campaign_server_provenance, servers_section
 
     ledger = Ledger.open(campaign)
     for attempt in ledger.attempts():
         ledger.record_score(attempt.attempt_id, "tester", True)
     ledger.close()
-    assert report(SpabenchConfig.from_mapping({"campaign_dir": str(campaign), "out": str(tmp_path / "report"),
+    assert report(ReportConfig.from_mapping({"campaign_dir": str(campaign), "out": str(tmp_path / "report"),
                                                "bootstrap": 200})) == 0
     markdown = (tmp_path / "report" / "report.md").read_text()
     assert "## Policy servers" in markdown and "reason: retrained on day 2 data" in markdown
@@ -218,10 +218,10 @@ def _two_card_campaign(tmp_path: Path, port_a: int, port_b: int, protocol_b: str
     return campaign, tmp_path / "lab"
 
 
-def _two_card_cfg(campaign: Path, lab: Path, bus_port: str) -> SpabenchConfig:
+def _two_card_cfg(campaign: Path, lab: Path, bus_port: str) -> RunConfig:
     data = cfg_data(campaign, bus_port, 1, timer_s=1.0, config_dir=str(lab))
     del data["policy"]
-    return SpabenchConfig.from_mapping(data, groups=("bench", "operator", "suite"))
+    return run_config(data)
 
 
 def test_two_cards_on_one_port_are_refused_at_preflight(tmp_path):

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import yaml
 
-from spabench.config import SpabenchConfig
 from spabench.ledger import Ledger
+from spabench.plan.commands import PlanConfig
 from spabench.rollout.commands import run
 from spabench.rollout.exits import EXIT_CONFIG, EXIT_OK
 from tests.integration.harness import WaveServer, make_cfg
@@ -22,8 +22,8 @@ def _plan(tmp_path, policies):
     campaign_cfg = yaml.safe_load(Path("conf/campaign/smoke.yaml").read_text())
     campaign_cfg.update(policies=policies, bench="so101")  # run below on the emulated SO-101
     out = tmp_path / "campaign"
-    plan(SpabenchConfig.from_mapping({"campaign": campaign_cfg, "suite": yaml.safe_load(Path("conf/suite/spabench.yaml").read_text()),
-                                      "out": str(out)}, groups=("campaign", "suite")))
+    plan(PlanConfig.from_mapping({"campaign": campaign_cfg, "suite": yaml.safe_load(Path("conf/suite/spabench.yaml").read_text()),
+                                      "out": str(out)}))
     (tmp_path / "calibration").mkdir()
     (tmp_path / "calibration" / "spabench_follower.json").write_bytes(DEFAULT_CALIBRATION_FILE.read_bytes())
     return out
@@ -45,9 +45,10 @@ def test_two_policies_terminal_operator(tmp_path, monkeypatch):
                        operator={"type": "terminal", "keys": True, "status_line": True, "rater": "Ada",
                                  # the gate always asks on trial 2 (replayed frames score about 0.5, but
                                  # a frame that happened to score above 0.85 would eat the reason line)
-                                 "console": {"alignment_threshold": 1.0}})
-        # both cards point at local servers (cfg.policy overrides its own card; the other by port)
-        cfg.policy.name = trials[0].card
+                                 "console": {"alignment_threshold": 1.0}},
+                       # both cards point at local servers: the first by a lab card of its name (a lab
+                       # folder comes before conf/policy), the other by port
+                       policy={"name": trials[0].card})
         from spabench.policy.card import load_card
 
         other = load_card(trials[1].card)
@@ -59,8 +60,8 @@ def test_two_policies_terminal_operator(tmp_path, monkeypatch):
 
         real_load = session.load_cards
 
-        def load_cards(names, c, **kw):  # point the second card at the second local server
-            cards = real_load(names, c, **kw)
+        def load_cards(names, *args, **kw):  # point the second card at the second local server
+            cards = real_load(names, *args, **kw)
             card = cards[other.name]
             card.port, card.horizon, card.execute_steps, card.pre_rollout_assist = s2.port, 10, 10, None
             card.cameras = {"observation/image": "middle", "observation/wrist_image": "wrist"}

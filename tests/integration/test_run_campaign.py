@@ -8,7 +8,6 @@ import io
 import numpy as np
 import pytest
 
-from spabench.config import SpabenchConfig
 from spabench.ledger import Ledger
 from spabench.record.reader import EpisodeReader
 from spabench.rollout.commands import run
@@ -110,15 +109,15 @@ def test_no_ema_card_executes_raw_actions(tmp_path):
 def test_campaign_against_served_tiny_act(tmp_path):
     """`spabench serve lerobot` (its server factory) with a tiny offline ACT checkpoint."""
 
-    from spabench.serve.commands import make_lerobot_server
+    from spabench.serve.commands import ServeLerobotConfig, make_lerobot_server
     from tests.support.tiny_act import CHUNK_SIZE, build_tiny_act
 
     checkpoint = build_tiny_act(tmp_path / "act")
-    server = make_lerobot_server(SpabenchConfig.from_mapping({"checkpoint": str(checkpoint), "port": 0}))
+    server = make_lerobot_server(ServeLerobotConfig.from_mapping({"checkpoint": str(checkpoint), "port": 0}))
     campaign = make_campaign(tmp_path)
     with EmulatedBus() as bus, server:
-        cfg = make_cfg(campaign, bus.port, server.port, timer_s=1.5, width=64, height=48, ema_alpha=None)
-        cfg.policy.horizon = cfg.policy.execute_steps = CHUNK_SIZE
+        cfg = make_cfg(campaign, bus.port, server.port, timer_s=1.5, width=64, height=48, ema_alpha=None,
+                       policy={"horizon": CHUNK_SIZE, "execute_steps": CHUNK_SIZE})
         out = io.StringIO()
         assert run(cfg, out=out) == EXIT_OK, out.getvalue()
         assert server.requests >= 2 and server.resets >= 1, out.getvalue()

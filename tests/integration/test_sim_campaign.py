@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from spabench.config import SpabenchConfig
 from spabench.ledger import Ledger
 from spabench.record.reader import EpisodeReader
-from spabench.rollout.commands import run
+from spabench.rollout.commands import RunConfig, run
 from spabench.rollout.exits import EXIT_OK
+from tests.support.campaigns import card_aliases
 
 pytestmark = pytest.mark.sim
 
@@ -27,26 +27,25 @@ def _free_port() -> int:
 
 def _smoke_on_the_twin(tmp_path, operator: dict):
     """The smoke campaign planned into tmp_path/c, its scripted server (not started) and the run config."""
-    from spabench.plan.commands import plan
-    from spabench.standins.serve import build_server
+    from spabench.plan.commands import PlanConfig, plan
+    from spabench.standins.serve import ServeScriptedConfig, build_server
 
     suite = yaml.safe_load(Path("conf/suite/spabench.yaml").read_text())
     campaign = yaml.safe_load(Path("conf/campaign/smoke.yaml").read_text())
     operator = dict(operator)
     if "timer_s" in operator:   # the test's short rollouts are planned (a counted run keeps the planned timer)
         campaign["policies"] = [{**p, "timer_s": operator.pop("timer_s")} for p in campaign["policies"]]
-    plan(SpabenchConfig.from_mapping({"campaign": campaign, "suite": suite,
-                                      "out": str(tmp_path / "c")}, groups=("campaign", "suite")))
+    plan(PlanConfig.from_mapping({"campaign": campaign, "suite": suite, "out": str(tmp_path / "c")}))
     card = yaml.safe_load(Path("conf/policy/scripted_compositional.yaml").read_text())
     card["port"] = _free_port()
-    _, server = build_server(SpabenchConfig.from_mapping({"policy": card, "mode": "compositional", "seed": 0,
-                                                          "suite": suite}, groups=("policy", "suite")))
+    _, server = build_server(ServeScriptedConfig.from_mapping({"policy": card, "mode": "compositional", "seed": 0,
+                                                               "suite": suite}))
     bench = yaml.safe_load(Path("conf/bench/sim.yaml").read_text())
     for cam in bench["cameras"].values():
         cam["width"], cam["height"] = 64, 48
-    cfg = SpabenchConfig.from_mapping({"campaign_dir": str(tmp_path / "c"), "bench": bench, "policy": card,
-                                       "suite": suite, "operator": operator},
-                                      groups=("bench", "operator", "suite", "policy"))
+    cfg = RunConfig.from_mapping({"campaign_dir": str(tmp_path / "c"), "bench": bench, "suite": suite,
+                                  "operator": operator,   # the server listens where `cards.<card or alias>.port=` says
+                                  "cards": {card_aliases(tmp_path / "c")["scripted_compositional"]: {"port": card["port"]}}})
     return cfg, server
 
 

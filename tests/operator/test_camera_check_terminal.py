@@ -16,12 +16,11 @@ import io
 import pytest
 
 from spabench.bench.config import DEFAULT_HOME_POSE
-from spabench.config import SpabenchConfig
 from spabench.ledger import Ledger
 from spabench.rollout.commands import run
 from spabench.suite.vocabulary import CAMERAS
 from tests.console.test_camera_check import frozen_npz
-from tests.integration.harness import RUN_GROUPS, WaveServer, cfg_data, make_campaign
+from tests.integration.harness import WaveServer, cfg_data, make_campaign, run_config
 from tests.support.feetech_bus import EmulatedBus
 
 pytest.importorskip("lerobot")
@@ -36,7 +35,7 @@ def _run(tmp_path, answers: str, cameras: dict | None = None) -> tuple[int, str,
         data = cfg_data(campaign, bus.port, server.port, timer_s=1.0,
                         operator={"type": "terminal", "keys": False, "status_line": False, "rater": "ana"},
                         bench={"cameras": cameras} if cameras else None)
-        code = run(SpabenchConfig.from_mapping(data, groups=RUN_GROUPS), out=out, stdin=io.StringIO(answers))
+        code = run(run_config(data), out=out, stdin=io.StringIO(answers))
     with Ledger.open(campaign, readonly=True) as ledger:
         attempts = [a for t in ledger.trials() for a in ledger.attempts_for(t.trial_id)]
         checks = ledger.events(kind="camera_check")

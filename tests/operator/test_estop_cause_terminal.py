@@ -14,12 +14,11 @@ import time
 import pytest
 
 from spabench.bench.config import DEFAULT_HOME_POSE
-from spabench.config import SpabenchConfig
 from spabench.ledger import Ledger
 from spabench.rollout.commands import run
 from spabench.rollout.exits import EXIT_BENCH
 from spabench.suite.rules import UNSAFE
-from tests.integration.harness import RUN_GROUPS, WaveServer, cfg_data, make_campaign
+from tests.integration.harness import WaveServer, cfg_data, make_campaign, run_config
 from tests.support.feetech_bus import EmulatedBus
 
 
@@ -72,7 +71,7 @@ def _session(tmp_path, answers: list[bytes], n_trials: int = 1):
         driver = threading.Thread(target=operator, args=(bus,), daemon=True)
         driver.start()
         try:
-            code = run(SpabenchConfig.from_mapping(data, groups=RUN_GROUPS), out=out, stdin=stdin)
+            code = run(run_config(data), out=out, stdin=stdin)
         finally:
             driver.join(5)
             stdin.close()

@@ -14,12 +14,12 @@ import time
 import numpy as np
 import pytest
 
-from spabench.config import SpabenchConfig
 from spabench.errors import ConfigError
 from spabench.ledger import Ledger, TrialRow
 from spabench.operator.auto import AutoOperator, UnattendedOperator, make_operator
 from spabench.operator.base import Score, failure_modes_for, motion_prefill
 from spabench.operator.checklist import SCENE_STAGED, SCENE_UNSTAGED, checklist, reference_image
+from spabench.operator.commands import ScoreConfig
 from spabench.operator.commands import score as score_command
 from spabench.operator.config import OperatorConfig
 from spabench.operator.failure_modes import FAILURE_MODE_DEFINITIONS
@@ -310,7 +310,7 @@ def test_score_command_scores_unscored_attempts(tmp_path):
     ledger.close()
     out = io.StringIO()
     # first: a failure (mode 1), second (no_intervention, no motion recorded): Enter accepts the pre-fill
-    code = score_command(SpabenchConfig.from_mapping({"campaign_dir": str(tmp_path), "operator": {"type": "terminal"}}, groups=("operator",)),
+    code = score_command(ScoreConfig.from_mapping({"campaign_dir": str(tmp_path), "operator": {"type": "terminal"}}),
                          stdin=io.StringIO("Grace Hopper\nn\n1\nmissed\n\n\n"), stdout=out)
     assert code == 0
     ledger = Ledger.open(tmp_path / "ledger.sqlite")
@@ -369,17 +369,17 @@ def test_score_corrections_rescore_and_invalidate_then_report(tmp_path):
     base = {"campaign_dir": str(tmp_path), "operator": {"type": "terminal", "rater": "Ada"}}
     out = io.StringIO()
     # a correction without a reason is refused, nothing changes
-    assert score_command(SpabenchConfig.from_mapping({**base, "attempt": ids[0]}, groups=("operator",)), stdin=io.StringIO("n\n1\n\n"),
+    assert score_command(ScoreConfig.from_mapping({**base, "attempt": ids[0]}), stdin=io.StringIO("n\n1\n\n"),
                          stdout=out) == 2
     assert "a correction needs reason=" in out.getvalue()
     out = io.StringIO()
-    code = score_command(SpabenchConfig.from_mapping({**base, "attempt": ids[0], "reason": "gripper slipped on replay"}, groups=("operator",)),
+    code = score_command(ScoreConfig.from_mapping({**base, "attempt": ids[0], "reason": "gripper slipped on replay"}),
                          stdin=io.StringIO("n\n1\nre-watched\n"), stdout=out)
     assert code == 0, out.getvalue()
     assert "current: success by Ada" in out.getvalue() and "(alias P1" in out.getvalue()
     out = io.StringIO()
-    assert score_command(SpabenchConfig.from_mapping({**base, "attempt": ids[1], "invalidate": True,
-                                           "reason": "cup was upright, scene wrong"}, groups=("operator",)), stdout=out) == 0
+    assert score_command(ScoreConfig.from_mapping({**base, "attempt": ids[1], "invalidate": True,
+                                           "reason": "cup was upright, scene wrong"}), stdout=out) == 0
     assert "is now invalid: operator_invalidated: cup was upright, scene wrong" in out.getvalue()
     ledger = Ledger.open(tmp_path / "ledger.sqlite")
     history = ledger.score_history(ids[0])

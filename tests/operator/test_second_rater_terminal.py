@@ -13,10 +13,10 @@ import io
 
 import pandas as pd
 
-from spabench.analysis.commands import report
+from spabench.analysis.commands import ReportConfig, report
 from spabench.cli.main import main
-from spabench.config import SpabenchConfig
 from spabench.ledger import Ledger
+from spabench.operator.commands import ScoreConfig
 from spabench.operator.commands import score as score_command
 from tests.operator.test_operator import _record, _trial_rows
 
@@ -54,8 +54,7 @@ def _campaign(tmp_path):
 
 def _cfg(campaign, **keys):
     operator = {"type": "terminal", **({"rater": keys.pop("rater")} if "rater" in keys else {})}
-    return SpabenchConfig.from_mapping({"campaign_dir": str(campaign), "operator": operator, **keys},
-                                       groups=("operator",))
+    return ScoreConfig.from_mapping({"campaign_dir": str(campaign), "operator": operator, **keys})
 
 
 def test_a_second_rater_scores_blind_what_another_rater_scored(tmp_path):
@@ -83,7 +82,7 @@ def test_a_second_rater_scores_blind_what_another_rater_scored(tmp_path):
     assert "0 attempt(s) scored by another rater" in out.getvalue()
     # the report's agreement reads both ratings: alice vs bob on the five attempts both scored
     report_dir = tmp_path / "report"
-    assert report(SpabenchConfig.from_mapping({"campaign_dir": str(campaign), "out": str(report_dir),
+    assert report(ReportConfig.from_mapping({"campaign_dir": str(campaign), "out": str(report_dir),
                                                "bootstrap": 200})) == 0
     agreement = pd.read_csv(report_dir / "agreement.csv")
     success = agreement[agreement["score"] == "success"].iloc[0]

@@ -16,7 +16,7 @@ import pytest
 import spabench
 from spabench.cli.commands import COMMANDS
 from spabench.cli.main import compose
-from spabench.config import SpabenchConfig
+from spabench.commission.commands import BenchCheckConfig
 from spabench.errors import ConfigError
 from spabench.paths import DATA_FOLDERS, conf_dir, installed_roots, option_dirs, repo_root
 from tests.packaging.conftest import REPO
@@ -60,7 +60,7 @@ def test_a_labs_config_dir_comes_before_the_data_roots_conf(tmp_path):
     (lab / "bench").mkdir(parents=True)
     (lab / "bench" / "so101.yaml").write_text("defaults: [so101_emulated, _self_]\nport: /dev/ttyLAB0\n")
     assert option_dirs(lab) == [lab, REPO / "conf"] and option_dirs(None) == [REPO / "conf"]
-    cfg = SpabenchConfig.from_mapping({"config_dir": str(lab)})
+    cfg = BenchCheckConfig.from_mapping({"config_dir": str(lab)})
     assert cfg.group_dirs("bench") == [lab / "bench", REPO / "conf" / "bench"]
     built = compose(COMMANDS["bench check"], ["bench=so101", f"config_dir={lab}"])
     assert built.bench.port == "/dev/ttyLAB0"

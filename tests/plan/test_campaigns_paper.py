@@ -15,10 +15,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from spabench.config import SpabenchConfig
 from spabench.ledger import Ledger
 from spabench.plan.aliases import seeded_rng
-from spabench.plan.commands import plan
+from spabench.plan.commands import PlanConfig, plan
 from spabench.plan.config import campaign_from_mapping
 from spabench.plan.orders import williams_rows
 
@@ -28,9 +27,8 @@ REPO = Path(__file__).resolve().parents[2]
 def _plan(tmp_path, name, **over):
     data = yaml.safe_load((REPO / "conf" / "campaign" / f"{name}.yaml").read_text()) | over
     out = tmp_path / name
-    assert plan(SpabenchConfig.from_mapping({"campaign": data, "suite": {"root": "tasks", "hardware": "hardware",
-                                                                     "seed": 0}, "out": str(out)},
-                                              groups=("campaign", "suite"))) == 0
+    assert plan(PlanConfig.from_mapping({"campaign": data, "suite": {"root": "tasks", "hardware": "hardware",
+                                                                     "seed": 0}, "out": str(out)})) == 0
     with Ledger.open(out / "ledger.sqlite") as led:
         return led.trials(), out
 

@@ -14,10 +14,9 @@ import yaml
 from rich.console import Console
 
 import spabench.suite
-from spabench.config import SpabenchConfig
 from spabench.errors import ConfigError
 from spabench.ledger import Ledger
-from spabench.plan.commands import check_policy_cards, plan
+from spabench.plan.commands import PlanConfig, check_policy_cards, plan
 from spabench.plan.config import campaign_from_mapping
 from spabench.plan.planner import (
     build_plan,
@@ -143,9 +142,8 @@ def test_policy_cards_must_exist(tmp_path, campaign_yaml):
     check_policy_cards(campaign, [folder])
 
 
-def _cfg(campaign: dict, out) -> SpabenchConfig:
-    return SpabenchConfig.from_mapping({"campaign": campaign, "suite": dict(SUITE), "out": str(out)},
-                                       groups=("campaign", "suite"))
+def _cfg(campaign: dict, out) -> PlanConfig:
+    return PlanConfig.from_mapping({"campaign": campaign, "suite": dict(SUITE), "out": str(out)})
 
 
 def test_plan_command_writes_folder_and_prints_summary(tmp_path, repo_like, campaign_yaml, full_suite,
@@ -174,17 +172,15 @@ def test_plan_command_writes_folder_and_prints_summary(tmp_path, repo_like, camp
 
 def test_plan_command_needs_out(campaign_yaml):
     with pytest.raises(ConfigError, match="out=DIR"):
-        plan(SpabenchConfig.from_mapping({"campaign": campaign_yaml("smoke"), "suite": dict(SUITE)},
-                                         groups=("campaign", "suite")))
+        plan(PlanConfig.from_mapping({"campaign": campaign_yaml("smoke"), "suite": dict(SUITE)}))
 
 
 @pytest.mark.parametrize("name, per_policy", [("smoke", 1), ("demo_twin", None), ("spabench_full", 900)])
 def test_plan_command_on_the_committed_suite(tmp_path, campaign_yaml, name, per_policy):
     data = campaign_yaml(name)
     out = tmp_path / name
-    assert plan(SpabenchConfig.from_mapping({"campaign": data, "suite": {"root": "tasks", "hardware": "hardware",
-                                                                     "seed": 0}, "out": str(out)},
-                                              groups=("campaign", "suite"))) == 0
+    assert plan(PlanConfig.from_mapping({"campaign": data, "suite": {"root": "tasks", "hardware": "hardware",
+                                                                     "seed": 0}, "out": str(out)})) == 0
     with Ledger.open(out / "ledger.sqlite") as led:
         trials = led.trials()
     counts = Counter(t.policy for t in trials)

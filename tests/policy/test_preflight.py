@@ -8,13 +8,13 @@ import io
 
 import pytest
 
-from spabench.config import SpabenchConfig
 from spabench.errors import ConfigError
 from spabench.ledger import Ledger
 from spabench.policy.groot_client import GrootClient
 from spabench.policy.preflight import advertised, check_card_against_server, mismatches
 from spabench.rollout.commands import run
 from spabench.rollout.exits import EXIT_CONFIG
+from spabench.serve.commands import ServeLerobotConfig
 from tests.integration.harness import make_campaign, make_cfg
 from tests.policy.wire_helpers import make_card
 from tests.support.feetech_bus import EmulatedBus
@@ -68,11 +68,11 @@ def test_run_refuses_a_lerobot_server_whose_chunk_size_is_not_the_cards(tmp_path
     from tests.support.tiny_act import CHUNK_SIZE, build_tiny_act
 
     checkpoint = build_tiny_act(tmp_path / "act")
-    server = make_lerobot_server(SpabenchConfig.from_mapping({"checkpoint": str(checkpoint), "port": 0}))
+    server = make_lerobot_server(ServeLerobotConfig.from_mapping({"checkpoint": str(checkpoint), "port": 0}))
     campaign = make_campaign(tmp_path, n=2)
     with EmulatedBus() as bus, server:
-        cfg = make_cfg(campaign, bus.port, server.port, timer_s=1.0, ema_alpha=None)
-        cfg.policy.horizon = cfg.policy.execute_steps = 100
+        cfg = make_cfg(campaign, bus.port, server.port, timer_s=1.0, ema_alpha=None,
+                       policy={"horizon": 100, "execute_steps": 100})
         out = io.StringIO()
         assert run(cfg, out=out) == EXIT_CONFIG
         assert bus.goal_writes() == []  # the arm was never driven

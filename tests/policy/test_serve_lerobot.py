@@ -7,12 +7,11 @@ import json
 import numpy as np
 import pytest
 
-from spabench.config import SpabenchConfig
 from spabench.errors import ConfigError, DataError
 from spabench.policy.card import load_card
 from spabench.policy.client import PolicyFault
 from spabench.policy.openpi_client import OpenPiClient
-from spabench.serve.commands import make_lerobot_server
+from spabench.serve.commands import ServeLerobotConfig, make_lerobot_server
 from tests.support.tiny_act import CHUNK_SIZE, tiny_act_checkpoint  # noqa: F401 (fixture)
 
 from .openpi_helpers import make_obs
@@ -20,7 +19,7 @@ from .openpi_helpers import make_obs
 
 @pytest.fixture(scope="module")
 def lerobot_server(tiny_act_checkpoint):  # noqa: F811
-    server = make_lerobot_server(SpabenchConfig.from_mapping({"checkpoint": str(tiny_act_checkpoint), "host": "127.0.0.1",
+    server = make_lerobot_server(ServeLerobotConfig.from_mapping({"checkpoint": str(tiny_act_checkpoint), "host": "127.0.0.1",
                                   "port": 0, "api_key": None, "device": "cpu"}))
     server.start()
     yield server
@@ -63,11 +62,11 @@ def test_missing_camera_key_is_a_server_error_naming_it(lerobot_server):
 
 def test_bad_checkpoint_folders(tmp_path, tiny_act_checkpoint):  # noqa: F811
     with pytest.raises(ConfigError, match="checkpoint=DIR is required"):
-        make_lerobot_server(SpabenchConfig.from_mapping({"checkpoint": None}))
+        make_lerobot_server(ServeLerobotConfig.from_mapping({"checkpoint": None}))
     with pytest.raises(ConfigError, match="not a folder"):
-        make_lerobot_server(SpabenchConfig.from_mapping({"checkpoint": str(tmp_path / "absent")}))
+        make_lerobot_server(ServeLerobotConfig.from_mapping({"checkpoint": str(tmp_path / "absent")}))
     partial = tmp_path / "partial"
     partial.mkdir()
     (partial / "config.json").write_text(json.dumps({"type": "act"}))
     with pytest.raises(DataError, match="missing model.safetensors"):
-        make_lerobot_server(SpabenchConfig.from_mapping({"checkpoint": str(partial)}))
+        make_lerobot_server(ServeLerobotConfig.from_mapping({"checkpoint": str(partial)}))

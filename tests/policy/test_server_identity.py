@@ -179,8 +179,8 @@ def test_one_unchanged_checkpoint_is_one_identity_whoever_started_its_server(tmp
     import sys
     from pathlib import Path
 
-    from spabench.config import SpabenchConfig
     from spabench.policy.servers import ServerIdentityChanged, Supervisor
+    from spabench.rollout.commands import RunConfig
     from spabench.rollout.policies import PolicyServers, probe_server
 
     repo = Path(__file__).resolve().parents[2]
@@ -204,7 +204,7 @@ def test_one_unchanged_checkpoint_is_one_identity_whoever_started_its_server(tmp
     def connect() -> dict:
         """This campaign's pre-flight against whatever server holds the port; the identity it pinned or compared."""
         ledger = Ledger.open(campaigns["this"])
-        cfg = SpabenchConfig.from_mapping({"campaign_dir": str(campaigns["this"])})
+        cfg = RunConfig.from_mapping({"campaign_dir": str(campaigns["this"])})
         servers = PolicyServers(cfg, cards, campaigns["this"], ledger, lambda _: None, None, None)
         try:
             servers.connect()

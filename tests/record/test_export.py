@@ -7,9 +7,8 @@ import io
 import numpy as np
 import pytest
 
-from spabench.config import SpabenchConfig
 from spabench.ledger import Ledger, TrialRow
-from spabench.record.commands import export_lerobot
+from spabench.record.commands import ExportLerobotConfig, export_lerobot
 from spabench.record.recorder import Recorder
 from spabench.rollout.types import EpisodeMeta, EpisodeResult, StepRecord
 
@@ -48,7 +47,7 @@ def test_export_two_episodes(tmp_path):
 
     out = tmp_path / "ds"
     msg = io.StringIO()
-    assert export_lerobot(SpabenchConfig.from_mapping({"campaign_dir": str(campaign), "out": str(out)}), msg) == 0, msg.getvalue()
+    assert export_lerobot(ExportLerobotConfig.from_mapping({"campaign_dir": str(campaign), "out": str(out)}), msg) == 0, msg.getvalue()
 
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
@@ -67,7 +66,7 @@ def test_export_two_episodes(tmp_path):
     # a folder holding a file the export did not write is refused and kept as it is (spabench.outputs)
     (out / "my_notes.txt").write_text("mine")
     msg = io.StringIO()
-    assert export_lerobot(SpabenchConfig.from_mapping({"campaign_dir": str(campaign), "out": str(out)}), msg) == 2
+    assert export_lerobot(ExportLerobotConfig.from_mapping({"campaign_dir": str(campaign), "out": str(out)}), msg) == 2
     assert "my_notes.txt" in msg.getvalue() and (out / "my_notes.txt").read_text() == "mine"
     assert (out / "meta" / "info.json").is_file()
 

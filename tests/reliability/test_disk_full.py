@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from spabench.config import SpabenchConfig
 from spabench.ledger import Ledger
 from spabench.rollout.exits import EXIT_STORAGE
 from tests.reliability.conftest import REPO, cli
@@ -40,22 +39,22 @@ def _free_port() -> int:
 
 
 def _plan(folder: Path) -> None:
-    from spabench.plan.commands import plan
+    from spabench.plan.commands import PlanConfig, plan
 
     suite = OmegaConf.load(REPO / "conf/suite/spabench.yaml")
-    assert plan(SpabenchConfig.from_mapping({"campaign": OmegaConf.load(REPO / "conf/campaign/smoke.yaml"), "suite": suite,
-                                  "out": str(folder)}, groups=("campaign", "suite"))) == 0
+    assert plan(PlanConfig.from_mapping({"campaign": OmegaConf.load(REPO / "conf/campaign/smoke.yaml"), "suite": suite,
+                                  "out": str(folder)})) == 0
 
 
 def _run(folder: Path, timer_s: float = 20.0) -> tuple[int, str, float]:
     """`spabench run` in its own process (a crash shows as a negative return code)."""
-    from spabench.standins.serve import build_server
+    from spabench.standins.serve import ServeScriptedConfig, build_server
 
     suite = OmegaConf.load(REPO / "conf/suite/spabench.yaml")
     card = OmegaConf.load(REPO / "conf/policy/scripted_compositional.yaml")
     port = _free_port()
-    _, server = build_server(SpabenchConfig.from_mapping({"policy": card, "mode": "compositional", "port": port,
-                                               "host": "127.0.0.1", "seed": 0, "suite": suite}, groups=("policy", "suite")))
+    _, server = build_server(ServeScriptedConfig.from_mapping({"policy": card, "mode": "compositional", "port": port,
+                                               "host": "127.0.0.1", "seed": 0, "suite": suite}))
     with server:
         started = time.monotonic()
         proc = cli("run", f"campaign={folder}", "bench=sim_demo", "operator=auto", f"operator.timer_s={timer_s}",

@@ -8,8 +8,7 @@ import io
 import pandas as pd
 import pytest
 
-from spabench.analysis.commands import report
-from spabench.config import SpabenchConfig
+from spabench.analysis.commands import ReportConfig, report
 from spabench.escaping import csv_cell, markdown_text, printable
 
 HOSTILE = {"policy_a": "p$\\frac{$x", "policy_b": "=cmd|' /C calc'!A0"}
@@ -29,7 +28,7 @@ def test_hostile_policy_names_reach_the_report_safely(tmp_path, example_csv):
     src = tmp_path / "hostile.csv"
     frame.to_csv(src, index=False)
     out = tmp_path / "report"
-    assert report(SpabenchConfig.from_mapping({"outcomes": str(src), "out": str(out), "bootstrap": 50})) == 0
+    assert report(ReportConfig.from_mapping({"outcomes": str(src), "out": str(out), "bootstrap": 50})) == 0
     for name in ("summary.csv", "invalid.csv", "contrasts.csv", "failure_modes.csv"):
         for row in csv.reader(io.StringIO((out / name).read_text())):
             assert not any(cell.startswith(("=", "+", "@")) for cell in row), (name, row)

@@ -55,7 +55,8 @@ def test_alias_bomb_in_a_suite_file_through_the_cli(tmp_path):
     scene_file.write_text(BOMB + scene_file.read_text().replace("scene_id:", "old_scene_id:", 1))
     proc = cli("suite", "validate", f"suite.root={tasks}", timeout=120)
     text = one_error(proc)
-    assert "anchors and aliases" in text and len(text) < 5000
+    # the console wraps its lines at 80 columns, where depends on the temporary path's length
+    assert "anchors and aliases" in " ".join(text.split()) and len(text) < 5000
 
 
 @pytest.mark.parametrize("name", ["../../outside/pwn", "a/b", "..", ".hidden", "p$\\frac{$x", "a\nb", "a\tb",
@@ -123,9 +124,8 @@ def _pairing_csv(tmp_path, rows: list[str]) -> Path:
 
 
 def test_unpaired_rows_are_one_error_or_excluded_and_listed(tmp_path, capsys):
-    from spabench.analysis.commands import report
+    from spabench.analysis.commands import ReportConfig, report
     from spabench.analysis.outcomes import load_outcomes
-    from spabench.config import SpabenchConfig
 
     rows = ["p,counting,ood,E1,1,g1,original,,true",
             "p,counting,direct,E2,1,g1,original,,true",               # paired
@@ -137,7 +137,7 @@ def test_unpaired_rows_are_one_error_or_excluded_and_listed(tmp_path, capsys):
         load_outcomes(src)
     kept = load_outcomes(src, unpaired="exclude")
     assert kept.attrs["unpaired_rows"] == [4, 6] and len(kept) == 3
-    assert report(SpabenchConfig.from_mapping({"outcomes": str(src), "out": str(tmp_path / "r"), "bootstrap": 10,
+    assert report(ReportConfig.from_mapping({"outcomes": str(src), "out": str(tmp_path / "r"), "bootstrap": 10,
                                                "unpaired": "exclude"})) == 0
     assert "rows 4, 6" in capsys.readouterr().out
 

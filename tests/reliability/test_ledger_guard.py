@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from spabench.config import SpabenchConfig
 from spabench.ledger import Ledger, LedgerDamaged, LedgerError, LedgerLocked
 from tests.integration.harness import trial_rows
 from tests.reliability.conftest import REPO, cli, one_error
@@ -107,15 +106,15 @@ def test_two_real_runs_on_one_campaign_the_second_is_refused(tmp_path):
     pytest.importorskip("mujoco")
     from omegaconf import OmegaConf
 
-    from spabench.standins.serve import build_server
+    from spabench.standins.serve import ServeScriptedConfig, build_server
 
     folder = tmp_path / "c"
     assert cli("plan", "campaign=smoke", planned_timer(3.0, ("scripted_compositional",)), f"out={folder}").returncode == 0
     suite = OmegaConf.load(REPO / "conf/suite/spabench.yaml")
     card = OmegaConf.load(REPO / "conf/policy/scripted_compositional.yaml")
     port = _free_port()
-    _, server = build_server(SpabenchConfig.from_mapping({"policy": card, "mode": "compositional", "port": port,
-                                               "host": "127.0.0.1", "seed": 0, "suite": suite}, groups=("policy", "suite")))
+    _, server = build_server(ServeScriptedConfig.from_mapping({"policy": card, "mode": "compositional", "port": port,
+                                               "host": "127.0.0.1", "seed": 0, "suite": suite}))
     args = ["run", f"campaign={folder}", "bench=sim_demo", "operator=auto",
             *by_alias(folder, [f"+cards.scripted_compositional.port={port}"])]
     env = {**os.environ, "PYTHONPATH": str(REPO / "src"), "SPABENCH_ROOT": str(REPO)}

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from spabench.analysis.commands import report
-from spabench.config import SpabenchConfig
+from spabench.analysis.commands import ReportConfig, report
 from spabench.errors import ConfigError
 from spabench.outputs import MARKER, check_new_folder, claim_new_folder, read_marker, replace_output
 
@@ -28,7 +27,7 @@ def _snapshot(path: Path) -> dict[str, str]:
 
 
 def _report(csv: Path, out: Path | str) -> int:
-    return report(SpabenchConfig.from_mapping({"outcomes": str(csv), "out": str(out), "bootstrap": 50}))
+    return report(ReportConfig.from_mapping({"outcomes": str(csv), "out": str(out), "bootstrap": 50}))
 
 
 def test_report_refuses_a_folder_with_user_files_and_deletes_nothing(tmp_path, example_csv):

@@ -36,14 +36,13 @@ def test_report_on_a_full_disk_is_one_clear_error_and_leaves_nothing(tmp_path):
 def test_export_on_a_full_disk_is_one_clear_error_and_leaves_nothing(tmp_path):
     import io
 
-    from spabench.config import SpabenchConfig
-    from spabench.record.commands import export_lerobot
+    from spabench.record.commands import ExportLerobotConfig, export_lerobot
     from tests.record.test_export import _two_policy_campaign
 
     campaign, _ = _two_policy_campaign(tmp_path)
     with tmpfs(tmp_path / "small", "64k") as mnt:
         msg = io.StringIO()
-        code = export_lerobot(SpabenchConfig.from_mapping({"campaign_dir": str(campaign), "out": str(mnt / "ds")}), msg)
+        code = export_lerobot(ExportLerobotConfig.from_mapping({"campaign_dir": str(campaign), "out": str(mnt / "ds")}), msg)
         text = msg.getvalue()
         assert code == 2, text
         assert "export lerobot: the disk holding" in text and "is full" in text and "nothing was written" in text
@@ -131,11 +130,10 @@ def test_next_export_removes_what_a_kill_9_left_and_says_so(tmp_path):
     own = parent / f".ds.{os.getpid()}-89abcdef.partial"
     own.mkdir()
 
-    from spabench.config import SpabenchConfig
-    from spabench.record.commands import export_lerobot
+    from spabench.record.commands import ExportLerobotConfig, export_lerobot
 
     msg = io.StringIO()
-    assert export_lerobot(SpabenchConfig.from_mapping({"campaign_dir": str(campaign), "out": str(out)}), msg) == 0
+    assert export_lerobot(ExportLerobotConfig.from_mapping({"campaign_dir": str(campaign), "out": str(out)}), msg) == 0
     text = msg.getvalue()
     assert sorted(p.name for p in parent.iterdir()) == ["ds"], text
     for stale in (*left, retired, own):

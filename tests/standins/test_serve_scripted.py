@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from spabench.config import SpabenchConfig
 from spabench.errors import ConfigError
 from spabench.policy.card import load_card
-from spabench.standins.serve import build_server
+from spabench.standins.serve import ServeScriptedConfig, build_server
 
 
 def cfg(**top):
@@ -16,7 +15,7 @@ def cfg(**top):
             "api_key": None, "policy": load_card("scripted_compositional"),
             "suite": {"root": "tasks", "hardware": "hardware"}}
     base.update(top)
-    return SpabenchConfig.from_mapping(base, groups=("policy", "suite"))
+    return ServeScriptedConfig.from_mapping(base)
 
 
 def test_config_builds_a_not_a_vla_server(suite):

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from spabench.config import SpabenchConfig
 from spabench.errors import ConfigError, DataError
 from spabench.suite import load_suite, validate_suite
 from spabench.suite import resolvers as R
@@ -77,11 +76,10 @@ def test_a_suite_generated_for_the_sheet_rule_tests_it():
 
 
 def _plan(out, suite_settings):
-    from spabench.plan.commands import plan
+    from spabench.plan.commands import PlanConfig, plan
 
     campaign = yaml.safe_load(Path("conf/campaign/smoke.yaml").read_text())
-    return plan(SpabenchConfig.from_mapping({"campaign": campaign, "suite": suite_settings, "out": str(out)},
-                                            groups=("campaign", "suite")))
+    return plan(PlanConfig.from_mapping({"campaign": campaign, "suite": suite_settings, "out": str(out)}))
 
 
 def test_plan_refuses_scenes_placed_for_another_rule(tmp_path):

@@ -9,9 +9,8 @@ from collections import Counter
 import pytest
 from omegaconf import OmegaConf
 
-from spabench.config import SpabenchConfig
 from spabench.suite import check_suite, validate_suite
-from spabench.suite.commands import validate
+from spabench.suite.commands import SuiteValidateConfig, validate
 from spabench.suite.config import SuiteConfig
 from spabench.suite.resolvers import ordinal_row, resolve_targets, size_metric
 from spabench.suite.vocabulary import CONDITION_COUNTS, TASKS
@@ -157,9 +156,8 @@ def test_suite_config_and_its_yaml_agree():
     assert (merged.root, merged.hardware, merged.seed) == ("tasks", "hardware", 20261130)
 
 
-def _cfg(root, out=None):
-    return SpabenchConfig.from_mapping({"suite": {"root": str(root), "hardware": str(HARDWARE), "seed": 20261130},
-                             "out": None if out is None else str(out)}, groups=("suite",))
+def _cfg(root):
+    return SuiteValidateConfig.from_mapping({"suite": {"root": str(root), "hardware": str(HARDWARE), "seed": 20261130}})
 
 
 def test_validate_command_reports_ok(capsys):

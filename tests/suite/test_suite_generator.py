@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from spabench.config import SpabenchConfig
 from spabench.errors import ConfigError
 from spabench.suite import check_suite, load_suite
-from spabench.suite.commands import generate
+from spabench.suite.commands import SuiteGenerateConfig, generate
 from spabench.suite.generator import DEFAULT_SEED, generate_suite
 
 from .conftest import HARDWARE, TASKS
@@ -33,11 +32,11 @@ def test_other_seed_other_scenes_same_inputs(tmp_path):
     check_suite(suite)
 
 
-def _generate_cfg(root, out=None) -> SpabenchConfig:
+def _generate_cfg(root, out=None) -> SuiteGenerateConfig:
     data = {"suite": {"root": str(root), "hardware": str(HARDWARE), "seed": DEFAULT_SEED}}
     if out is not None:
         data["out"] = str(out)
-    return SpabenchConfig.from_mapping(data, groups=("suite",))
+    return SuiteGenerateConfig.from_mapping(data)
 
 
 def test_committed_scenes_are_the_generate_commands_output_for_the_committed_seed(tmp_path, capsys):

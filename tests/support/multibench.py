@@ -52,8 +52,7 @@ def stand_ins() -> Iterator[list[str]]:
     """The two scripted stand-in policies on free loopback ports; yields the `cards.*.port` overrides."""
     import yaml
 
-    from spabench.config import SpabenchConfig
-    from spabench.standins.serve import build_server
+    from spabench.standins.serve import ServeScriptedConfig, build_server
     from tests.support.pg_cluster import _free_port
 
     suite = yaml.safe_load((ROOT / "conf" / "suite" / "spabench.yaml").read_text())
@@ -62,9 +61,8 @@ def stand_ins() -> Iterator[list[str]]:
         card = yaml.safe_load((ROOT / "conf" / "policy" / f"{name}.yaml").read_text())
         port = _free_port()
         mode = "memorising" if "memoris" in name else "compositional"
-        _, server = build_server(SpabenchConfig.from_mapping(
-            {"policy": card, "mode": mode, "port": port, "host": "127.0.0.1", "seed": 0, "suite": suite},
-            groups=("policy", "suite")))
+        _, server = build_server(ServeScriptedConfig.from_mapping(
+            {"policy": card, "mode": mode, "port": port, "host": "127.0.0.1", "seed": 0, "suite": suite}))
         server.start()
         servers.append(server)
         overrides.append(f"cards.{name}.port={port}")

@@ -171,9 +171,12 @@ def adds_entry(command: Command, bare: str, dirs: list[Path], options: dict[str,
     if parts[0] in command.groups and len(parts) >= 2 and parts[0] in options:
         node: Any = load_option(parts[0], options[parts[0]], dirs)
         for part in parts[1:]:
-            if not isinstance(node, dict) or part not in node:
+            if isinstance(node, list) and part.isdigit() and int(part) < len(node):   # campaign.policies.0.timer_s
+                node = node[int(part)]
+            elif isinstance(node, dict) and part in node:
+                node = node[part]
+            else:
                 return True
-            node = node[part]
         return False
     if len(parts) < 2 or not _annotation(command.schema, parts[0]).startswith("dict["):
         return False
