@@ -36,6 +36,11 @@ def _cards(campaign: Path, ports: dict[str, int]) -> list[str]:
     return [f"cards.{aliases[card]}.port={port}" for card, port in ports.items()]
 
 
+def _said(capsys) -> str:
+    captured = capsys.readouterr()
+    return captured.out + captured.err
+
+
 def _attempts(campaign: Path) -> list[tuple]:
     with sqlite3.connect(campaign / "ledger.sqlite") as conn:
         return conn.execute("SELECT trial_id, status, dry_run FROM attempts ORDER BY attempt_id").fetchall()
@@ -57,6 +62,13 @@ def test_a_dry_run_on_the_planned_bench_spends_no_trial_and_is_reported_as_a_dry
         assert "every trial has a complete attempt" not in out, out
         dry = _attempts(campaign)
         assert [(s, d) for _, s, d in dry] == [("complete", 1), ("complete", 1)], dry
+        # the progress and the export say what the dry runs are: nothing counted, none a result
+        assert main(["ledger", "status", f"campaign={campaign}"]) == 0
+        said = capsys.readouterr().out
+        assert "0/2 trials complete" in said and "2 dry-run attempt(s) (dry_run=true: not counted" in said, said
+        assert main(["export", "outcomes", f"campaign={campaign}", f"out={tmp_path / 'o.csv'}"]) == 2
+        said = _said(capsys)
+        assert "no scored rollout to export" in said and "2 dry-run rollout(s) left out" in said, said
         assert main(["run", f"campaign={campaign}", *cards, *SMALL]) == 0
         out = capsys.readouterr().out
     counted = [a for a in _attempts(campaign) if a[2] == 0]
