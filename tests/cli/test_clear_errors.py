@@ -2,7 +2,8 @@
 anything is written.
 
 Measured on main before: `ledger status ledger=mysql://x` (and `postgresql:/bad`) on a SQLite campaign
-printed the SQLite ledger's status; `ledger collect bench_dirs.<typo>=...` collected as if it were not
+printed the SQLite ledger's status (as report, power, compare, export outcomes and ledger collect read the
+SQLite file); `ledger collect bench_dirs.<typo>=...` collected as if it were not
 given; `report display_names.<absent>=X` wrote the report; `export lerobot codec=libx265` without
 reencode=true exported by copying; `suite validate suite.seed=-1` said "suite OK";
 `export lerobot reencode=true codec=h264_bogus` and `serve lerobot device=cuda` (no GPU) raised
@@ -24,16 +25,40 @@ def _error(capsys) -> str:
     return captured.out + captured.err
 
 
+# every command that takes ledger= and reads a campaign's ledger (run's own test is at the end)
+ON_A_CAMPAIGN = {
+    "ledger status": [],
+    "ledger collect": ["out={tmp}/r"],
+    "report": ["out={tmp}/r"],
+    "power": ["half_width=0.2"],
+    "compare": ["a=scripted_compositional", "b=scripted_memorising", "out={tmp}/r"],
+    "export outcomes": ["out={tmp}/r"],
+}
+
+
 @pytest.mark.parametrize("url", ["mysql://x", "postgresql:/bad", "postgresql://db.lab/spabench"])
-@pytest.mark.parametrize("command", ["ledger status", "report"])
+@pytest.mark.parametrize("command", sorted(ON_A_CAMPAIGN))
 def test_a_ledger_url_on_a_sqlite_campaign_is_refused(tmp_path, capsys, url, command):
     campaign = plan_smoke(tmp_path)
     capsys.readouterr()
-    extra = [f"out={tmp_path / 'r'}"] if command == "report" else []
+    extra = [a.format(tmp=tmp_path) for a in ON_A_CAMPAIGN[command]]
     assert main([*command.split(), f"campaign={campaign}", f"ledger={url}", *extra]) == 2
     err = _error(capsys)
     assert f"ledger={url}: this campaign's ledger is the SQLite file" in err, err
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("url", ["mysql://x", "postgresql:/bad"])
+def test_a_ledger_url_that_is_not_postgresql_is_refused_where_a_ledger_is_made(tmp_path, capsys, url):
+    """`plan` and `ledger copy` make a ledger at ledger=: anything but a postgresql:// URL is refused before
+    a folder is written."""
+    campaign = plan_smoke(tmp_path)
+    for argv in (["plan", "campaign=smoke", f"out={tmp_path / 'new'}"],
+                 ["ledger", "copy", str(campaign), str(tmp_path / "new")]):
+        capsys.readouterr()
+        assert main([*argv, f"ledger={url}"]) == 2, argv
+        assert "ledger: a ledger URL starts with postgresql://" in _error(capsys), argv
+        assert not (tmp_path / "new").exists()
 
 
 def _recorded_campaign(tmp_path, bench_id: str = "bench-a"):

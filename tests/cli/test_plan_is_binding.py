@@ -8,12 +8,12 @@ campaign hash, so the campaign could never resume.
 
 from __future__ import annotations
 
-import socket
 import sqlite3
 from pathlib import Path
 
 import pytest
 from tests.support.campaigns import ledger_count, plan_smoke
+from tests.support.cli_servers import cli_server
 
 from spabench.cli.main import main
 
@@ -22,21 +22,9 @@ TWO = [{"name": "scripted_compositional", "card": "scripted_compositional", "tim
 SMALL = ["bench.cameras.wrist.width=32", "bench.cameras.wrist.height=24"]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _server(card_name: str, mode: str):
-    from spabench.policy.card import load_card
-    from spabench.standins.serve import ServeScriptedConfig, build_server
-
-    port = _free_port()
-    _, server = build_server(ServeScriptedConfig.from_mapping(
-        {"policy": load_card(card_name), "suite": {"root": "tasks", "hardware": "hardware"}, "port": port,
-         "mode": mode}))
-    return server, port
+def _server(tmp_path: Path, card_name: str):
+    """`spabench serve scripted policy=<card>` in a subprocess (the stand-in that card names); yields its port."""
+    return cli_server("scripted", f"policy={card_name}", log=tmp_path / f"{card_name}.log")
 
 
 def _cards(campaign: Path, ports: dict[str, int]) -> list[str]:
@@ -46,6 +34,11 @@ def _cards(campaign: Path, ports: dict[str, int]) -> list[str]:
     with open(campaign / "plan.csv", newline="") as fh:
         aliases = {row["card"]: row["alias"] for row in csv.DictReader(fh)}
     return [f"cards.{aliases[card]}.port={port}" for card, port in ports.items()]
+
+
+def _said(capsys) -> str:
+    captured = capsys.readouterr()
+    return captured.out + captured.err
 
 
 def _attempts(campaign: Path) -> list[tuple]:
@@ -61,16 +54,21 @@ def test_a_dry_run_on_the_planned_bench_spends_no_trial_and_is_reported_as_a_dry
     by themselves (never as 'a bench of another kind')."""
     pytest.importorskip("mujoco")
     campaign = plan_smoke(tmp_path, policies=TWO, bench="sim")
-    s1, p1 = _server("scripted_compositional", "compositional")
-    s2, p2 = _server("scripted_memorising", "memorising")
-    cards = _cards(campaign, {"scripted_compositional": p1, "scripted_memorising": p2})
-    capsys.readouterr()
-    with s1, s2:
+    with _server(tmp_path, "scripted_compositional") as p1, _server(tmp_path, "scripted_memorising") as p2:
+        cards = _cards(campaign, {"scripted_compositional": p1, "scripted_memorising": p2})
+        capsys.readouterr()
         assert main(["run", f"campaign={campaign}", "dry_run=true", *cards, *SMALL]) == 0
         out = capsys.readouterr().out
         assert "every trial has a complete attempt" not in out, out
         dry = _attempts(campaign)
         assert [(s, d) for _, s, d in dry] == [("complete", 1), ("complete", 1)], dry
+        # the progress and the export say what the dry runs are: nothing counted, none a result
+        assert main(["ledger", "status", f"campaign={campaign}"]) == 0
+        said = capsys.readouterr().out
+        assert "0/2 trials complete" in said and "2 dry-run attempt(s) (dry_run=true: not counted" in said, said
+        assert main(["export", "outcomes", f"campaign={campaign}", f"out={tmp_path / 'o.csv'}"]) == 2
+        said = _said(capsys)
+        assert "no scored rollout to export" in said and "2 dry-run rollout(s) left out" in said, said
         assert main(["run", f"campaign={campaign}", *cards, *SMALL]) == 0
         out = capsys.readouterr().out
     counted = [a for a in _attempts(campaign) if a[2] == 0]
@@ -108,9 +106,8 @@ def test_a_safety_limit_raised_after_planning_is_recorded_and_reported_not_refus
     bench_yaml = hardware / "bench.yaml"
     bench_yaml.write_text(bench_yaml.read_text().replace("table_margin_cm: 0.5 ", "table_margin_cm: 2.0 "))
     assert "table_margin_cm: 2.0 " in bench_yaml.read_text()
-    server, port = _server("scripted_compositional", "compositional")
-    capsys.readouterr()
-    with server:
+    with _server(tmp_path, "scripted_compositional") as port:
+        capsys.readouterr()
         code = cli(["run", f"campaign={campaign}", *_cards(campaign, {"scripted_compositional": port}), *SMALL])
     out = capsys.readouterr().out
     assert code == 0, out
@@ -140,11 +137,10 @@ def test_a_counted_run_refuses_another_timer_than_the_planned_one_and_a_dry_run_
     ledger is written; the planned timer itself is accepted; a dry run may shorten it and counts nothing."""
     pytest.importorskip("mujoco")
     campaign = plan_smoke(tmp_path, policies=[{**TWO[0], "timer_s": 3.0}], bench="sim")
-    server, port = _server("scripted_compositional", "compositional")
-    cards = _cards(campaign, {"scripted_compositional": port})
     events = ledger_count(campaign, "events")
-    capsys.readouterr()
-    with server:
+    with _server(tmp_path, "scripted_compositional") as port:
+        cards = _cards(campaign, {"scripted_compositional": port})
+        capsys.readouterr()
         assert main(["run", f"campaign={campaign}", "operator.timer_s=1", *cards, *SMALL]) == 2
         said = capsys.readouterr().out
         assert "operator.timer_s=1 would replace the planned timer (3 s)" in said and "dry_run=true" in said, said

@@ -17,7 +17,6 @@ import io
 import re
 import shlex
 import shutil
-import socket
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from spabench.cli.commands import CAMPAIGN_FOLDER
 from spabench.cli.main import compose, fill_positionals, main, split_command
 from spabench.errors import SpabenchError
 from tests.support.campaigns import by_alias, card_aliases, plan_smoke
+from tests.support.cli_servers import cli_server
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE_CSV = REPO / "tests" / "analysis" / "data" / "example_outcomes.csv"
@@ -89,19 +89,10 @@ def extract(files: list[Path], conf: Path | None = REPO / "conf") -> list[DocLin
 
 
 # ---------------------------------------------------------------------------- the stand-ins
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class Stage:
     """One twin campaign with a complete, scored attempt, shared by every line."""
 
     def __init__(self, tmp: Path):
-        from spabench.policy.card import load_card
-        from spabench.standins.serve import ServeScriptedConfig, build_server
-
         self.tmp = tmp
         assert main(["init", str(tmp / "lab")]) == 0   # the lab folder the lines name as config_dir=lab
         self.campaign = plan_smoke(tmp, "twin", bench="sim", policies=[   # 1 s rollouts, planned
@@ -111,11 +102,8 @@ class Stage:
         self.run_campaign = plan_smoke(tmp, "robot", bench="so101", policies=[
             {"name": "scripted_compositional", "card": "scripted_compositional"},
             {"name": "act_local", "card": "act_local"}])
-        port = _free_port()
-        _, server = build_server(ServeScriptedConfig.from_mapping(
-            {"policy": load_card("scripted_compositional"), "suite": {"root": "tasks", "hardware": "hardware"},
-             "port": port}))
-        with server:
+        # the stand-in as a lab serves it: `spabench serve scripted` (tests/support/cli_servers)
+        with cli_server("scripted", "policy=scripted_compositional", log=tmp / "serve.log") as port:
             code = main(["run", f"campaign={self.campaign}", "max_trials=1",
                          *by_alias(self.campaign, [f"cards.scripted_compositional.port={port}"])])
         assert code == 0

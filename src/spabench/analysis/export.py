@@ -92,8 +92,10 @@ def export_outcomes(cfg: ExportOutcomesConfig) -> int:
     outcomes, _, _ = load_campaign(campaign, "exclude", url=cfg.ledger_url,
                                    say=lambda line: print(line.replace("report:", "export outcomes:", 1)))
     if not outcomes["valid"].any():
-        raise DataError(f"campaign={campaign}", f"no scored rollout to export ({len(outcomes)} invalid attempt(s)); "
-                        "score the complete attempts first (`spabench score campaign=DIR`)")
+        dry_runs = len(outcomes.attrs.get("dry_runs") or [])
+        raise DataError(f"campaign={campaign}", f"no scored rollout to export ({len(outcomes)} invalid attempt(s)"
+                        + (f"; {dry_runs} dry-run rollout(s) left out: dry_run=true counts nowhere" if dry_runs else "")
+                        + "); score the complete attempts first (`spabench score campaign=DIR`)")
     header, rows = outcome_rows(outcomes, cfg.lab.strip() if cfg.lab else None)
     if out.exists() and not _previous_export(out, header):
         raise ConfigError(f"out={out} exists and is not an earlier export of these columns; export outcomes "

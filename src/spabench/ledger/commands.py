@@ -74,6 +74,9 @@ def run_status(campaign_dir: Path, out=None, url: str | None = None) -> int:
         print(f"{ledger.campaign}: {ledger.location}", file=out)
         print(f"  {p['complete']}/{p['trials']} trials complete, {p['running']} running, "
               f"{p['invalid_attempts']} invalid attempt(s), {p['unscored']} unscored", file=out)
+        dry = sum(1 for a in ledger.attempts() if a.dry_run)
+        if dry:   # a dry run never consumes its trial: said apart, so that it is not read as progress
+            print(f"  {dry} dry-run attempt(s) (dry_run=true: not counted; `spabench report` lists them)", file=out)
         for claim in ledger.claims():
             if claim["bench_id"]:
                 left = claim["lease_left_s"]
