@@ -1,11 +1,14 @@
-"""`spabench <command> [key=value ...]`: compose conf/, validate it into one SpabenchConfig, call the command.
+"""`spabench <command> [key=value ...]`: compose conf/ into the command's own config dataclass, call the command.
 
 Composition rules (the README's "Configuration" section documents them for operators):
 - `group=option` picks conf/<group>/<option>.yaml; with `config_dir=DIR` the lab's own
   DIR/<group>/<option>.yaml files are options too (and win over spabench's own of the same name).
-- every other `key=value` (top-level or dotted, e.g. `cards.pi05.host=...`, `bench.port=...`) is
-  applied by Hydra and then validated by the typed config, so an unknown or ill-typed key fails
-  with the allowed fields before anything connects or is written.
+- every other `key=value` (the command's own key or dotted, e.g. `cards.pi05.host=...`, `bench.port=...`)
+  is a Hydra override of the command's schema, registered in the ConfigStore and composed in struct
+  mode: an unknown or ill-typed key is OmegaConf's error, reworded once (spabench.config.reword) to
+  name the command and what it accepts, before anything connects or is written. An entry of a mapping
+  key (cards, display_names, bench_dirs) or a group field its file leaves at the default is Hydra's
+  `+key=value`; nothing is forced past the struct check.
 - `campaign=`: for plan/demo a preset name or a campaign YAML file; for run/score/report/export the
   campaign folder `spabench plan` wrote.
 """
