@@ -3,8 +3,10 @@ vs without (side by side), and browser-to-loop e-stop latency.
 
 Real stack as in control_loop.py: LeRobot SO101Follower on the emulated Feetech bus (pty), five
 spabench_replay cameras 640x480 @ 30 fps, an openpi server on loopback, the Recorder (HDF5 + five MP4
-encoder processes). With the console: the FramePublisher observer, the console's uvicorn server and a
-headless Chromium (its own process) showing the rollout page with all five live views.
+encoder processes). With the console as a session runs it: the ShelfPublisher observer (the loop's
+process copies the newest frames into shared memory), the console process (its uvicorn server and
+JPEG encoder) and a headless Chromium (its own process) showing the rollout page with all five live
+views.
 
 Runs alternate without / with (A B A B ...), medians reported. E-stop latency: Chromium presses Space
 at a random moment of a rollout; latency = the loop seeing the stop (its stop_requested event, wall
@@ -119,12 +121,12 @@ class Rig:
 
 
 def start_console(workdir: Path):
-    """A console (uvicorn thread) over a one-trial ledger, with a BenchChannel the loop publishes to."""
-    from spabench.console.app import ConsoleContext, build_app
+    """The console process over a one-trial ledger, with a BenchChannel and the shared frames the
+    loop publishes to (as WebOperator starts it)."""
     from spabench.console.channel import BenchChannel
     from spabench.console.config import ConsoleConfig
-    from spabench.console.frames import FramePublisher
-    from spabench.console.server import ConsoleServer
+    from spabench.console.frames import ShelfPublisher
+    from spabench.console.process import ConsoleProcess
     from spabench.ledger import Ledger
 
     row = {"trial_id": "E0000-P1", "evaluation_id": "E0000", "policy": "bench", "card": "bench", "alias": "P1",
@@ -133,9 +135,8 @@ def start_console(workdir: Path):
            "instruction_variant": "original", "order": 0, "timer_s": 10.0, "control_hz": 30.0}
     Ledger.create(workdir / "campaign" / Ledger.FILENAME, [row], "bench", {"campaign": "console_bench"}).close()
     cfg = ConsoleConfig(port=0)
-    channel, publisher = BenchChannel(), FramePublisher(cfg)
-    ctx = ConsoleContext(campaign_dir=workdir / "campaign", cfg=cfg, channel=channel, publisher=publisher)
-    server = ConsoleServer(build_app(ctx), cfg).start()
+    channel, publisher = BenchChannel(), ShelfPublisher(cfg)
+    server = ConsoleProcess(workdir / "campaign", cfg, channel, publisher.shelf.name).start()
     card = {"alias": "P1", "k": 1, "n": 1, "pending": 1, "task": "counting", "condition": "id", "scene_id": "-",
             "evaluation_id": "E0000", "instruction": "benchmark", "checklist": [], "time_left_s": None,
             "per_trial_s": None, "estimate_basis": "-", "failure_modes": []}
@@ -192,9 +193,9 @@ def main() -> None:
             channel.set_phase("rollout", card=card)
             page = browser(url, "stream", seconds + 30)
             time.sleep(3.0)  # the page is up and streaming
-            encoded0 = publisher.encoded
+            shared0 = publisher.shelf.puts
             stats = period_stats(rig.rollout(seconds, [publisher])[1])
-            stats["frames_streamed_per_s"] = (publisher.encoded - encoded0) / seconds
+            stats["frames_shared_per_s"] = (publisher.shelf.puts - shared0) / seconds
             page.kill()
             page.wait()
             channel.set_phase("homing", card=card)

@@ -294,8 +294,12 @@ function render(s) {
 }
 
 async function poll() {
-  try { render(await api(`/api/bench/state?viewer=${VIEWER}`)); }
-  catch (e) {
+  try {
+    const s = await api(`/api/bench/state?viewer=${VIEWER}`);
+    // back (a restarted console process answers on the same port): the page works on as it was
+    if ($("#error").textContent.startsWith("console unreachable")) $("#error").textContent = "";
+    render(s);
+  } catch (e) {
     // an ended session's console closes with it: its closing message stays on the page
     if (state.phase === "ended") { $("#error").textContent = ""; $("#closed").hidden = false; return; }
     $("#error").textContent = "console unreachable: " + e.message;
