@@ -136,7 +136,9 @@ class ChannelProxy(_Sender):
             for fut in waiting.values():
                 fut.set_result((False, ("refused", "the session has ended", None)))
 
-    def _call(self, method: str, *args: Any, timeout: float = CALL_TIMEOUT_S) -> Any:
+    def submit(self, method: str, *args: Any) -> Future:
+        """Send the call now (from any thread, the server's event loop included: one socket write)
+        and return the future of its answer (`answer` turns it into the value or the exception)."""
         call_id = next(self._ids)
         fut: Future = Future()
         with self._lock_w:
@@ -144,13 +146,12 @@ class ChannelProxy(_Sender):
         if self.closed.is_set() or not self.send(("call", call_id, method, args)):
             with self._lock_w:
                 self._waiting.pop(call_id, None)
-            raise CommandRefused("the session has ended")
-        try:
-            ok, value = fut.result(timeout)
-        except TimeoutError:
-            with self._lock_w:
-                self._waiting.pop(call_id, None)
-            raise CommandRefused(f"the session did not answer within {timeout:g} s; try again") from None
+            fut.set_result((False, ("refused", "the session has ended", None)))
+        return fut
+
+    @staticmethod
+    def answer(result: tuple[bool, Any]) -> Any:
+        ok, value = result
         if ok:
             return value
         kind, text, answer = value
@@ -161,6 +162,23 @@ class ChannelProxy(_Sender):
         if kind == "refused":
             raise CommandRefused(text)
         raise RuntimeError(text)
+
+    def _call(self, method: str, *args: Any, timeout: float = CALL_TIMEOUT_S) -> Any:
+        fut = self.submit(method, *args)
+        try:
+            return self.answer(fut.result(timeout))
+        except TimeoutError:
+            raise CommandRefused(f"the session did not answer within {timeout:g} s; try again") from None
+
+    async def call_async(self, method: str, *args: Any, timeout: float = CALL_TIMEOUT_S) -> Any:
+        """`_call` for the server's event loop: sent at once, awaited without a thread."""
+        import asyncio
+
+        fut = self.submit(method, *args)
+        try:
+            return self.answer(await asyncio.wait_for(asyncio.wrap_future(fut), timeout))
+        except TimeoutError:
+            raise CommandRefused(f"the session did not answer within {timeout:g} s; try again") from None
 
     # ---- what console.app calls on a BenchChannel --------------------------------------------
     def beat(self) -> None:
