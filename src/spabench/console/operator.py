@@ -51,7 +51,7 @@ from spabench.operator.camera_check import CameraCheck
 from spabench.operator.camera_check import problems as camera_problems
 from spabench.operator.checklist import reference_attempt, reference_frame
 from spabench.operator.progress import campaign_progress
-from spabench.operator.scene_reference import RenderedReference, rendered_reference
+from spabench.operator.scene_reference import RenderedReference, drawing_ahead, rendered_reference
 from spabench.operator.status import LoopStats
 from spabench.operator.terminal import KEYS, KeyReader
 from spabench.suite.rules import (
@@ -67,6 +67,7 @@ UNWATCHED_S = 30.0   # the e-stop cause is asked until answered, or until no ben
 # At the end the console stays up until a page fetched the final state (why the session ended), at
 # most LINGER_S; not at all when no page asked for anything in the last WATCHING_S (nobody watches).
 LINGER_S = 5.0
+VIEWS_RECHECK_S = 0.5   # how often a scene reset looks for the twin's views the background worker is drawing
 WATCHING_S = 10.0
 
 
@@ -292,9 +293,7 @@ class WebOperator(Operator):
         self.rendered = self._rendered(scene)
         if self.server is not None:   # what the console process serves for this trial
             self.server.push(references={cam: (str(p) if p is not None else None) for cam, p in self.references.items()})
-        if self.server is not None:   # what the console process serves for this trial
-            self.server.push(rendered=None if self.rendered is None else {
-                "files": {k: str(v) for k, v in self.rendered.files().items()}, "problem": self.rendered.problem})
+        self._push_rendered()
         card = {**public_trial(trial), "checklist": checklist_text.splitlines(),
                 **campaign_progress(ledger, trial, self._cycle_s),
                 "first_attempt": first,
@@ -304,7 +303,7 @@ class WebOperator(Operator):
                                roi=self.console_cfg.workspace_roi, **self._comparison())
         self.publisher.scoring = True   # the live alignment, only while the operator stages the scene
         try:
-            return self._until_ready(card, first)
+            return self._until_ready(card, first, scene)
         finally:
             self.publisher.scoring = False
 
@@ -312,11 +311,31 @@ class WebOperator(Operator):
         rendered = self.rendered
         return None if rendered is None else {"files": sorted(rendered.files()), "problem": rendered.problem}
 
-    def _until_ready(self, card: dict, first: bool) -> bool:
+    def _push_rendered(self) -> None:
+        rendered = self.rendered
+        if self.server is not None:
+            self.server.push(rendered=None if rendered is None else {
+                "files": {k: str(v) for k, v in rendered.files().items()}, "problem": rendered.problem})
+
+    def _views_arrived(self, scene: Any, card: dict) -> None:
+        """The background worker has drawn the twin's views the scene reset began without: show them."""
+        rendered = self._rendered(scene)
+        if rendered is None or rendered.drawing_views() or self.rendered is None:
+            return
+        self.rendered = rendered
+        card["rendered"] = self._rendered_card()
+        self._push_rendered()
+        self.channel.update(card=card)
+
+    def _until_ready(self, card: dict, first: bool, scene: Any) -> bool:
         """The scene reset's wait: live alignment shown until "ready" passes the gate, or the end."""
         period = 1.0 / self.console_cfg.stream_hz
+        recheck = time.monotonic()
         while True:
             started = time.monotonic()
+            if self.rendered is not None and self.rendered.drawing_views() and started >= recheck:
+                recheck = started + VIEWS_RECHECK_S
+                self._views_arrived(scene, card)
             try:
                 self._observe()
             except Exception as exc:
@@ -363,7 +382,8 @@ class WebOperator(Operator):
         if scene is None or suite is None or self.session is None:
             return None
         home = getattr(getattr(self.bench, "cfg", None), "home_pose", None)
-        return rendered_reference(Path(self.session.campaign_dir), suite, scene, home=home)
+        return rendered_reference(Path(self.session.campaign_dir), suite, scene, home=home,
+                                  views=not drawing_ahead(self.session))
 
     def attempt_events(self) -> list[tuple[str, dict]]:
         events, self._events = self._events, []

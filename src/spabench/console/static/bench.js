@@ -5,6 +5,7 @@ const CAMERAS = ["wrist", "middle", "left", "right", "overhead"];
 let meta = { stream_hz: 8, threshold: 0.85 };
 let state = { phase: "starting" };
 let shownVersion = -1;
+let shownRendered = "";  // the rendered reference's files as last shown (the twin's views may arrive later)
 const streams = new Map();  // img element -> camera (live while attached to the DOM)
 const VIEWER = Math.random().toString(36).slice(2, 12);  // this page, for the server's cap on live viewers
 
@@ -268,8 +269,14 @@ function render(s) {
   const rolling = s.phase === "rollout";
   $("#stop").disabled = !rolling;
   $("#abort").disabled = !rolling;
+  const rendered = JSON.stringify((s.card || {}).rendered || null);
+  if (s.version === shownVersion && s.phase === "reset" && rendered !== shownRendered) {
+    shownRendered = rendered;  // the background worker drew the twin's views meanwhile: show them
+    renderReset(s);
+  }
   if (s.version !== shownVersion) {
     shownVersion = s.version;
+    shownRendered = rendered;
     if (!s.error) $("#error").textContent = "";
     show("camera-check", s.phase === "camera_check");
     show("card", ["reset", "homing", "rollout", "stopping"].includes(s.phase) && !!s.card);
