@@ -31,7 +31,7 @@ from spabench.console.channel import BenchChannel
 from spabench.console.config import ConsoleConfig
 from spabench.console.guard import new_csrf_token
 from spabench.console.link import ControlLink
-from spabench.console.server import ConsoleError, resolve_token
+from spabench.console.server import SWITCH_INTERVAL_S, ConsoleError, resolve_token
 
 START_TIMEOUT_S = 60.0   # the first start imports the web stack; a loaded machine takes seconds
 
@@ -97,6 +97,9 @@ class ConsoleProcess:
         return f"http://{host}:{self.port}/" + (f"?token={self.token}" if self.token else "")
 
     def start(self, timeout: float = START_TIMEOUT_S) -> ConsoleProcess:
+        # the link's reader thread carries the e-stop into this process: when the loop's other threads
+        # hold the GIL it waits at most 1 ms for it (Python's default switch interval is 5 ms)
+        sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL_S))
         self._spawn(timeout)
         self._watch = threading.Thread(target=self._supervise, name="spabench-console-watch", daemon=True)
         self._watch.start()
