@@ -187,7 +187,7 @@ class ShelfPublisher:
         self._seq = 0
         self._refs: dict[str, np.ndarray] = {}
         self.alignment: dict[str, float] = {}
-        self.scoring = False    # the operator waits at the scene reset: score the alignment too
+        self._score_after: int | None = None   # scoring the alignment: frames published after this one
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="spabench-console-shelf", daemon=True)
@@ -210,6 +210,11 @@ class ShelfPublisher:
     def has_reference(self, camera: str) -> bool:
         return camera in self._refs
 
+    def score_live(self, on: bool) -> None:
+        """Score the alignment of the frames published from now on (the operator stages the scene),
+        never the one left from before (the last rollout's), or stop scoring."""
+        self._score_after = self._seq if on else None
+
     def score_now(self) -> dict[str, float]:
         """Alignment of the latest images against the references, computed on the caller's thread."""
         images = self._latest or {}
@@ -229,7 +234,8 @@ class ShelfPublisher:
                 with contextlib.suppress(Exception):  # an odd frame must not end the stream
                     self.shelf.put(images)
                 put = seq
-            if images is not None and seq != scored and self.scoring and self._refs:
+            after = self._score_after
+            if images is not None and seq != scored and after is not None and seq > after and self._refs:
                 with contextlib.suppress(Exception):
                     self.alignment = self.score_now()
                 scored = seq

@@ -105,7 +105,8 @@ class ChannelProxy(_Sender):
     def __init__(self, conn: Connection, on_context: Callable[[dict], None] | None = None):
         super().__init__(conn)
         self.on_context = on_context
-        self.closed = threading.Event()      # the session's end is gone, or it said "quit"
+        self.closed = threading.Event()      # the session's end is gone
+        self.ending = threading.Event()      # ... or it said "quit": the server stops, calls still answered
         self._ids = itertools.count(1)
         self._waiting: dict[int, Future] = {}
         self._lock_w = threading.Lock()
@@ -128,9 +129,10 @@ class ChannelProxy(_Sender):
                 elif message[0] == "ctx" and self.on_context is not None:
                     self.on_context(message[1])
                 elif message[0] == "quit":
-                    return
+                    self.ending.set()
         finally:
             self.closed.set()
+            self.ending.set()
             with self._lock_w:
                 waiting, self._waiting = self._waiting, {}
             for fut in waiting.values():

@@ -301,11 +301,11 @@ class WebOperator(Operator):
                 "rendered": self._rendered_card()}
         self.channel.set_phase("reset", card=card, threshold=self.console_cfg.alignment_threshold,
                                roi=self.console_cfg.workspace_roi, **self._comparison())
-        self.publisher.scoring = True   # the live alignment, only while the operator stages the scene
+        self.publisher.score_live(True)   # the live alignment, only while the operator stages the scene
         try:
             return self._until_ready(card, first, scene)
         finally:
-            self.publisher.scoring = False
+            self.publisher.score_live(False)
 
     def _rendered_card(self) -> dict[str, Any] | None:
         rendered = self.rendered

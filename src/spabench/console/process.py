@@ -197,7 +197,7 @@ class ConsoleProcess:
 
 def serve(fd: int) -> int:
     """The console process: the app over a ChannelProxy and the shared frames, until the session's
-    end of the socket closes or says "quit"."""
+    end of the socket says "quit" or closes."""
     from spabench.console.app import ConsoleContext, build_app
     from spabench.console.frames import FramePublisher
     from spabench.console.link import ChannelProxy
@@ -222,7 +222,7 @@ def serve(fd: int) -> int:
         return 1
     proxy.send(("ready", {"port": server.port, "pid": os.getpid()}))
     try:
-        proxy.closed.wait()
+        proxy.ending.wait()   # the server stops first; requests meanwhile still reach the session
     finally:
         server.stop()
         ctx.publisher.close()
