@@ -52,7 +52,7 @@ def main() -> None:
     (workdir / "campaign").mkdir()
     rig = Rig(workdir, args.width, args.height)
     server, channel, publisher, card = start_console(workdir)
-    csrf = server.app.state.csrf
+    csrf = server.csrf
     quiet, flood, attacks = [], [], []
     try:
         rig.rollout(3.0)  # warm-up: not measured

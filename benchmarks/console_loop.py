@@ -3,14 +3,18 @@ vs without (side by side), and browser-to-loop e-stop latency.
 
 Real stack as in control_loop.py: LeRobot SO101Follower on the emulated Feetech bus (pty), five
 spabench_replay cameras 640x480 @ 30 fps, an openpi server on loopback, the Recorder (HDF5 + five MP4
-encoder processes). With the console: the FramePublisher observer, the console's uvicorn server and a
-headless Chromium (its own process) showing the rollout page with all five live views.
+encoder processes). With the console as a session runs it: the ShelfPublisher observer (the loop's
+process copies the newest frames into shared memory), the console process (its uvicorn server and
+JPEG encoder) and a headless Chromium (its own process) showing the rollout page with all five live
+views.
 
-Runs alternate without / with (A B A B ...), medians reported. E-stop latency: Chromium presses Space
-at a random moment of a rollout; latency = the loop seeing the stop (its stop_requested event, wall
+Runs alternate without / with (A B A B ...), medians reported; with --in-process a third variant
+joins the rotation: the console inside the loop's process, as it ran before issue 39. The loop's
+process CPU (all its threads, per second of rollout) is reported beside the period error.
+E-stop latency: Chromium presses Space at a random moment of a rollout; latency = the loop seeing the stop (its stop_requested event, wall
 clock) minus Date.now() in the page's key handler. Target: < 100 ms.
 
-    python benchmarks/console_loop.py [--quick] [--runs N] [--seconds S] [--estops N]
+    python benchmarks/console_loop.py [--quick] [--runs N] [--seconds S] [--estops N] [--in-process]
 """
 
 from __future__ import annotations
@@ -118,28 +122,46 @@ class Rig:
         self.bus.__exit__(None, None, None)
 
 
-def start_console(workdir: Path):
-    """A console (uvicorn thread) over a one-trial ledger, with a BenchChannel the loop publishes to."""
-    from spabench.console.app import ConsoleContext, build_app
+def start_console(workdir: Path, in_process: bool = False):
+    """The console over a one-trial ledger, with a BenchChannel and the frames the loop publishes to:
+    by default the console process as WebOperator starts it; `in_process`: the design before issue 39
+    (uvicorn thread and JPEG encoder thread inside the loop's process), for the side-by-side."""
     from spabench.console.channel import BenchChannel
     from spabench.console.config import ConsoleConfig
-    from spabench.console.frames import FramePublisher
-    from spabench.console.server import ConsoleServer
     from spabench.ledger import Ledger
 
     row = {"trial_id": "E0000-P1", "evaluation_id": "E0000", "policy": "bench", "card": "bench", "alias": "P1",
            "task": "counting", "condition": "id", "scene_id": "counting-id-000", "scene_condition": "id",
            "matched_group": None, "cell": "two|cube", "withheld": False, "instruction": "Put two cubes in the bowl.",
            "instruction_variant": "original", "order": 0, "timer_s": 10.0, "control_hz": 30.0}
-    Ledger.create(workdir / "campaign" / Ledger.FILENAME, [row], "bench", {"campaign": "console_bench"}).close()
+    if not Ledger.exists(workdir / "campaign"):
+        Ledger.create(workdir / "campaign" / Ledger.FILENAME, [row], "bench", {"campaign": "console_bench"}).close()
     cfg = ConsoleConfig(port=0)
-    channel, publisher = BenchChannel(), FramePublisher(cfg)
-    ctx = ConsoleContext(campaign_dir=workdir / "campaign", cfg=cfg, channel=channel, publisher=publisher)
-    server = ConsoleServer(build_app(ctx), cfg).start()
+    channel = BenchChannel()
+    if in_process:
+        from spabench.console.app import ConsoleContext, build_app
+        from spabench.console.frames import FramePublisher
+        from spabench.console.server import ConsoleServer
+
+        publisher = FramePublisher(cfg)
+        ctx = ConsoleContext(campaign_dir=workdir / "campaign", cfg=cfg, channel=channel, publisher=publisher)
+        server = ConsoleServer(build_app(ctx), cfg).start()
+    else:
+        from spabench.console.frames import ShelfPublisher
+        from spabench.console.process import ConsoleProcess
+
+        publisher = ShelfPublisher(cfg)
+        server = ConsoleProcess(workdir / "campaign", cfg, channel, publisher.shelf.name).start()
     card = {"alias": "P1", "k": 1, "n": 1, "pending": 1, "task": "counting", "condition": "id", "scene_id": "-",
             "evaluation_id": "E0000", "instruction": "benchmark", "checklist": [], "time_left_s": None,
             "per_trial_s": None, "estimate_basis": "-", "failure_modes": []}
     return server, channel, publisher, card
+
+
+def frames_out(publisher) -> int:
+    """Frames the console got: copied into shared memory (console process) or encoded (in-process)."""
+    shelf = getattr(publisher, "shelf", None)
+    return shelf.puts if shelf is not None else publisher.encoded
 
 
 def browser(url: str, mode: str, amount: float) -> subprocess.Popen:
@@ -152,6 +174,10 @@ def browser(url: str, mode: str, amount: float) -> subprocess.Popen:
 def shutdown(server, publisher, rig: Rig, workdir: Path) -> None:
     server.stop()
     publisher.close()
+    shutdown_rig(rig, workdir)
+
+
+def shutdown_rig(rig: Rig, workdir: Path) -> None:
     rig.close()
     shutil.rmtree(workdir, ignore_errors=True)
 
@@ -174,74 +200,98 @@ def period_stats(folder: Path) -> dict:
 def main() -> None:
     ap = rollout_args(__doc__.splitlines()[0])
     ap.add_argument("--estops", type=int, default=None)
+    ap.add_argument("--in-process", action="store_true",
+                    help="also the console inside the loop's process (the design before issue 39), alternating")
     args = ap.parse_args()
     seconds, runs = rollout_plan(args)
     estops = args.estops or (5 if args.quick else 20)
     workdir = Path(tempfile.mkdtemp(prefix="spabench_console_"))
     (workdir / "campaign").mkdir()
     rig = Rig(workdir, args.width, args.height)
-    server, channel, publisher, card = start_console(workdir)
-    url = f"http://127.0.0.1:{server.port}/bench"
-    without, with_console, latencies, to_server = [], [], [], []
+    consoles = {"console streaming": start_console(workdir)}
+    if args.in_process:
+        consoles["in-process console (before)"] = start_console(workdir, in_process=True)
+    names = ["without console", *consoles]
+    results: dict[str, list[dict]] = {name: [] for name in names}
+    latencies: dict[str, list[float]] = {name: [] for name in consoles}
+    to_server: dict[str, list[float]] = {name: [] for name in consoles}
     try:
         from spabench.rollout.controls import StopControl
 
         rig.rollout(3.0)  # warm-up (encoder processes, first chunk): not measured
 
-        def with_streaming():
+        def measured(observers=()) -> dict:
+            cpu = time.process_time()
+            started = time.monotonic()
+            stats = period_stats(rig.rollout(seconds, observers)[1])
+            stats["loop_process_cpu_pct"] = 100 * (time.process_time() - cpu) / (time.monotonic() - started)
+            return stats
+
+        def with_streaming(name: str) -> dict:
+            server, channel, publisher, card = consoles[name]
             channel.set_phase("rollout", card=card)
-            page = browser(url, "stream", seconds + 30)
+            page = browser(f"http://127.0.0.1:{server.port}/bench", "stream", seconds + 30)
             time.sleep(3.0)  # the page is up and streaming
-            encoded0 = publisher.encoded
-            stats = period_stats(rig.rollout(seconds, [publisher])[1])
-            stats["frames_streamed_per_s"] = (publisher.encoded - encoded0) / seconds
+            out0 = frames_out(publisher)
+            stats = measured([publisher])
+            stats["frames_to_console_per_s"] = (frames_out(publisher) - out0) / seconds
             page.kill()
             page.wait()
             channel.set_phase("homing", card=card)
             return stats
 
-        for run in range(runs):  # side by side, alternating which goes first
-            if run % 2:
-                with_console.append(with_streaming())
-                without.append(period_stats(rig.rollout(seconds)[1]))
-            else:
-                without.append(period_stats(rig.rollout(seconds)[1]))
-                with_console.append(with_streaming())
-            print(f"run {run + 1}/{runs}: p99 period error without {without[-1]['period_err_p99_ms']:.2f} ms, "
-                  f"with console {with_console[-1]['period_err_p99_ms']:.2f} ms", flush=True)
-        # e-stop latency: the browser presses Space during rollouts
-        page = browser(url, "estop", estops)
-        for i in range(estops):
-            controls = StopControl()
-            seen = StopSeen()
-            channel.controls = controls
-            channel.stop_log.clear()
-            channel.set_phase("rollout", card=card)
-            result, _ = rig.rollout(30.0, [publisher, seen], controls=controls)
-            channel.controls = None
-            channel.set_phase("homing", card=card)
-            line = json.loads(page.stdout.readline())
-            assert result.stop_reason == "estop", result
-            latencies.append(seen.wall * 1000 - line["t_ms"])
-            to_server.append(channel.stop_log[0]["wall"] * 1000 - line["t_ms"])
-            print(f"e-stop {i + 1}/{estops}: {latencies[-1]:.1f} ms (browser to server {to_server[-1]:.1f} ms)", flush=True)
-        page.wait(60)
+        for run in range(runs):  # side by side, rotating which goes first
+            for name in names[run % len(names):] + names[:run % len(names)]:
+                results[name].append(measured() if name == "without console" else with_streaming(name))
+            print(f"run {run + 1}/{runs}: p99 period error " + ", ".join(
+                f"{name} {results[name][-1]['period_err_p99_ms']:.2f} ms" for name in names), flush=True)
+        for name, (server, channel, publisher, card) in consoles.items():   # e-stops: Space in Chromium
+            page = browser(f"http://127.0.0.1:{server.port}/bench", "estop", estops)
+            for i in range(estops):
+                controls = StopControl()
+                seen = StopSeen()
+                channel.controls = controls
+                channel.stop_log.clear()
+                channel.set_phase("rollout", card=card)
+                result, _ = rig.rollout(30.0, [publisher, seen], controls=controls)
+                channel.controls = None
+                channel.set_phase("homing", card=card)
+                line = json.loads(page.stdout.readline())
+                assert result.stop_reason == "estop", result
+                latencies[name].append(seen.wall * 1000 - line["t_ms"])
+                to_server[name].append(channel.stop_log[0]["wall"] * 1000 - line["t_ms"])
+                print(f"{name}: e-stop {i + 1}/{estops}: {latencies[name][-1]:.1f} ms "
+                      f"(browser to session {to_server[name][-1]:.1f} ms)", flush=True)
+            page.wait(60)
     finally:
-        shutdown(server, publisher, rig, workdir)
-    a, b = medians(without), medians(with_console)
-    rows = [(k, a.get(k, float("nan")), b[k], (b[k] / a[k]) if k in a and a[k] else float("nan")) for k in b]
-    est = {"estop_latency_p50_ms": pct(latencies, 50), "estop_latency_p95_ms": pct(latencies, 95),
-           "estop_latency_max_ms": float(max(latencies)), "browser_to_server_p50_ms": pct(to_server, 50),
-           "n": len(latencies)}
+        for server, _, publisher, _ in consoles.values():
+            server.stop()
+            publisher.close()
+        shutdown_rig(rig, workdir)
+    med = {name: medians(results[name]) for name in names}
+    a = med["without console"]
+    header: tuple[str, ...] = ("metric", "without console")
+    for name in consoles:
+        header += (name, "ratio")
+    keys = sorted({k for name in consoles for k in med[name]}, key=lambda k: list(med["console streaming"]).index(k)
+                  if k in med["console streaming"] else 99)
+    rows = [(k, a.get(k, float("nan")), *[v for name in consoles for v in (
+        med[name].get(k, float("nan")), med[name][k] / a[k] if k in a and a[k] and k in med[name] else float("nan"))])
+        for k in keys]
+    est = {name: {"estop_latency_p50_ms": pct(latencies[name], 50), "estop_latency_p95_ms": pct(latencies[name], 95),
+                  "estop_latency_max_ms": float(max(latencies[name])),
+                  "browser_to_session_p50_ms": pct(to_server[name], 50), "n": len(latencies[name])}
+           for name in consoles}
     print(f"\nControl loop at 30 Hz, {seconds:g} s, five {args.width}x{args.height} cameras recording; "
           f"median of {runs} runs each (load average {os.getloadavg()[0]:.1f} at the end)")
-    print(table(rows, ("metric", "without console", "console streaming", "ratio")))
-    print(f"\nE-stop, browser key press to the control loop ({len(latencies)} presses)")
-    print(table(list(est.items()), ("metric", "value")))
-    path = write_result("console_loop", {"loadavg_1min_at_end": __import__("os").getloadavg()[0], "seconds": seconds,
+    print(table(rows, header))
+    print(f"\nE-stop, browser key press to the control loop ({estops} presses each)")
+    print(table([(k, *[est[name][k] for name in consoles]) for k in est["console streaming"]], ("metric", *consoles)))
+    path = write_result("console_loop", {"loadavg_1min_at_end": os.getloadavg()[0], "seconds": seconds,
                                          "runs": runs, "width": args.width, "height": args.height,
-                                         "without_console": a, "with_console": b, "estop": est,
-                                         "runs_without": without, "runs_with": with_console, "estop_ms": latencies})
+                                         "without_console": a, "with_console": med["console streaming"],
+                                         "with_in_process_console": med.get("in-process console (before)"),
+                                         "estop": est, "runs_by_variant": results, "estop_ms": latencies})
     print(f"\nwritten {path}")
 
 

@@ -262,6 +262,9 @@ def bench_session(tmp_path_factory, browser, policy_servers):
             page.wait_for_function("() => document.querySelector('#card-alias').textContent !== ''")
             card = {key: page.text_content(f"#card-{key}") for key in ("alias", "trial", "task", "condition", "instruction", "eta")}
             card["first_attempt"] = page.is_visible("#first-attempt")
+            if k == 0:   # the twin's views come from the session's background worker (only bounds a hang)
+                page.wait_for_function("() => document.querySelectorAll('img.ref.rendered').length === 2",
+                                       timeout=300_000)
             card["reference_images"] = page.locator("img.ref:not(.rendered)").count()
             card["rendered_overlays"] = page.locator("img.ref.rendered").count()
             card["checklist"] = page.eval_on_selector_all("#card-checklist li", "els => els.map(e => e.textContent)")

@@ -33,6 +33,9 @@ def test_first_placement_shows_the_rendered_reference_then_both(tmp_path, browse
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     campaign, proc = session_at_reset(page, tmp_path, policy_servers)
     try:
+        # the twin's views come from the session's background worker, while the page already shows
+        # the placement diagram (a loaded machine draws them for minutes; only bounds a hang)
+        page.wait_for_function("() => document.querySelectorAll('img.ref.rendered').length === 2", timeout=300_000)
         page.wait_for_function(LOADED, arg="img.ref.rendered, #rendered-grid img", timeout=30_000)
         first = {
             "banner": page.is_visible("#first-attempt"),

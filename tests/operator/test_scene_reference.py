@@ -156,7 +156,8 @@ def test_scenes_in_order_follow_the_trials_once_each(suite):
 @pytest.mark.sim
 @pytest.mark.slow
 def test_the_worker_draws_ahead_in_order_at_low_priority_and_the_operator_finds_them(tmp_path, suite):
-    """Issue 34: references made ahead, not while the operator waits at a new scene."""
+    """Issue 34: references made ahead, not while the operator waits at a new scene. Issue 39: the
+    diagrams first (measured before: a starved worker drew scene 1's views before scene 2's diagram)."""
     pytest.importorskip("mujoco")
     import time
 
@@ -179,7 +180,10 @@ def test_the_worker_draws_ahead_in_order_at_low_priority_and_the_operator_finds_
     assert niced, "the worker never ran at the lower priority"
     first, second = (_cached(tmp_path, s.scene_id) for s in scenes)
     assert sorted(first) == sorted(second) == ["middle", "overhead", "placement", "sheet"]
-    assert first["sheet"].stat().st_mtime_ns <= second["placement"].stat().st_mtime_ns   # in the order given
+    # in the order given, every placement diagram (what a person places by) before any twin view
+    assert first["placement"].stat().st_mtime_ns <= second["placement"].stat().st_mtime_ns
+    assert second["placement"].stat().st_mtime_ns <= min(first[v].stat().st_mtime_ns for v in ("middle", "overhead"))
+    assert first["sheet"].stat().st_mtime_ns <= second["sheet"].stat().st_mtime_ns
     stamps = {p: p.stat().st_mtime_ns for files in (first, second) for p in files.values()}
     # the terminal's scene gate on the second scene finds its reference drawn: nothing is drawn again
     out = io.StringIO()
@@ -218,3 +222,40 @@ def test_the_worker_stays_a_bounded_number_of_scenes_ahead_of_the_operator(tmp_p
             time.sleep(0.05)
     finally:
         worker.stop()
+
+
+@pytest.mark.sim
+@pytest.mark.slow
+def test_a_gate_reached_before_the_worker_shows_the_diagram_and_never_renders_the_views_itself(tmp_path, suite):
+    """Issue 39: measured before, a scene gate the worker had not reached rendered the twin's views
+    itself (seconds, 1.5 s per new scene on a loaded machine) while the operator waited. Now, while
+    the worker runs, the gate draws the placement diagram only; the views are the worker's."""
+    pytest.importorskip("mujoco")
+    import time
+
+    from spabench.operator.render_ahead import RenderAhead
+
+    other = suite.scenes["object_state-id-002"]
+    worker = RenderAhead(tmp_path, suite, [other, suite.scenes[SCENE]], lookahead=0).start()
+    try:
+        deadline = time.monotonic() + 300   # only bounds a hang
+        while worker.waiting.value != 1:     # drew the scene being placed; waits before SCENE
+            assert worker.alive and time.monotonic() < deadline, "the worker never waited at scene 2"
+            time.sleep(0.05)
+        session = _session(tmp_path, suite)
+        session.render_ahead = worker
+        out = io.StringIO()
+        op = TerminalOperator(OperatorConfig(keys=False, status_line=False, rater="Ada"), stdin=io.StringIO("\n"),
+                              stdout=out)
+        op.begin_session(session)
+        assert op.wait_scene_ready(_trial(), suite.scenes[SCENE], "checklist") is True
+        assert sorted(_cached(tmp_path, SCENE)) == ["placement"], "the gate rendered the twin's views itself"
+        text = out.getvalue()
+        assert "still being drawn in the background" in text and str(_cached(tmp_path, SCENE)["placement"]) in text
+        worker.reached(SCENE)                # the operator is there: the worker draws the views
+        while "sheet" not in _cached(tmp_path, SCENE):
+            assert time.monotonic() < deadline, "the worker did not draw the reached scene"
+            time.sleep(0.05)
+    finally:
+        worker.stop()
+    assert sorted(_cached(tmp_path, SCENE)) == ["middle", "overhead", "placement", "sheet"]

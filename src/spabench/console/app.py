@@ -38,8 +38,8 @@ class ConsoleContext:
     cfg: ConsoleConfig
     rater: str = "operator"
     suite: Any = None
-    channel: Any = None          # BenchChannel when a session runs in this process
-    publisher: Any = None        # FramePublisher of that session
+    channel: Any = None          # the session's BenchChannel (console.link.ChannelProxy in a console process)
+    publisher: Any = None        # the FramePublisher encoding that session's live views
     operator: Any = None
     cache: dict = field(default_factory=dict)
     csrf: str = field(default_factory=new_csrf_token)  # per console: pages carry it, state changes need it
@@ -139,6 +139,14 @@ def build_app(ctx: ConsoleContext):
             raise review.ReviewError("the request body must be a JSON object")
         return body
 
+    async def on_channel(method: str, *args: Any) -> Any:
+        """A BenchChannel call off the event loop: in a console process the session's channel is a
+        socket away (ChannelProxy: sent at once, awaited), in-process a worker thread runs it."""
+        call_async = getattr(ctx.channel, "call_async", None)
+        if call_async is not None:
+            return await call_async(method, *args)
+        return await run_in_threadpool(getattr(ctx.channel, method), *args)
+
     streams = StreamGate(ctx.cfg.max_stream_clients)
     html: dict[str, bytes] = {}
 
@@ -181,8 +189,9 @@ def build_app(ctx: ConsoleContext):
                            "running in another console: its bench page (link above) has the E-STOP"})
             return js({"phase": "offline", "message": "no session is running in this console; start one with "
                        "`spabench run campaign=DIR operator=web`"})
-        # the page's id (bench.js: VIEWER), so the closing console knows whether each page saw the end
-        return js(ctx.channel.snapshot(page=request.query_params.get("viewer", "")[:64]))
+        # the page's id (bench.js: VIEWER), so the closing console knows whether each page saw the end;
+        # off the event loop: in a console process the channel is the session's, a call away
+        return js(await on_channel("snapshot", request.query_params.get("viewer", "")[:64]))
 
     async def bench_command(request: Request):
         if ctx.channel is None:
@@ -199,7 +208,7 @@ def build_app(ctx: ConsoleContext):
         # session refused or that lost to another page's answer (which the 409 names)
         channel = ctx.channel
         try:
-            ticket = channel.post(str(body.get("command", "")), payload, body.get("version"))
+            ticket = await on_channel("post", str(body.get("command", "")), payload, body.get("version"))
             done = await run_in_threadpool(channel.outcome, ticket, COMMAND_WAIT_S)
         except CommandConflict as exc:
             return js({"error": str(exc), "conflict": {"answer": exc.answer}}, 409)
@@ -217,7 +226,7 @@ def build_app(ctx: ConsoleContext):
             return error("no session is attached to this console: nothing to stop", 409)
         ctx.channel.beat()
         try:
-            ctx.channel.stop(kind, f"console {source}")
+            await on_channel("stop", kind, f"console {source}")   # the e-stop: one socket write from here
         except CommandRefused as exc:
             return error(str(exc), 409)
         return js({"ok": True, "kind": kind})

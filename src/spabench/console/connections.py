@@ -1,8 +1,9 @@
 """The console's connections, bounded: how many, how long idle, how slow, and the descriptors left
 for the session; and a reserve, so the e-stop and the bench page's polls are always served.
 
-uvicorn runs in a thread of the session's process (the e-stop reaches StopControl directly), so
-whatever the server holds, the session loses: file descriptors and GIL time. uvicorn alone keeps
+uvicorn runs in a thread of the console's process (console.process; `spabench console` runs it in
+the foreground), which carries the e-stop to the session: whatever the server holds, the e-stop's
+path loses (file descriptors, the process's GIL). uvicorn alone keeps
 every accepted connection that never sends a request (its keep-alive timer only starts after a
 response), and `limit_concurrency` answers 503 but still holds the socket. Here, per connection:
 a complete request head must arrive within `idle_timeout_s` (also between keep-alive requests, and

@@ -1,9 +1,14 @@
 """Live frames for the browser, published off the control loop.
 
-The loop's only cost is `on_step`: it keeps a reference to the tick's images (no copy, no lock, no
-encoding). A background thread (niced below the control loop) wakes at `stream_hz`, and only while a
-browser has asked for a frame in the last two seconds, encodes the latest images to JPEG
-(downscaled to `stream_width`) and scores the reference alignment. Older frames are simply overwritten: latest only, never a queue.
+In a session (`operator=web`) the work is split between two processes. In the control process,
+ShelfPublisher's `on_step` keeps a reference to the tick's images (no copy, no lock, no encoding);
+its background thread (niced below the control loop) wakes at `stream_hz` and, only while the
+console process asked for frames in the last two seconds, copies the latest images into shared
+memory (console.shelf), once whatever the number of pages; between trials it also scores the
+reference alignment. In the console process, FramePublisher reads that shared memory and encodes
+JPEGs (downscaled to `stream_width`) for the pages, likewise at `stream_hz` and only while watched.
+A FramePublisher fed by `publish` in one process is the same encoder without the shared memory.
+Older frames are simply overwritten: latest only, never a queue.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from spabench.console.config import ConsoleConfig
+from spabench.console.shelf import FrameShelf, ShelfReader
 from spabench.operator.alignment import alignment_score, load_rgb
 
 WATCH_S = 2.0
@@ -46,7 +52,7 @@ def encode_jpeg(rgb: np.ndarray, quality: int = 70, max_width: int | None = None
 
 class StreamGate:
     """At most `limit` pages watch the live views at once (each page names itself with `viewer`): every
-    frame a page fetches costs the server a request, and the server shares the session's process."""
+    frame a page fetches costs the console a request and its share of the encoding."""
 
     def __init__(self, limit: int, window_s: float = WATCH_S):
         self.limit, self.window_s = limit, window_s
@@ -65,13 +71,15 @@ class StreamGate:
 
 
 class FramePublisher:
-    """Rollout observer and idle-time sink for the latest camera images (see the module doc)."""
+    """The JPEG encoder of the live views (see the module doc): fed by `publish` / `on_step`, or,
+    with `source`, from the control process's shared memory."""
 
-    def __init__(self, cfg: ConsoleConfig):
+    def __init__(self, cfg: ConsoleConfig, source: ShelfReader | None = None):
         self.cfg = cfg
+        self._source = source
         self._latest: Mapping[str, np.ndarray] | None = None
         self._seq = 0
-        self._done_seq = 0
+        self._done_seq: Any = 0
         self._jpeg: dict[str, bytes] = {}
         self._shapes: dict[str, tuple[int, ...]] = {}
         self._refs: dict[str, np.ndarray] = {}
@@ -96,6 +104,8 @@ class FramePublisher:
     # ---- consumer side (web requests) -------------------------------------------------------
     def jpeg(self, camera: str) -> bytes | None:
         self._watched = time.monotonic()
+        if self._source is not None:
+            self._source.want()     # the control process copies frames while someone asks
         self._wake.set()
         return self._jpeg.get(camera)
 
@@ -129,12 +139,21 @@ class FramePublisher:
                 self._wake.wait(1.0)
                 self._wake.clear()
                 continue
-            seq, images = self._seq, self._latest
+            seq, images = self._next()
             if images is not None and seq != self._done_seq:
                 with contextlib.suppress(Exception):  # a torn or odd frame must not kill the stream
                     self._encode(images)
                 self._done_seq = seq
             self._stop.wait(max(0.0, period - (time.monotonic() - started)))
+
+    def _next(self) -> tuple[Any, Mapping[str, Any] | None]:
+        """The latest images and a key that changes with them."""
+        if self._source is None:
+            return self._seq, self._latest
+        version = self._source.version()
+        if version == self._done_seq:
+            return version, None
+        return version, self._source.latest()
 
     def _encode(self, images: Mapping[str, Any]) -> None:
         out, shapes = {}, {}
@@ -154,3 +173,75 @@ class FramePublisher:
         self._stop.set()
         self._wake.set()
         self._thread.join(2.0)
+
+
+class ShelfPublisher:
+    """The control process's side of the live views (see the module doc): a rollout observer and
+    idle-time sink whose thread copies the latest images into a FrameShelf for the console process,
+    and the alignment of the latest images against the trial's references."""
+
+    def __init__(self, cfg: ConsoleConfig):
+        self.cfg = cfg
+        self.shelf = FrameShelf()
+        self._latest: Mapping[str, np.ndarray] | None = None
+        self._seq = 0
+        self._refs: dict[str, np.ndarray] = {}
+        self.alignment: dict[str, float] = {}
+        self._score_after: int | None = None   # scoring the alignment: frames published after this one
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, name="spabench-console-shelf", daemon=True)
+        self._thread.start()
+
+    def publish(self, images: Mapping[str, np.ndarray]) -> None:
+        self._latest = images
+        self._seq += 1
+
+    def on_step(self, step) -> None:
+        self._latest = step.images
+        self._seq += 1
+
+    def set_references(self, paths: Mapping[str, Path | None]) -> None:
+        refs = {cam: load_rgb(p) for cam, p in paths.items() if p is not None}
+        with self._lock:
+            self._refs = refs
+            self.alignment = {}
+
+    def has_reference(self, camera: str) -> bool:
+        return camera in self._refs
+
+    def score_live(self, on: bool) -> None:
+        """Score the alignment of the frames published from now on (the operator stages the scene),
+        never the one left from before (the last rollout's), or stop scoring."""
+        self._score_after = self._seq if on else None
+
+    def score_now(self) -> dict[str, float]:
+        """Alignment of the latest images against the references, computed on the caller's thread."""
+        images = self._latest or {}
+        with self._lock:
+            refs = dict(self._refs)
+        return {cam: round(alignment_score(images[cam], ref, self.cfg.workspace_roi), 4)
+                for cam, ref in refs.items() if cam in images}
+
+    def _run(self) -> None:
+        lower_thread_priority()
+        period = 1.0 / self.cfg.stream_hz
+        put, scored = 0, 0
+        while not self._stop.is_set():
+            started = time.monotonic()
+            seq, images = self._seq, self._latest
+            if images is not None and seq != put and self.shelf.watched(WATCH_S):
+                with contextlib.suppress(Exception):  # an odd frame must not end the stream
+                    self.shelf.put(images)
+                put = seq
+            after = self._score_after
+            if images is not None and seq != scored and after is not None and seq > after and self._refs:
+                with contextlib.suppress(Exception):
+                    self.alignment = self.score_now()
+                scored = seq
+            self._stop.wait(max(0.0, period - (time.monotonic() - started)))
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(2.0)
+        self.shelf.close()

@@ -3,13 +3,16 @@
 Same protocol logic as the terminal operator (checklists, reference images, failure modes, motion
 pre-fill, stop kinds); only the I/O differs. The session's thread does all bench I/O itself: while
 it waits for the operator (camera check, scene reset) it reads observations at the stream rate and
-publishes them; during the rollout the control loop publishes through the FramePublisher observer,
-and stop buttons reach the session's StopControl directly from the web thread. The channel holds
+publishes them; during the rollout the control loop publishes through the ShelfPublisher observer.
+The web server and the JPEG encoding run in the console's own process (console.process), which
+the session starts, restarts if it dies, and talks to over console.link: stop buttons reach the
+session's StopControl from that link's reader thread. The channel holds
 that StopControl from the start of the session to its end, so the e-stop works in every phase: a
 wait for the operator ends at once (the session then ends), a motion going home stops within a step.
 
 While the arm moves (homing before a trial, the rollout and its homing after) a DeadMan watches the
-bench page's requests: none for `operator.console.deadman_s` latches `console_lost` on the same
+bench page's requests (as they reach the session): none for `operator.console.deadman_s`, or the
+console process ending (it carries the page's requests and e-stop), latches `console_lost` on the same
 StopControl, so the arm holds exactly as after an e-stop, the attempt is invalid (`console_lost`) and
 the session ends; nobody is left watching an arm that would otherwise run to the timer.
 
@@ -19,6 +22,7 @@ or e e-stops in every phase, s and a stop or abort a running rollout, as the pag
 
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 import threading
@@ -31,8 +35,8 @@ from typing import Any
 from spabench.console import live
 from spabench.console.channel import BenchChannel, CommandRefused
 from spabench.console.config import ConsoleConfig
-from spabench.console.frames import FramePublisher
-from spabench.console.server import ConsoleServer
+from spabench.console.frames import ShelfPublisher
+from spabench.console.process import ConsoleProcess
 from spabench.console.views import public_trial
 from spabench.operator.alignment import (
     ALIGNMENT_CAMERAS,
@@ -47,7 +51,7 @@ from spabench.operator.camera_check import CameraCheck
 from spabench.operator.camera_check import problems as camera_problems
 from spabench.operator.checklist import reference_attempt, reference_frame
 from spabench.operator.progress import campaign_progress
-from spabench.operator.scene_reference import RenderedReference, rendered_reference
+from spabench.operator.scene_reference import RenderedReference, drawing_ahead, rendered_reference
 from spabench.operator.status import LoopStats
 from spabench.operator.terminal import KEYS, KeyReader
 from spabench.suite.rules import (
@@ -63,16 +67,20 @@ UNWATCHED_S = 30.0   # the e-stop cause is asked until answered, or until no ben
 # At the end the console stays up until a page fetched the final state (why the session ended), at
 # most LINGER_S; not at all when no page asked for anything in the last WATCHING_S (nobody watches).
 LINGER_S = 5.0
+VIEWS_RECHECK_S = 0.5   # how often a scene reset looks for the twin's views the background worker is drawing
 WATCHING_S = 10.0
 
 
 class DeadMan:
     """A thread that latches `console_lost` on `controls` once no bench page request arrived (the
-    channel's last_beat) for `deadman_s`. It wakes when the time is due, not on a fixed poll."""
+    channel's last_beat) for `deadman_s`, or at once when the console process ended (`console_down`:
+    no page can reach the session until it is back). It wakes when the time is due, not on a fixed poll."""
 
     def __init__(self, channel: BenchChannel, controls: Any, deadman_s: float):
         self.channel, self.controls, self.deadman_s = channel, controls, deadman_s
         self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._down: dict[str, Any] | None = None
         self._thread = threading.Thread(target=self._run, name="spabench-deadman", daemon=True)
 
     def __enter__(self) -> DeadMan:
@@ -81,10 +89,21 @@ class DeadMan:
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
+        self._wake.set()
         self._thread.join(5.0)
+
+    def console_down(self, down: dict[str, Any]) -> None:
+        """The console process ended (`down`: its exit code, when the session noticed)."""
+        self._down = down
+        self._wake.set()
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            down = self._down
+            if down is not None:
+                why = f"the console process ended (exit {down['exit_code']}): no bench page can reach the session"
+                self.controls.request("console_lost", why, {"deadman_s": self.deadman_s, "console_process": down})
+                return
             last = self.channel.last_beat
             now = time.monotonic()
             if now - last >= self.deadman_s:
@@ -94,7 +113,8 @@ class DeadMan:
                 why = f"no request from the bench page for {self.deadman_s:g} s (operator.console.deadman_s)"
                 self.controls.request("console_lost", why, {"deadman_s": self.deadman_s, **heard})
                 return
-            self._stop.wait(last + self.deadman_s - now)
+            self._wake.wait(last + self.deadman_s - now)
+            self._wake.clear()
 
 
 class WebOperator(Operator):
@@ -104,12 +124,11 @@ class WebOperator(Operator):
         self.keys: KeyReader | None = None   # the session terminal's keys (begin_session to close)
         self.console_cfg = ConsoleConfig.from_mapping(config.console)
         self.rater = person_rater(getattr(config, "rater", "")) or ""  # "" until given at the camera check
-        self.ctx: Any = None
         self.bench, self.out = bench, out
         self.channel = BenchChannel()
         self.stats = LoopStats()
-        self.publisher = FramePublisher(self.console_cfg)
-        self.server: ConsoleServer | None = None
+        self.publisher = ShelfPublisher(self.console_cfg)
+        self.server: ConsoleProcess | None = None
         self.session: SessionView | None = None   # the rollout Session while one is attached
         self._events: list[tuple[str, dict]] = []
         self._cycle_s: list[float] = []
@@ -118,6 +137,9 @@ class WebOperator(Operator):
         self.cameras: list[dict] = []
         self.references: dict[str, Path | None] = {}
         self.rendered: RenderedReference | None = None
+        self._deadmen: list[DeadMan] = []     # armed while the arm moves
+        self._console_events: list[dict] = []  # console process restarts, logged by the session's thread
+        self._console_lock = threading.Lock()
 
     def show(self, text: str) -> None:
         if self.out is not None:
@@ -125,19 +147,49 @@ class WebOperator(Operator):
 
     # ---- session start: the console, then the camera check -----------------------------------
     def begin_session(self, session: SessionView) -> bool:
-        from spabench.console.app import ConsoleContext, build_app
-
         self.session = session
         self.channel.controls = session.controls  # the e-stop works from the first page load
-        ctx = self.ctx = ConsoleContext(campaign_dir=Path(session.campaign_dir), suite=session.suite,
-                                        cfg=self.console_cfg, rater=self.rater, channel=self.channel,
-                                        publisher=self.publisher, operator=self)
-        self.server = server = ConsoleServer(build_app(ctx), self.console_cfg).start()
+        self.server = server = ConsoleProcess(Path(session.campaign_dir), self.console_cfg, self.channel,
+                                              self.publisher.shelf.name, suite=session.suite, rater=self.rater,
+                                              out=self.out, on_down=self._console_down,
+                                              on_up=self._console_up).start()
         base, _, query = server.url.partition("?")
         live.record(Path(session.campaign_dir), base + "bench" + (f"?{query}" if query else ""))
         self.show(f"console: open {server.url} (bench page: /bench, review: /review)")
         self._read_terminal_keys()
         return self._camera_check()
+
+    def _console_down(self, down: dict[str, Any]) -> None:
+        """The console process ended (its supervisor's thread): a moving arm holds at once."""
+        with self._console_lock:
+            deadmen = list(self._deadmen)
+        for deadman in deadmen:
+            deadman.console_down(down)
+
+    def _console_up(self, event: dict[str, Any]) -> None:
+        with self._console_lock:
+            self._console_events.append(event)
+
+    def _log_console_events(self) -> None:
+        """Log the console process's restarts (on the session's thread: the ledger is its own)."""
+        with self._console_lock:
+            events, self._console_events = self._console_events, []
+        session = self.session
+        for event in events:
+            if session is not None and session.ledger is not None:
+                session.ledger.log_event(None, "console_restarted", event)
+
+    @contextmanager
+    def _armed(self, controls: Any) -> Iterator[None]:
+        deadman = DeadMan(self.channel, controls, self.console_cfg.deadman_s)
+        with deadman:
+            with self._console_lock:
+                self._deadmen.append(deadman)
+            try:
+                yield
+            finally:
+                with self._console_lock:
+                    self._deadmen.remove(deadman)
 
     def _read_terminal_keys(self) -> None:
         if not getattr(self.config, "keys", False) or self.stdin is None:
@@ -167,6 +219,7 @@ class WebOperator(Operator):
         return True
 
     def _observe(self) -> dict:
+        self._log_console_events()
         obs = self.bench.observe()
         self.publisher.publish(obs.images)
         return obs.images
@@ -212,7 +265,9 @@ class WebOperator(Operator):
                 if name is None:   # asked once per session: every score of it carries this name
                     self.channel.update(error=f"enter the rater's name: {RATER_RULE}")
                     continue
-                self.rater = self.ctx.rater = name
+                self.rater = name
+                if self.server is not None:
+                    self.server.push(rater=name)
                 self.channel.accept(rater=name)
                 self.cameras = snap["cameras"]
                 session = self.session
@@ -236,17 +291,51 @@ class WebOperator(Operator):
             cam: reference_frame(ledger, campaign_dir, trial.evaluation_id, cam) for cam in OVERLAY_CAMERAS}
         self.publisher.set_references(self.references)
         self.rendered = self._rendered(scene)
+        if self.server is not None:   # what the console process serves for this trial
+            self.server.push(references={cam: (str(p) if p is not None else None) for cam, p in self.references.items()})
+        self._push_rendered()
         card = {**public_trial(trial), "checklist": checklist_text.splitlines(),
                 **campaign_progress(ledger, trial, self._cycle_s),
                 "first_attempt": first,
                 "references": {cam: p is not None for cam, p in self.references.items()},
-                "rendered": None if self.rendered is None else {
-                    "files": sorted(self.rendered.files()), "problem": self.rendered.problem}}
+                "rendered": self._rendered_card()}
         self.channel.set_phase("reset", card=card, threshold=self.console_cfg.alignment_threshold,
                                roi=self.console_cfg.workspace_roi, **self._comparison())
+        self.publisher.score_live(True)   # the live alignment, only while the operator stages the scene
+        try:
+            return self._until_ready(card, first, scene)
+        finally:
+            self.publisher.score_live(False)
+
+    def _rendered_card(self) -> dict[str, Any] | None:
+        rendered = self.rendered
+        return None if rendered is None else {"files": sorted(rendered.files()), "problem": rendered.problem}
+
+    def _push_rendered(self) -> None:
+        rendered = self.rendered
+        if self.server is not None:
+            self.server.push(rendered=None if rendered is None else {
+                "files": {k: str(v) for k, v in rendered.files().items()}, "problem": rendered.problem})
+
+    def _views_arrived(self, scene: Any, card: dict) -> None:
+        """The background worker has drawn the twin's views the scene reset began without: show them."""
+        rendered = self._rendered(scene)
+        if rendered is None or rendered.drawing_views() or self.rendered is None:
+            return
+        self.rendered = rendered
+        card["rendered"] = self._rendered_card()
+        self._push_rendered()
+        self.channel.update(card=card)
+
+    def _until_ready(self, card: dict, first: bool, scene: Any) -> bool:
+        """The scene reset's wait: live alignment shown until "ready" passes the gate, or the end."""
         period = 1.0 / self.console_cfg.stream_hz
+        recheck = time.monotonic()
         while True:
             started = time.monotonic()
+            if self.rendered is not None and self.rendered.drawing_views() and started >= recheck:
+                recheck = started + VIEWS_RECHECK_S
+                self._views_arrived(scene, card)
             try:
                 self._observe()
             except Exception as exc:
@@ -293,7 +382,8 @@ class WebOperator(Operator):
         if scene is None or suite is None or self.session is None:
             return None
         home = getattr(getattr(self.bench, "cfg", None), "home_pose", None)
-        return rendered_reference(Path(self.session.campaign_dir), suite, scene, home=home)
+        return rendered_reference(Path(self.session.campaign_dir), suite, scene, home=home,
+                                  views=not drawing_ahead(self.session))
 
     def attempt_events(self) -> list[tuple[str, dict]]:
         events, self._events = self._events, []
@@ -301,7 +391,7 @@ class WebOperator(Operator):
 
     @contextmanager
     def during_homing(self, controls: Any) -> Iterator[None]:
-        with DeadMan(self.channel, controls, self.console_cfg.deadman_s):
+        with self._armed(controls):
             yield
 
     @contextmanager
@@ -319,7 +409,7 @@ class WebOperator(Operator):
         self.channel.live_fn = live
         self.channel.set_phase("rollout", card=card)
         try:
-            with DeadMan(self.channel, controls, self.console_cfg.deadman_s):
+            with self._armed(controls):
                 yield
         finally:
             self.channel.controls = session_controls if session_controls is not None else controls
@@ -347,6 +437,7 @@ class WebOperator(Operator):
         self.channel.set_phase("score", form=form, rater=self.rater, **self._comparison())
         modes = {m["name"] for m in form["failure_modes"]}
         while True:
+            self._log_console_events()
             cmd = self.channel.wait_command(1.0)
             if self._estop_ends_wait():
                 return None  # left unscored: `spabench score` or the review page
@@ -423,6 +514,8 @@ class WebOperator(Operator):
         self.channel.set_phase("ended", message=self.end_text())
         if self.session is not None:
             live.clear(Path(self.session.campaign_dir))   # review consoles stop sending people here
+            with contextlib.suppress(Exception):          # a restart the session has not logged yet
+                self._log_console_events()
         if self.server is not None:
             # the page shows why the session ended, not "console unreachable"
             self.channel.wait_seen(LINGER_S, WATCHING_S)

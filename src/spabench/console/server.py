@@ -1,5 +1,5 @@
-"""uvicorn around the console app: in a background thread (inside `spabench run operator=web`) or in
-the foreground (`spabench console`). Binds 127.0.0.1 unless told otherwise; any other address needs
+"""uvicorn around the console app: in a background thread (of the console process that `spabench run
+operator=web` starts, console.process) or in the foreground (`spabench console`). Binds 127.0.0.1 unless told otherwise; any other address needs
 the token (generated when none is configured). Connections are bounded (console.connections) and
 the descriptors the session needs are reserved before the first one is accepted."""
 
@@ -54,8 +54,9 @@ class ConsoleServer:
 
     def start(self, timeout: float = 10.0) -> ConsoleServer:
         # Normal priority on purpose: this thread carries the e-stop requests to the control loop.
-        # It shares the loop's GIL: a busy server thread (a flood) holds the GIL up to the switch
-        # interval each time the loop wakes from I/O; 1 ms instead of Python's 5 ms bounds that wait.
+        # It shares its process's GIL with the live views' encoder (and, in-process, with whatever
+        # else runs there): 1 ms instead of Python's 5 ms switch interval bounds how long a busy
+        # thread holds it when the e-stop's handler wakes.
         sys.setswitchinterval(min(sys.getswitchinterval(), SWITCH_INTERVAL_S))
         self._thread = threading.Thread(target=self._server.run, name="spabench-console", daemon=True)
         self._thread.start()

@@ -16,7 +16,11 @@ process wins the cores. Why at session start, not at `plan`: the drawing depends
 
 The worker stays at most LOOKAHEAD scenes ahead of the scene the operator is placing (`reached`):
 enough that the next new scene is always drawn while the current one runs, without a session of 900
-scenes spending a core for hours on scenes far ahead while the arm moves.
+scenes spending a core for hours on scenes far ahead while the arm moves. Within that window it
+draws every placement diagram (what a person places the objects by; a fraction of a second each)
+before any twin view (seconds each), so a worker starved of CPU by a loaded machine still has the
+diagrams ready. While it runs the operators never render the views themselves (`views=False`):
+a scene whose views are not drawn yet shows its diagram, and the views once the worker has them.
 """
 
 from __future__ import annotations
@@ -57,18 +61,24 @@ def _draw_all(campaign_dir: str, suite: _SuiteParts, scenes: list[Any], home: Ma
 
     with contextlib.suppress(OSError):   # a platform without nice: the worker still helps
         os.nice(NICENESS)
-    for i, scene in enumerate(scenes):
-        while i > reached.value + lookahead:   # far enough ahead: wait for the session to move on
+    # the work in order: within the window, every diagram before any view (see the module doc)
+    todo = {False: 0, True: 0}   # views? -> index of the next scene to draw
+    while todo[True] < len(scenes):
+        views = todo[False] >= len(scenes) or todo[False] > reached.value + lookahead
+        i = todo[views]
+        if i > reached.value + lookahead:   # far enough ahead: wait for the session to move on
             waiting.value = i
             if stop.wait(0.5):
                 return
+            continue
         waiting.value = -1
         if stop.is_set():
             return
         try:
-            rendered_reference(campaign_dir, suite, scene, home=home)
+            rendered_reference(campaign_dir, suite, scenes[i], home=home, views=views)
         except Exception as exc:  # one scene the worker cannot draw: the on-demand path says why
-            log.warning("rendering the reference of scene %s ahead failed: %s", scene.scene_id, exc)
+            log.warning("rendering the reference of scene %s ahead failed: %s", scenes[i].scene_id, exc)
+        todo[views] = i + 1
 
 
 def scenes_in_order(trials: Iterable[Any], suite: Any) -> list[Any]:

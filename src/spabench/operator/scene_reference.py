@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 RENDERED_DIR = "rendered"            # under DIR/references/
 VIEWS: tuple[str, ...] = ("overhead", "middle")
 REVISION = 1                         # bump when the drawing changes: cached files are drawn anew
+VIEWS_PENDING = "the twin's views are still being drawn in the background; they show once drawn"
 
 
 @dataclass(frozen=True)
@@ -45,9 +46,20 @@ class RenderedReference:
     problem: str = ""
     drawn: bool = False                               # this call drew it (it was not in the cache)
 
+    def drawing_views(self) -> bool:
+        """The twin's views are being drawn in the background (views=False found them missing)."""
+        return self.problem == VIEWS_PENDING
+
     def files(self) -> dict[str, Path]:
         """{"placement": ..., "overhead": ..., "middle": ...} of what exists."""
         return {"placement": self.placement, **self.views}
+
+
+def drawing_ahead(session: Any) -> bool:
+    """True while the session's background worker (spabench.operator.render_ahead) draws the twin's
+    views: an operator then asks for the diagram only (`views=False`) and never renders them itself."""
+    ahead = getattr(session, "render_ahead", None)
+    return ahead is not None and bool(ahead.alive)
 
 
 def _digest(scene: Any, objects: Mapping[str, Any], geometry: Any, home: Mapping[str, float] | None) -> str:
@@ -84,11 +96,14 @@ def _sheet(placement: Path, views: dict[str, Path], out: Path) -> None:
 
 
 def rendered_reference(campaign_dir: str | os.PathLike, suite: Any, scene: Any,
-                       home: Mapping[str, float] | None = None) -> RenderedReference:
+                       home: Mapping[str, float] | None = None, views: bool = True) -> RenderedReference:
     """The scene's rendered reference, drawn now if this campaign has not drawn it yet.
 
     `suite`: has `objects` and `geometry`; `home`: the bench's home pose (joint -> bench units), where
-    the twin puts the arm."""
+    the twin puts the arm. `views=False`: draw the placement diagram only (when missing) and leave
+    the twin's views to the background worker (spabench.operator.render_ahead) that is drawing them:
+    seconds of rendering are never spent while a person waits; `problem` then says they are coming
+    (the sheet is where the worker will write them with the diagram)."""
     objects, geometry = suite.objects, suite.geometry
     folder = Path(campaign_dir) / REFERENCE_DIR / RENDERED_DIR
     stem = f"{re.sub(r'[^A-Za-z0-9_.-]', '_', scene.scene_id)}-{_digest(scene, objects, geometry, home)}"
@@ -100,6 +115,9 @@ def rendered_reference(campaign_dir: str | os.PathLike, suite: Any, scene: Any,
         if not paths["placement"].exists():
             draw_placement(scene, objects, geometry, paths["placement"])
         if not all(paths[v].exists() for v in VIEWS):
+            if not views:
+                return RenderedReference(scene.scene_id, paths["placement"], paths["sheet"],
+                                         {v: paths[v] for v in VIEWS if paths[v].exists()}, VIEWS_PENDING, True)
             problem = _render_views(scene, objects, geometry, home, {v: paths[v] for v in VIEWS})
         if not problem or not paths["sheet"].exists():
             _sheet(paths["placement"], {v: paths[v] for v in VIEWS if paths[v].exists()}, paths["sheet"])

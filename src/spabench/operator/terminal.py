@@ -435,16 +435,18 @@ class TerminalOperator(Operator):
             return []
         suite = session.suite
         from spabench.operator.checklist import reference_image
-        from spabench.operator.scene_reference import rendered_reference
+        from spabench.operator.scene_reference import drawing_ahead, rendered_reference
 
         home = session.bench.cfg.home_pose if session.bench is not None else None
-        rendered = rendered_reference(session.campaign_dir, suite, scene, home=home)
+        rendered = rendered_reference(session.campaign_dir, suite, scene, home=home,
+                                      views=not drawing_ahead(session))
         self.show(f"Rendered reference (twin, from the specification): {rendered.sheet}")
         self.show("  yaw 0 deg = the object's length points forward, away from the base; "
                   "+ = counterclockwise seen from above (toward the robot's left)")
         if rendered.problem:
-            self.show(f"  (placement diagram only: {rendered.problem})")
-        images = [rendered.sheet]
+            self.show(f"  (placement diagram only: {rendered.problem}; the diagram: {rendered.placement})"
+                      if rendered.drawing_views() else f"  (placement diagram only: {rendered.problem})")
+        images = [rendered.sheet if rendered.sheet.exists() else rendered.placement]
         ledger = session.ledger
         if ledger is not None:
             cfg = self.config

@@ -5,6 +5,7 @@ const CAMERAS = ["wrist", "middle", "left", "right", "overhead"];
 let meta = { stream_hz: 8, threshold: 0.85 };
 let state = { phase: "starting" };
 let shownVersion = -1;
+let shownRendered = "";  // the rendered reference's files as last shown (the twin's views may arrive later)
 const streams = new Map();  // img element -> camera (live while attached to the DOM)
 const VIEWER = Math.random().toString(36).slice(2, 12);  // this page, for the server's cap on live viewers
 
@@ -268,8 +269,14 @@ function render(s) {
   const rolling = s.phase === "rollout";
   $("#stop").disabled = !rolling;
   $("#abort").disabled = !rolling;
+  const rendered = JSON.stringify((s.card || {}).rendered || null);
+  if (s.version === shownVersion && s.phase === "reset" && rendered !== shownRendered) {
+    shownRendered = rendered;  // the background worker drew the twin's views meanwhile: show them
+    renderReset(s);
+  }
   if (s.version !== shownVersion) {
     shownVersion = s.version;
+    shownRendered = rendered;
     if (!s.error) $("#error").textContent = "";
     show("camera-check", s.phase === "camera_check");
     show("card", ["reset", "homing", "rollout", "stopping"].includes(s.phase) && !!s.card);
@@ -294,8 +301,12 @@ function render(s) {
 }
 
 async function poll() {
-  try { render(await api(`/api/bench/state?viewer=${VIEWER}`)); }
-  catch (e) {
+  try {
+    const s = await api(`/api/bench/state?viewer=${VIEWER}`);
+    // back (a restarted console process answers on the same port): the page works on as it was
+    if ($("#error").textContent.startsWith("console unreachable")) $("#error").textContent = "";
+    render(s);
+  } catch (e) {
     // an ended session's console closes with it: its closing message stays on the page
     if (state.phase === "ended") { $("#error").textContent = ""; $("#closed").hidden = false; return; }
     $("#error").textContent = "console unreachable: " + e.message;
