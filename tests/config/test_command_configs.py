@@ -9,13 +9,13 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
+from spabench.analysis.commands import ReportConfig
 from spabench.bench.config import BenchConfig
 from spabench.cli.commands import COMMANDS
 from spabench.config import CommandConfig
 from spabench.errors import ConfigError
 from spabench.operator.commands import ScoreConfig
 from spabench.operator.config import OperatorConfig
-from spabench.analysis.commands import ReportConfig
 from spabench.rollout.commands import RunConfig
 from spabench.standins.serve import ServeScriptedConfig
 
