@@ -70,7 +70,23 @@ class StreamGate:
             return True
 
 
-class FramePublisher:
+class LatestImages:
+    """The producer side both publishers share: the control loop's only cost is keeping a reference to
+    the tick's images (no copy, no lock, no encoding); the publisher's thread takes the newest."""
+
+    _latest: Mapping[str, np.ndarray] | None = None
+    _seq = 0
+
+    def publish(self, images: Mapping[str, np.ndarray]) -> None:
+        self._latest = images
+        self._seq += 1
+
+    def on_step(self, step) -> None:
+        self._latest = step.images
+        self._seq += 1
+
+
+class FramePublisher(LatestImages):
     """The JPEG encoder of the live views (see the module doc): fed by `publish` / `on_step`, or,
     with `source`, from the control process's shared memory."""
 
@@ -91,15 +107,6 @@ class FramePublisher:
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="spabench-console-frames", daemon=True)
         self._thread.start()
-
-    # ---- producer side (the control loop, or the operator while it waits) ------------------
-    def publish(self, images: Mapping[str, np.ndarray]) -> None:
-        self._latest = images
-        self._seq += 1
-
-    def on_step(self, step) -> None:
-        self._latest = step.images
-        self._seq += 1
 
     # ---- consumer side (web requests) -------------------------------------------------------
     def jpeg(self, camera: str) -> bytes | None:
@@ -175,7 +182,7 @@ class FramePublisher:
         self._thread.join(2.0)
 
 
-class ShelfPublisher:
+class ShelfPublisher(LatestImages):
     """The control process's side of the live views (see the module doc): a rollout observer and
     idle-time sink whose thread copies the latest images into a FrameShelf for the console process,
     and the alignment of the latest images against the trial's references."""
@@ -192,14 +199,6 @@ class ShelfPublisher:
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="spabench-console-shelf", daemon=True)
         self._thread.start()
-
-    def publish(self, images: Mapping[str, np.ndarray]) -> None:
-        self._latest = images
-        self._seq += 1
-
-    def on_step(self, step) -> None:
-        self._latest = step.images
-        self._seq += 1
 
     def set_references(self, paths: Mapping[str, Path | None]) -> None:
         refs = {cam: load_rgb(p) for cam, p in paths.items() if p is not None}
