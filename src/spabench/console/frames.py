@@ -71,53 +71,17 @@ class StreamGate:
 
 
 class LatestImages:
-    """The producer side both publishers share: the control loop's only cost is keeping a reference to
-    the tick's images (no copy, no lock, no encoding); the publisher's thread takes the newest."""
+    """What both publishers share: the producer side (the control loop's only cost is keeping a
+    reference to the tick's images: no copy, no lock, no encoding; the publisher's thread takes the
+    newest) and the trial's references with the alignment of the latest images against them."""
 
-    _latest: Mapping[str, np.ndarray] | None = None
-    _seq = 0
-
-    def publish(self, images: Mapping[str, np.ndarray]) -> None:
-        self._latest = images
-        self._seq += 1
-
-    def on_step(self, step) -> None:
-        self._latest = step.images
-        self._seq += 1
-
-
-class FramePublisher(LatestImages):
-    """The JPEG encoder of the live views (see the module doc): fed by `publish` / `on_step`, or,
-    with `source`, from the control process's shared memory."""
-
-    def __init__(self, cfg: ConsoleConfig, source: ShelfReader | None = None):
+    def __init__(self, cfg: ConsoleConfig):
         self.cfg = cfg
-        self._source = source
         self._latest: Mapping[str, np.ndarray] | None = None
         self._seq = 0
-        self._done_seq: Any = 0
-        self._jpeg: dict[str, bytes] = {}
-        self._shapes: dict[str, tuple[int, ...]] = {}
         self._refs: dict[str, np.ndarray] = {}
         self.alignment: dict[str, float] = {}
-        self._watched = 0.0
-        self.encoded = 0
-        self._wake = threading.Event()
-        self._stop = threading.Event()
         self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._run, name="spabench-console-frames", daemon=True)
-        self._thread.start()
-
-    # ---- consumer side (web requests) -------------------------------------------------------
-    def jpeg(self, camera: str) -> bytes | None:
-        self._watched = time.monotonic()
-        if self._source is not None:
-            self._source.want()     # the control process copies frames while someone asks
-        self._wake.set()
-        return self._jpeg.get(camera)
-
-    def shapes(self) -> dict[str, tuple[int, ...]]:
-        return dict(self._shapes)
 
     def set_references(self, paths: Mapping[str, Path | None]) -> None:
         refs = {cam: load_rgb(p) for cam, p in paths.items() if p is not None}
@@ -135,6 +99,43 @@ class FramePublisher(LatestImages):
             refs = dict(self._refs)
         return {cam: round(alignment_score(images[cam], ref, self.cfg.workspace_roi), 4)
                 for cam, ref in refs.items() if cam in images}
+
+    def publish(self, images: Mapping[str, np.ndarray]) -> None:
+        self._latest = images
+        self._seq += 1
+
+    def on_step(self, step) -> None:
+        self._latest = step.images
+        self._seq += 1
+
+
+class FramePublisher(LatestImages):
+    """The JPEG encoder of the live views (see the module doc): fed by `publish` / `on_step`, or,
+    with `source`, from the control process's shared memory."""
+
+    def __init__(self, cfg: ConsoleConfig, source: ShelfReader | None = None):
+        super().__init__(cfg)
+        self._source = source
+        self._done_seq: Any = 0
+        self._jpeg: dict[str, bytes] = {}
+        self._shapes: dict[str, tuple[int, ...]] = {}
+        self._watched = 0.0
+        self.encoded = 0
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="spabench-console-frames", daemon=True)
+        self._thread.start()
+
+    # ---- consumer side (web requests) -------------------------------------------------------
+    def jpeg(self, camera: str) -> bytes | None:
+        self._watched = time.monotonic()
+        if self._source is not None:
+            self._source.want()     # the control process copies frames while someone asks
+        self._wake.set()
+        return self._jpeg.get(camera)
+
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        return dict(self._shapes)
 
     # ---- the encoder thread -----------------------------------------------------------------
     def _run(self) -> None:
@@ -188,39 +189,17 @@ class ShelfPublisher(LatestImages):
     and the alignment of the latest images against the trial's references."""
 
     def __init__(self, cfg: ConsoleConfig):
-        self.cfg = cfg
+        super().__init__(cfg)
         self.shelf = FrameShelf()
-        self._latest: Mapping[str, np.ndarray] | None = None
-        self._seq = 0
-        self._refs: dict[str, np.ndarray] = {}
-        self.alignment: dict[str, float] = {}
         self._score_after: int | None = None   # scoring the alignment: frames published after this one
         self._stop = threading.Event()
-        self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._run, name="spabench-console-shelf", daemon=True)
         self._thread.start()
-
-    def set_references(self, paths: Mapping[str, Path | None]) -> None:
-        refs = {cam: load_rgb(p) for cam, p in paths.items() if p is not None}
-        with self._lock:
-            self._refs = refs
-            self.alignment = {}
-
-    def has_reference(self, camera: str) -> bool:
-        return camera in self._refs
 
     def score_live(self, on: bool) -> None:
         """Score the alignment of the frames published from now on (the operator stages the scene),
         never the one left from before (the last rollout's), or stop scoring."""
         self._score_after = self._seq if on else None
-
-    def score_now(self) -> dict[str, float]:
-        """Alignment of the latest images against the references, computed on the caller's thread."""
-        images = self._latest or {}
-        with self._lock:
-            refs = dict(self._refs)
-        return {cam: round(alignment_score(images[cam], ref, self.cfg.workspace_roi), 4)
-                for cam, ref in refs.items() if cam in images}
 
     def _run(self) -> None:
         lower_thread_priority()
