@@ -15,8 +15,10 @@ Composition rules (the README's "Configuration" section documents them for opera
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -166,13 +168,14 @@ def literal_value(command: Command, bare: str) -> bool:
     return False
 
 
-def adds_entry(command: Command, bare: str, dirs: list[Path], options: dict[str, str | Path]) -> bool:
+def adds_entry(command: Command, bare: str, option_of: Callable[[str], Any]) -> bool:
     """True when `bare` adds a key the composed config does not hold yet: an entry of a mapping key
-    (`cards.pi05.host`, `display_names.x`), or a group field its option file leaves at the default.
+    (`cards.pi05.host`, `display_names.x`), or a group field its option file leaves at the default
+    (`option_of(group)`: the group's chosen option as composed, None when none is chosen).
     Hydra takes those as `+key=value`; every other key must exist (struct mode)."""
     parts = bare.split(".")
-    if parts[0] in command.groups and len(parts) >= 2 and parts[0] in options:
-        node: Any = load_option(parts[0], options[parts[0]], dirs)
+    node: Any = option_of(parts[0]) if parts[0] in command.groups and len(parts) >= 2 else None
+    if node is not None:
         for part in parts[1:]:
             if isinstance(node, list) and part.isdigit() and int(part) < len(node):   # campaign.policies.0.timer_s
                 node = node[int(part)]
@@ -289,8 +292,9 @@ def prepare(command: Command, argv: list[str]) -> tuple[list[str], Path | None, 
     picked: dict[str, str | Path] = {**group_defaults(), **chosen}
     if campaign_file is not None:
         picked["campaign"] = campaign_file
+    option_of = functools.cache(lambda g: load_option(g, picked[g], dirs) if g in picked else None)  # once a group
     for prefix, bare, value in entries:   # once every group's option is known
-        if not prefix and adds_entry(command, bare, dirs, picked):
+        if not prefix and adds_entry(command, bare, option_of):
             prefix = "+"
         overrides.append(f"{prefix}{bare}={value}")
     return overrides, campaign_file, dirs
