@@ -252,3 +252,23 @@ def test_an_estop_stays_latched_across_clear():
     assert controls.pending() == ("estop", "console button") and controls.estopped()
     info = controls.estop()
     assert (info["source"], info["during"]) == ("console button", "scene reset") and info["wall_time"] > 0
+
+
+def test_a_stop_ends_the_wait_for_the_next_tick(card):
+    """The loop sleeps most of each period; a stop that comes then acts when it comes, not a period later
+    (at 30 Hz that was up to 33 ms added to every e-stop). A 20 s period makes "not at the next tick" a
+    property: the request comes ~0.1 s after the first tick and the stop is seen before the second."""
+    from dataclasses import replace
+
+    controls = StopControl()
+
+    class StopSoonAfterTheFirstTick(ObserverBase):
+        def on_step(self, step) -> None:
+            if step.index == 0:
+                threading.Timer(0.1, controls.request, args=("estop", "test")).start()
+
+    result, col, bench, _ = _run(replace(card, control_hz=0.05), timer_s=60.0, controls=controls,
+                                 observers=[StopSoonAfterTheFirstTick()])
+    assert result.stop_reason == "estop" and result.n_steps == 1
+    seen = next(e for e in col.events if e.kind == "stop_requested")
+    assert seen.t < 20.0    # the second tick was due at 20 s on the loop's clock

@@ -1,8 +1,9 @@
 """Stop requests of a run session: operator keys, console buttons, Ctrl-C, or code.
 
 Any thread (the key reader, the console's web thread, a signal handler, a test) calls
-`request(kind)`; the control loop polls `pending()` once per tick, and blocking motions (going home)
-poll `estopped()` once per step. The strongest request wins: estop > console_lost > abort > operator_stop.
+`request(kind)`; the control loop polls `pending()` once per tick and waits for its next tick in
+`wait()`, which a request ends at once (a stop acts when it arrives, not up to a period later), and
+blocking motions (going home) poll `estopped()` once per step. The strongest request wins: estop > console_lost > abort > operator_stop.
 
 operator_stop and abort end one rollout, so `clear()` (before the next one) forgets them. An e-stop
 is latched for the life of the control: whenever it was pressed (scene reset, homing, rollout,
@@ -38,6 +39,7 @@ class StopControl:
         self.stage = ""                       # what the session is doing now (set by the session and the loop)
         self._estop: dict | None = None       # the first latching stop: kind, source, stage, wall time
         self._estop_at: float | None = None   # time.monotonic() when it was latched
+        self._arrived = threading.Event()     # set while a request is pending: ends wait()
 
     def request(self, kind: str, source: str = "code", detail: dict | None = None) -> None:
         """`detail`: facts kept with a latching stop (the ledger's event gets them)."""
@@ -50,6 +52,11 @@ class StopControl:
                 self._estop = {**(detail or {}), "kind": kind, "source": source, "during": self.stage,
                                "wall_time": time.time()}
                 self._estop_at = time.monotonic()
+        self._arrived.set()
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep up to `seconds`, less if a stop is requested meanwhile; True when one is pending."""
+        return self._arrived.wait(seconds)
 
     def pending(self) -> tuple[str, str] | None:
         """(kind, source) of the strongest request so far, or None."""
@@ -87,6 +94,7 @@ class StopControl:
         with self._lock:
             if self._estop is None:
                 self._kind, self._source = None, ""
+                self._arrived.clear()
             elif self._kind is None or _RANK[self._kind] < _RANK[self._estop["kind"]]:
                 self._kind, self._source = self._estop["kind"], self._estop["source"]
 

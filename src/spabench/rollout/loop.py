@@ -307,7 +307,8 @@ class Rollout:
 
     def _wait_for_slot(self, t0: float, k: int) -> int:
         """Pacing on absolute deadlines: waits for slot k (sleep, then spin the last SPIN_S); after an
-        overrun it skips ahead instead of bursting. Returns the slot the next tick runs in."""
+        overrun it skips ahead instead of bursting. A stop request ends the wait at once (the next tick
+        starts early and ends the attempt). Returns the slot the next tick runs in."""
         period, clock = self.period, self.clock
         deadline = t0 + k * period
         now = clock()
@@ -317,8 +318,8 @@ class Rollout:
             k = skip_to
             deadline = t0 + k * period
         remaining = deadline - clock()
-        if remaining > SPIN_S:
-            time.sleep(remaining - SPIN_S)
+        if remaining > SPIN_S and self.controls.wait(remaining - SPIN_S):
+            return k
         while clock() < deadline:
             pass
         return k
