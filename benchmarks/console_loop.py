@@ -69,7 +69,7 @@ class StopSeen:
 class Rig:
     """Bench, policy server, client and recorder, shared by every run."""
 
-    def __init__(self, workdir: Path, width: int, height: int):
+    def __init__(self, workdir: Path, width: int, height: int, realtime_priority: int):
         from tests.support.feetech_bus import EmulatedBus
 
         from spabench.bench.bench import make_bench
@@ -88,7 +88,7 @@ class Rig:
             "type": "so101", "port": self.bus.port, "robot_id": "spabench_follower", "calibration_dir": str(calib),
             "cameras": {c: {"type": "spabench_replay", "index_or_path": "pattern", "width": width, "height": height,
                             "fps": 30} for c in CAMS},
-            "fps": 30, "max_relative_target": 10.0})
+            "fps": 30, "max_relative_target": 10.0, "realtime_priority": realtime_priority})
         self.card = PolicyCard(name="bench", protocol="openpi", port=self.server.port, horizon=HORIZON, control_hz=30,
                                timer_s=10, ema_alpha=0.25, request_threshold=5,
                                cameras={"observation/image": "middle", "observation/wrist_image": "wrist"})
@@ -108,8 +108,10 @@ class Rig:
 
         self.n += 1
         r = Rollout(self.bench, self.broker, self.card, EmaFilter(self.card.ema_alpha), seconds,
-                    [self.recorder, LoopStats(), *extra_observers], controls=controls, go_home_after=False)
+                    [self.recorder, LoopStats(), *extra_observers], controls=controls, go_home_after=False,
+                    realtime_priority=self.bench.cfg.realtime_priority)
         result = r.run(EpisodeMeta(attempt_id=f"b{self.n}", control_hz=30.0), "benchmark")
+        self.scheduling = r.scheduling
         self.recorder.wait_idle(300)
         return result, self.recorder.episodes_dir / f"b{self.n}"
 
@@ -202,12 +204,14 @@ def main() -> None:
     ap.add_argument("--estops", type=int, default=None)
     ap.add_argument("--in-process", action="store_true",
                     help="also the console inside the loop's process (the design before issue 39), alternating")
+    ap.add_argument("--realtime-priority", type=int, default=10,
+                    help="bench.realtime_priority for the loop (10, as the shipped bench files; 0: normal scheduling)")
     args = ap.parse_args()
     seconds, runs = rollout_plan(args)
     estops = args.estops or (5 if args.quick else 20)
     workdir = Path(tempfile.mkdtemp(prefix="spabench_console_"))
     (workdir / "campaign").mkdir()
-    rig = Rig(workdir, args.width, args.height)
+    rig = Rig(workdir, args.width, args.height, args.realtime_priority)
     consoles = {"console streaming": start_console(workdir)}
     if args.in_process:
         consoles["in-process console (before)"] = start_console(workdir, in_process=True)
@@ -283,11 +287,13 @@ def main() -> None:
                   "browser_to_session_p50_ms": pct(to_server[name], 50), "n": len(latencies[name])}
            for name in consoles}
     print(f"\nControl loop at 30 Hz, {seconds:g} s, five {args.width}x{args.height} cameras recording; "
-          f"median of {runs} runs each (load average {os.getloadavg()[0]:.1f} at the end)")
+          f"median of {runs} runs each (load average {os.getloadavg()[0]:.1f} at the end); loop thread: "
+          f"{rig.scheduling}")
     print(table(rows, header))
     print(f"\nE-stop, browser key press to the control loop ({estops} presses each)")
     print(table([(k, *[est[name][k] for name in consoles]) for k in est["console streaming"]], ("metric", *consoles)))
     path = write_result("console_loop", {"loadavg_1min_at_end": os.getloadavg()[0], "seconds": seconds,
+                                         "loop_scheduling": rig.scheduling,
                                          "runs": runs, "width": args.width, "height": args.height,
                                          "without_console": a, "with_console": med["console streaming"],
                                          "with_in_process_console": med.get("in-process console (before)"),

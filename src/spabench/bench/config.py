@@ -180,6 +180,9 @@ class BenchConfig:
     home_pose: where go_home() drives the arm, at home_speed_deg_s (each joint).
     connect_retries: whole-connect retries after a driver error (a transient serial glitch); a
         calibration mismatch is never retried.
+    realtime_priority: SCHED_FIFO priority of the control loop's thread during a rollout (1..99), when
+        the OS allows it (spabench.rollout.priority); 0: normal scheduling. The twin runs in lockstep
+        and never uses it.
     """
 
     type: str = ""
@@ -194,6 +197,7 @@ class BenchConfig:
     home_tolerance_deg: float = 2.0
     use_degrees: bool = True
     connect_retries: int = 1
+    realtime_priority: int = 10
 
     # builtins.type: inside this class body `type` is the field below
     _registry: ClassVar[dict[str, builtins.type[BenchConfig]]] = {}
@@ -237,6 +241,7 @@ class BenchConfig:
         self.home_tolerance_deg = _finite_number("home_tolerance_deg", self.home_tolerance_deg,
                                                  positive=True)
         _int_in("connect_retries", self.connect_retries, 0, 5)
+        _int_in("realtime_priority", self.realtime_priority, 0, 99)
         self.joint_limits = self._validated_limits()
         self.home_pose = self._validated_home()
         self.cameras = self._validated_cameras()

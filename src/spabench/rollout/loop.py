@@ -30,6 +30,7 @@ from spabench.bench.errors import MotionStopped
 from spabench.rollout.assist import _clamp_dict, run_assist
 from spabench.rollout.controls import LATCHING_STOPS, StopControl
 from spabench.rollout.faults import classify, describe
+from spabench.rollout.priority import loop_priority
 from spabench.rollout.types import EpisodeMeta, EpisodeResult, Event, StepRecord
 from spabench.suite.vocabulary import CAMERAS
 
@@ -94,7 +95,7 @@ class Rollout:
     def __init__(self, bench, broker, card, ema=None, timer_s: float | None = None,
                  observers: Sequence[Any] = (), controls: StopControl | None = None,
                  go_home_after: bool = True, clock: Callable[[], float] = time.perf_counter,
-                 lockstep: bool = False, health=None):
+                 lockstep: bool = False, health=None, realtime_priority: int = 0):
         self.bench, self.broker, self.card = bench, broker, card
         if ema is None:
             from spabench.rollout.ema import EmaFilter
@@ -116,6 +117,9 @@ class Rollout:
         self.health = health          # spabench.bench.health.HealthMonitor, or None (no telemetry)
         self._trip = None             # the HealthTrip that ended the attempt
         self._chunks: Any = {}        # the broker's chunks by id (their timing goes into each step)
+        # SCHED_FIFO for the loop's thread during the rollout (rollout.priority); lockstep has no deadlines
+        self.realtime_priority = 0 if lockstep else realtime_priority
+        self.scheduling = "normal"
 
     # ---- notifications ------------------------------------------------------------------
     def _notify(self, hook: str, arg) -> None:
@@ -190,7 +194,8 @@ class Rollout:
             self.ema.reset(measured)
             self.emit("ema_reset", {"alpha": getattr(self.ema, "alpha", None), "state": measured.tolist()})
             self.broker.start_episode(instruction)
-            stop, reason, detail, steps = self._loop()
+            with loop_priority(self.realtime_priority) as self.scheduling:
+                stop, reason, detail, steps = self._loop()
         except Exception as exc:  # assist, reset or an unexpected bug: invalid, arm held below
             where = "policy" if "policy" in type(exc).__module__ or "Policy" in type(exc).__name__ else "bench"
             stop, reason, detail = "fault", classify(exc, where), describe(exc)
@@ -215,7 +220,7 @@ class Rollout:
         self._t0 = t0 = clock()
         # wall time of t = 0: a crash recovery dates the episode's end from its last recorded row
         self.emit("timer_started", {"timer_s": self.timer_s, "control_hz": float(self.card.control_hz),
-                                    "wall_time": time.time()})
+                                    "wall_time": time.time(), "scheduling": self.scheduling})
         k = 0          # time slot: tick k is due at t0 + k * period
         executed = 0   # ticks actually run (slots skipped after an overrun are not steps)
         timing = self.timing

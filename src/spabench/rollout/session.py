@@ -512,7 +512,7 @@ class Session:
         timing = {"clock": clock, "lockstep": True} if clock is not None else {}
         rollout = Rollout(self.bench, self.open_policies.brokers[trial.card], card, EmaFilter(card.ema_alpha),
                           meta.timer_s, observers, self.controls, go_home_after=self.op_cfg.go_home_after,
-                          health=self.health, **timing)
+                          health=self.health, realtime_priority=self.bench_cfg.realtime_priority, **timing)
         with self.operator.during_rollout(self.controls):
             return rollout.run(meta, trial.instruction)
 
