@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -48,7 +48,7 @@ def write_png(path: Path, rgb: np.ndarray) -> None:
 def measure(feed: Any, bench: Any, seconds: float, say: Callable[[str], None]) -> tuple[list[dict], dict]:
     """Sample every camera for `seconds` (longer until conclusive, at most 10x): the judged rows and
     each camera's last frame."""
-    cam_cfg: Mapping[str, Any] = bench.cfg.cameras or {}
+    cam_cfg = bench.cfg.cameras
     window = CameraWindow(feed.names)
     period = 1.0 / float(bench.fps or 30)
     last: dict[str, np.ndarray] = {}

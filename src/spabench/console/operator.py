@@ -30,7 +30,15 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from spabench.bench.bench import Bench
+    from spabench.ledger.schema import TrialRow
+    from spabench.operator.config import OperatorConfig
+    from spabench.rollout.controls import StopControl
+    from spabench.rollout.types import EpisodeResult
+    from spabench.suite.model import SceneSpec
 
 from spabench.console import live
 from spabench.console.channel import BenchChannel, CommandRefused
@@ -118,12 +126,12 @@ class DeadMan:
 
 
 class WebOperator(Operator):
-    def __init__(self, config: Any = None, bench: Any = None, out=None, stdin=None):
+    def __init__(self, config: OperatorConfig, bench: Bench | None = None, out=None, stdin=None):
         super().__init__(config)
         self.stdin = stdin
         self.keys: KeyReader | None = None   # the session terminal's keys (begin_session to close)
         self.console_cfg = ConsoleConfig.from_mapping(config.console)
-        self.rater = person_rater(getattr(config, "rater", "")) or ""  # "" until given at the camera check
+        self.rater = person_rater(config.rater) or ""  # "" until given at the camera check
         self.bench, self.out = bench, out
         self.channel = BenchChannel()
         self.stats = LoopStats()
@@ -180,7 +188,7 @@ class WebOperator(Operator):
                 session.ledger.log_event(None, "console_restarted", event)
 
     @contextmanager
-    def _armed(self, controls: Any) -> Iterator[None]:
+    def _armed(self, controls: StopControl) -> Iterator[None]:
         deadman = DeadMan(self.channel, controls, self.console_cfg.deadman_s)
         with deadman:
             with self._console_lock:
@@ -192,7 +200,7 @@ class WebOperator(Operator):
                     self._deadmen.remove(deadman)
 
     def _read_terminal_keys(self) -> None:
-        if not getattr(self.config, "keys", False) or self.stdin is None:
+        if not (self.config and self.config.keys) or self.stdin is None:
             return
         reader = KeyReader(self.stdin, self._terminal_key)
         if reader.start():
@@ -220,6 +228,8 @@ class WebOperator(Operator):
 
     def _observe(self) -> dict:
         self._log_console_events()
+        if self.bench is None:
+            raise RuntimeError("no bench is connected")   # shown on the page like a camera fault
         obs = self.bench.observe()
         self.publisher.publish(obs.images)
         return obs.images
@@ -276,7 +286,7 @@ class WebOperator(Operator):
                 return True
 
     # ---- per trial ------------------------------------------------------------------------------
-    def wait_scene_ready(self, trial: Any, scene: Any, checklist_text: str) -> bool:
+    def wait_scene_ready(self, trial: TrialRow, scene: SceneSpec, checklist_text: str) -> bool:
         # the twin's scene is already staged by the run session (for every operator)
         self._said_from = max(0, len(self._said()) - 1)  # from the last trial's status line
         now = time.monotonic()
@@ -317,7 +327,7 @@ class WebOperator(Operator):
             self.server.push(rendered=None if rendered is None else {
                 "files": {k: str(v) for k, v in rendered.files().items()}, "problem": rendered.problem})
 
-    def _views_arrived(self, scene: Any, card: dict) -> None:
+    def _views_arrived(self, scene: SceneSpec, card: dict) -> None:
         """The background worker has drawn the twin's views the scene reset began without: show them."""
         rendered = self._rendered(scene)
         if rendered is None or rendered.drawing_views() or self.rendered is None:
@@ -327,7 +337,7 @@ class WebOperator(Operator):
         self._push_rendered()
         self.channel.update(card=card)
 
-    def _until_ready(self, card: dict, first: bool, scene: Any) -> bool:
+    def _until_ready(self, card: dict, first: bool, scene: SceneSpec) -> bool:
         """The scene reset's wait: live alignment shown until "ready" passes the gate, or the end."""
         period = 1.0 / self.console_cfg.stream_hz
         recheck = time.monotonic()
@@ -375,13 +385,13 @@ class WebOperator(Operator):
         evidence = stopping.evidence if stopping is not None else None
         return {} if evidence is None else {"comparison": evidence.public()}
 
-    def _rendered(self, scene: Any) -> RenderedReference | None:
+    def _rendered(self, scene: SceneSpec) -> RenderedReference | None:
         """The scene's rendered reference (twin views and placement diagram), drawn on its first
         placement in this campaign; None without a scene specification."""
         suite = self.session.suite if self.session is not None else None
         if scene is None or suite is None or self.session is None:
             return None
-        home = getattr(getattr(self.bench, "cfg", None), "home_pose", None)
+        home = self.bench.cfg.home_pose if self.bench is not None else None
         return rendered_reference(Path(self.session.campaign_dir), suite, scene, home=home,
                                   views=not drawing_ahead(self.session))
 
@@ -390,12 +400,12 @@ class WebOperator(Operator):
         return events
 
     @contextmanager
-    def during_homing(self, controls: Any) -> Iterator[None]:
+    def during_homing(self, controls: StopControl) -> Iterator[None]:
         with self._armed(controls):
             yield
 
     @contextmanager
-    def during_rollout(self, controls: Any) -> Iterator[None]:
+    def during_rollout(self, controls: StopControl) -> Iterator[None]:
         card = self.channel.snapshot().get("card")
         session_controls, self.channel.controls = self.channel.controls, controls
         stats = self.stats
@@ -427,7 +437,7 @@ class WebOperator(Operator):
         else:
             self.channel.set_phase("cooling", message=text, cooling=cooling)
 
-    def score(self, trial: Any, result: Any, prefill: Score | None = None) -> Score | None:
+    def score(self, trial: TrialRow, result: EpisodeResult | None, prefill: Score | None = None) -> Score | None:
         form = {**public_trial(trial),
                 "result": None if result is None else {"stop_reason": result.stop_reason,
                                                        "duration_s": round(result.duration_s, 2),
@@ -529,5 +539,5 @@ def _num(x: float) -> float | None:
 
 
 @register_operator("web")
-def _web(config: Any, bench: Any = None, stdin=None, stdout=None) -> WebOperator:
+def _web(config: OperatorConfig, bench: Bench | None = None, stdin=None, stdout=None) -> WebOperator:
     return WebOperator(config, bench=bench, out=stdout, stdin=stdin or sys.stdin)

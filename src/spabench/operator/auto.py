@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from spabench.bench.bench import Bench
+    from spabench.ledger.schema import TrialRow
+    from spabench.operator.config import OperatorConfig
+    from spabench.rollout.types import EpisodeResult
+    from spabench.suite.model import SceneSpec
 
 from spabench.operator.base import Operator, Score
 
@@ -16,9 +23,9 @@ class UnattendedOperator(Operator):
 
     confirms_scene = False  # nobody looks at the table
 
-    def __init__(self, config: Any = None, out=None):
+    def __init__(self, config: OperatorConfig | None = None, out=None):
         super().__init__(config)
-        self.rater = getattr(config, "rater", "") or "operator"
+        self.rater = (config.rater if config else "") or "operator"
         self.out = out
 
     def show(self, text: str) -> None:
@@ -37,22 +44,22 @@ class AutoOperator(Operator):
 
     confirms_scene = False  # the twin stages scenes; nobody checks one by eye
 
-    def __init__(self, config: Any = None, bench: Any = None, out=None):
+    def __init__(self, config: OperatorConfig | None = None, bench: Bench | None = None, out=None):
         super().__init__(config)
-        self.rater = getattr(config, "rater", "") or "sim_evaluator"
+        self.rater = (config.rater if config else "") or "sim_evaluator"
         self.bench = bench
         self.out = out
-        self._scene = None
+        self._scene: SceneSpec | None = None
 
     def show(self, text: str) -> None:
         if self.out is not None:
             print(text, file=self.out, flush=True)
 
-    def wait_scene_ready(self, trial: Any, scene: Any, checklist_text: str) -> bool:
+    def wait_scene_ready(self, trial: TrialRow, scene: SceneSpec, checklist_text: str) -> bool:
         self._scene = scene
         return True
 
-    def score(self, trial: Any, result: Any, prefill: Score | None = None) -> Score | None:
+    def score(self, trial: TrialRow, result: EpisodeResult | None, prefill: Score | None = None) -> Score | None:
         outcome = None
         if self.bench is not None and self._scene is not None:
             outcome = self.bench.evaluate(self._scene)
@@ -84,24 +91,24 @@ def register_operator(name: str):
 
 
 @register_operator("terminal")
-def _terminal(config: Any, bench: Any = None, stdin=None, stdout=None) -> Operator:
+def _terminal(config: OperatorConfig | None, bench: Bench | None = None, stdin=None, stdout=None) -> Operator:
     from spabench.operator.terminal import TerminalOperator
 
     return TerminalOperator(config, stdin=stdin, stdout=stdout, bench=bench)
 
 
 @register_operator("unattended")
-def _unattended(config: Any, bench: Any = None, stdin=None, stdout=None) -> Operator:
+def _unattended(config: OperatorConfig | None, bench: Bench | None = None, stdin=None, stdout=None) -> Operator:
     return UnattendedOperator(config, out=stdout)
 
 
 @register_operator("auto")
-def _auto(config: Any, bench: Any = None, stdin=None, stdout=None) -> Operator:
+def _auto(config: OperatorConfig | None, bench: Bench | None = None, stdin=None, stdout=None) -> Operator:
     return AutoOperator(config, bench=bench, out=stdout)
 
 
-def make_operator(config: Any, bench: Any = None, stdin=None, stdout=None) -> Operator:
-    kind = getattr(config, "type", "terminal")
+def make_operator(config: OperatorConfig | None, bench: Bench | None = None, stdin=None, stdout=None) -> Operator:
+    kind = config.type if config else "terminal"
     factory = OPERATORS.get(kind)
     if factory is None:
         from spabench.errors import ConfigError

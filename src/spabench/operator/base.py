@@ -22,9 +22,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from spabench.bench.bench import Bench
     from spabench.ledger import Ledger
+    from spabench.ledger.schema import TrialRow
+    from spabench.operator.config import OperatorConfig
+    from spabench.operator.render_ahead import RenderAhead
     from spabench.rollout.controls import StopControl
     from spabench.rollout.stopping import ComparisonStop
+    from spabench.rollout.types import EpisodeResult
     from spabench.suite.loader import Suite
+    from spabench.suite.model import SceneSpec
 
 from spabench.suite.rules import NO_MOTION_CONDITIONS, failure_modes_for
 
@@ -91,6 +96,8 @@ class SessionView(Protocol):
     def resume_note(self) -> str | None: ...
     @property
     def stopping(self) -> ComparisonStop | None: ...
+    @property
+    def render_ahead(self) -> RenderAhead | None: ...
 
 
 class Operator:
@@ -102,7 +109,7 @@ class Operator:
     rater = "operator"
     confirms_scene = True
 
-    def __init__(self, config: Any = None):
+    def __init__(self, config: OperatorConfig | None = None):
         self.config = config
 
     def show(self, text: str) -> None:
@@ -112,7 +119,7 @@ class Operator:
         """Called once after the bench connects (`session`: the run's Session: ledger, bench, suite)."""
         return True
 
-    def wait_scene_ready(self, trial: Any, scene: Any, checklist_text: str) -> bool:
+    def wait_scene_ready(self, trial: TrialRow, scene: SceneSpec, checklist_text: str) -> bool:
         return True
 
     def attempt_events(self) -> list[tuple[str, dict]]:
@@ -120,11 +127,11 @@ class Operator:
         return []
 
     @contextmanager
-    def during_homing(self, controls: Any) -> Iterator[None]:
+    def during_homing(self, controls: StopControl) -> Iterator[None]:
         yield
 
     @contextmanager
-    def during_rollout(self, controls: Any) -> Iterator[None]:
+    def during_rollout(self, controls: StopControl) -> Iterator[None]:
         yield
 
     def observers(self) -> list[Any]:
@@ -135,7 +142,7 @@ class Operator:
         already printed it to the terminal. `cooling` while it waits: hottest motor, temperature_c,
         resume_c, eta_s (None: estimating), waited_s and arm (where the arm is and what to do)."""
 
-    def score(self, trial: Any, result: Any, prefill: Score | None = None) -> Score | None:
+    def score(self, trial: TrialRow, result: EpisodeResult | None, prefill: Score | None = None) -> Score | None:
         return None
 
     def estop_cause(self, ended_rollout: bool, estop: dict) -> tuple[str, str] | None:

@@ -12,7 +12,11 @@ import io
 import logging
 import re
 from collections.abc import Iterable
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from spabench.ledger.schema import TrialRow
+    from spabench.policy.card import PolicyCard
 
 NEUTRAL = "policy"
 
@@ -31,7 +35,7 @@ class Blinder:
                          if names else None)
 
     @classmethod
-    def for_trials(cls, trials: Iterable[Any], cards: dict[str, Any] | None = None) -> Blinder | None:
+    def for_trials(cls, trials: Iterable[TrialRow], cards: dict[str, PolicyCard] | None = None) -> Blinder | None:
         """The campaign's blinder, or None when its aliases are the policy names (not blind)."""
         mapping: dict[str, str] = {}
         family_words: set[str] = set()
@@ -41,10 +45,10 @@ class Blinder:
             mapping.setdefault(t.policy, t.alias)
             mapping.setdefault(t.card, t.alias)
             card = (cards or {}).get(t.card)
-            if card is not None and getattr(card, "name", None):
-                mapping.setdefault(card.name, t.alias)
             if card is not None:
-                family_words |= {str(getattr(card, "family", "") or ""), str(getattr(card, "protocol", "") or "")}
+                if card.name:
+                    mapping.setdefault(card.name, t.alias)
+                family_words |= {card.family, card.protocol}
         return cls(mapping, sorted(family_words)) if blind else None
 
     def redact(self, text: str) -> str:

@@ -29,11 +29,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from spabench.suite.vocabulary import CAMERAS
+
+if TYPE_CHECKING:
+    from spabench.bench.bench import Bench
+    from spabench.bench.config import CameraSpec
 
 MIN_FRAMES = 3
 SLOW_FRACTION = 0.5
@@ -75,22 +79,23 @@ class CameraWindow:
                 self.new[n] += sig != self.last[n]
             self.last[n] = sig
 
-    def conclusive(self, cam_cfg: Mapping[str, Any], span: float) -> bool:
+    def conclusive(self, cam_cfg: Mapping[str, CameraSpec], span: float) -> bool:
         """Whether every camera had the chance to show MIN_FRAMES new frames in this window."""
         for n in self.names:
-            configured = getattr(cam_cfg.get(n), "fps", None)
+            spec = cam_cfg.get(n)
+            configured = spec.fps if spec is not None else None
             rate = self.compared[n] / span if span else 0.0
             if (min(float(configured), rate) if configured else rate) * span < MIN_FRAMES:
                 return False
         return True
 
-    def rows(self, cam_cfg: Mapping[str, Any], span: float, *, rendered: bool = False) -> list[dict]:
+    def rows(self, cam_cfg: Mapping[str, CameraSpec], span: float, *, rendered: bool = False) -> list[dict]:
         """One row per camera: what was measured, and `problem` ("" when the camera passes)."""
         out = []
         for n in self.names:
-            cfg = cam_cfg.get(n)   # the bench config's CameraSpec (typed)
+            cfg = cam_cfg.get(n)   # the bench config's CameraSpec
             shape = self.shapes.get(n)
-            configured = getattr(cfg, "fps", None)
+            configured = cfg.fps if cfg is not None else None
             live = bool(self.samples[n]) and shape is not None
             new_hz = self.new[n] / span if span else None
             problem = ""
@@ -99,8 +104,8 @@ class CameraWindow:
             elif not rendered and span:
                 problem = self._judge(n, configured, span)
             out.append({"name": n, "live": live, "ok": live and not problem, "problem": problem,
-                        "width": shape[1] if shape else getattr(cfg, "width", None),
-                        "height": shape[0] if shape else getattr(cfg, "height", None),
+                        "width": shape[1] if shape else (cfg.width if cfg is not None else None),
+                        "height": shape[0] if shape else (cfg.height if cfg is not None else None),
                         "configured_fps": configured,
                         "measured_hz": round(self.samples[n] / span, 1) if span else None,
                         "new_frames_hz": round(new_hz, 1) if new_hz is not None else None,
@@ -148,11 +153,11 @@ class CameraCheck:
     """The check over one connected bench: `add` every observation's images, `judged` returns a
     window's rows (after `steady`) once the window is over and conclusive, else None."""
 
-    def __init__(self, bench: Any, window_s: float = WINDOW_S):
-        self.names = list(getattr(bench, "camera_names", ()) or CAMERAS)
-        self.cam_cfg: Mapping[str, Any] = getattr(getattr(bench, "cfg", None), "cameras", {}) or {}
-        self.rendered = bool(getattr(bench, "rendered_cameras", False))
-        self.period_s = 1.0 / float(getattr(bench, "fps", 30) or 30)
+    def __init__(self, bench: Bench | None, window_s: float = WINDOW_S):
+        self.names = list(bench.camera_names if bench is not None else ()) or list(CAMERAS)
+        self.cam_cfg: Mapping[str, CameraSpec] = bench.cfg.cameras if bench is not None else {}
+        self.rendered = bool(bench is not None and bench.rendered_cameras)
+        self.period_s = 1.0 / float((bench.fps if bench is not None else 0) or 30)
         self.window_s = window_s
         self.previous: list[dict] | None = None
         self.window = CameraWindow(self.names)

@@ -10,19 +10,27 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spabench.atomic import write_atomically
+from spabench.errors import DataError
+from spabench.suite.model import BenchGeometry, PlacedObject, SceneSpec
+
+if TYPE_CHECKING:
+    from spabench.suite.spec import Suite
+    from spabench.suite.success import RelationRule
 
 REFERENCE_DIR = "references"
 
 
-def _object_name(suite: Any, object_id: str) -> str:
-    try:
-        obj = suite.object(object_id) if hasattr(suite, "object") else suite.objects[object_id]
-        return f"{obj.display_name} ({object_id})"
-    except Exception:  # geometry only, or an unknown id: the id alone still identifies it
+def _object_name(suite: Suite | None, object_id: str) -> str:
+    if suite is None:   # geometry only: the id alone still identifies it
         return object_id
+    try:
+        obj = suite.object(object_id)
+    except DataError:
+        return object_id
+    return f"{obj.display_name} ({object_id})"
 
 
 def _side(y_cm: float) -> str:
@@ -31,45 +39,43 @@ def _side(y_cm: float) -> str:
     return f"{abs(y_cm):.1f} cm to the robot's {'LEFT' if y_cm > 0 else 'RIGHT'}"
 
 
-def _state_text(placed: Any) -> str:
-    state = getattr(placed, "state", None)
+def _state_text(placed: PlacedObject) -> str:
     parts = []
-    if state is not None:
-        if getattr(state, "pose", None):
-            parts.append(str(state.pose).replace("_", "-"))
-        if getattr(state, "lid", None):
-            parts.append(f"lid {state.lid}")
+    if placed.state.pose:
+        parts.append(str(placed.state.pose).replace("_", "-"))
+    if placed.state.lid:
+        parts.append(f"lid {placed.state.lid}")
     return ", ".join(parts)
 
 
-def placement_line(placed: Any, suite: Any) -> str:
+def placement_line(placed: PlacedObject, suite: Suite | None) -> str:
     name = _object_name(suite, placed.object_id)
-    if getattr(placed, "location", "table") == "bowl":
+    if placed.location == "bowl":
         where = "IN THE BOWL"
     else:
         where = f"{placed.x_cm:.1f} cm forward of the robot base, {_side(placed.y_cm)}"
-        yaw = float(getattr(placed, "yaw_deg", 0.0) or 0.0)
-        if abs(yaw) > 0.5:
-            where += f", turned {yaw:+.0f} deg"
+        if abs(placed.yaw_deg) > 0.5:
+            where += f", turned {placed.yaw_deg:+.0f} deg"
     state = _state_text(placed)
     return f"{name}: {where}" + (f"; {state}" if state else "")
 
 
-def checklist(scene: Any, suite_or_geometry: Any, reference_image: str | os.PathLike | None,
-              instruction: str | None = None, relation_rule: Any = None) -> str:
+def checklist(scene: SceneSpec, suite_or_geometry: Suite | BenchGeometry, reference_image: str | os.PathLike | None,
+              instruction: str | None = None, relation_rule: RelationRule | None = None) -> str:
     """The operator's reset checklist for one scene, as plain text (one item per line).
 
     Relational goals print the suite's success rule (spabench.suite.success, conf/suite `relation`)."""
-    geometry = getattr(suite_or_geometry, "geometry", suite_or_geometry)
-    suite = suite_or_geometry if hasattr(suite_or_geometry, "objects") else None
+    if isinstance(suite_or_geometry, BenchGeometry):
+        geometry, suite = suite_or_geometry, None
+    else:
+        geometry, suite = suite_or_geometry.geometry, suite_or_geometry
     lines = [f"Scene {scene.scene_id}  (task {scene.task}, scene condition {scene.condition})",
              "Positions are from the ROBOT's point of view: forward = away from the base; "
              "left/right = the robot's left/right.",
              "[ ] Clear the table: only the objects below and the bowl."]
-    bowl = getattr(geometry, "bowl_xy_cm", None)
-    if bowl is not None:
-        lines.append(f"[ ] Bowl at its fixed mark: {bowl[0]:.1f} cm forward, {_side(bowl[1])}.")
-    objects = sorted(scene.objects, key=lambda p: (getattr(p, "location", "table") != "bowl", -p.y_cm, p.x_cm))
+    bowl = geometry.bowl_xy_cm
+    lines.append(f"[ ] Bowl at its fixed mark: {bowl[0]:.1f} cm forward, {_side(bowl[1])}.")
+    objects = sorted(scene.objects, key=lambda p: (p.location != "bowl", -p.y_cm, p.x_cm))
     for placed in objects:
         lines.append(f"[ ] {placement_line(placed, suite)}")
     lines.append("[ ] Arm at home; nothing in the gripper; nobody in the workspace.")
@@ -80,11 +86,11 @@ def checklist(scene: Any, suite_or_geometry: Any, reference_image: str | os.Path
                      "and the rendered reference (placement diagram, twin views).")
     if instruction:
         lines.append(f"Instruction the policy will get: \"{instruction}\"")
-    if getattr(getattr(scene, "goal", None), "kind", None) == "relation":
+    if scene.goal.kind == "relation":
         from spabench.suite.success import DEFAULT_RELATION_RULE
 
         lines.append(f"Success: {(relation_rule or DEFAULT_RELATION_RULE).describe()}.")
-    if getattr(scene, "notes", ""):
+    if scene.notes:
         lines.append(f"Note: {scene.notes}")
     return "\n".join(lines)
 

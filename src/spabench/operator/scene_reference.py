@@ -21,11 +21,14 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spabench.atomic import write_atomically
 from spabench.operator.checklist import REFERENCE_DIR
 from spabench.operator.placement import draw_placement
+
+if TYPE_CHECKING:
+    from spabench.operator.base import SessionView
 
 log = logging.getLogger(__name__)
 
@@ -55,10 +58,10 @@ class RenderedReference:
         return {"placement": self.placement, **self.views}
 
 
-def drawing_ahead(session: Any) -> bool:
+def drawing_ahead(session: SessionView) -> bool:
     """True while the session's background worker (spabench.operator.render_ahead) draws the twin's
     views: an operator then asks for the diagram only (`views=False`) and never renders them itself."""
-    ahead = getattr(session, "render_ahead", None)
+    ahead = session.render_ahead
     return ahead is not None and bool(ahead.alive)
 
 

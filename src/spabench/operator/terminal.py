@@ -24,7 +24,14 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from spabench.ledger.schema import TrialRow
+    from spabench.operator.config import OperatorConfig
+    from spabench.rollout.controls import StopControl
+    from spabench.rollout.types import EpisodeResult
+    from spabench.suite.model import SceneSpec
 
 from spabench.operator.alignment import (
     ALIGNMENT_CAMERAS,
@@ -182,7 +189,7 @@ def failure_mode_lines(choices: list[dict], width: int = TERMINAL_WIDTH) -> list
 
 
 class TerminalOperator(Operator):
-    def __init__(self, config: Any = None, stdin: TextIO | None = None, stdout: TextIO | None = None,
+    def __init__(self, config: OperatorConfig | None = None, stdin: TextIO | None = None, stdout: TextIO | None = None,
                  bench: Any = None):
         super().__init__(config)
         self.bench = bench
@@ -192,9 +199,9 @@ class TerminalOperator(Operator):
         self._last_ready: float | None = None
         self.inp = stdin or sys.stdin
         self.out = stdout or sys.stdout
-        self.rater = person_rater(getattr(config, "rater", "")) or ""   # "" until the person gives it
-        self.use_keys = getattr(config, "keys", True)
-        self.use_status = getattr(config, "status_line", True)
+        self.rater = person_rater(config.rater if config else "") or ""   # "" until the person gives it
+        self.use_keys = config.keys if config else True
+        self.use_status = config.status_line if config else True
         self.stats = LoopStats()
         self.label = ""
         self.controls: Any = None   # the session's StopControl (begin_session): e-stop keys at the prompts
@@ -343,11 +350,11 @@ class TerminalOperator(Operator):
             self.show(f"Give {RATER_RULE}.")
 
     # ---- per trial ----------------------------------------------------------------------------
-    def wait_scene_ready(self, trial: Any, scene: Any, checklist_text: str) -> bool:
-        self.label = getattr(trial, "trial_id", "")
+    def wait_scene_ready(self, trial: TrialRow, scene: SceneSpec, checklist_text: str) -> bool:
+        self.label = trial.trial_id
         self._events = []
         self.show("\n" + "=" * 78)
-        self.show(f"Trial {self.label}  (alias {getattr(trial, 'alias', '?')}, order {getattr(trial, 'order', '?')})")
+        self.show(f"Trial {self.label}  (alias {trial.alias}, order {trial.order})")
         if self.session is not None and self.session.ledger is not None:   # where the campaign stands; a re-run?
             now = time.monotonic()
             if self._last_ready is not None:
@@ -393,18 +400,18 @@ class TerminalOperator(Operator):
                         self.show(f"A reason needs at least {MIN_REASON_CHARS} characters; nothing started.")
                     continue
             self._last_ready = time.monotonic()
-            _, roi = alignment_settings(getattr(self.config, "console", None))
+            _, roi = alignment_settings(self.config.console if self.config else None)
             self._events = [("scene_alignment", alignment_event(verdict, reason, roi=roi,
                                                                 rater=self.rater, via="terminal"))]
             return True
 
-    def _alignment(self, trial: Any) -> AlignmentVerdict | None:
+    def _alignment(self, trial: TrialRow) -> AlignmentVerdict | None:
         """The live scene against the evaluation's reference frames (as on the bench page), or None
         when this operator has no session, bench cameras or config to judge with."""
         session, bench = self.session, self.bench
         if session is None or session.ledger is None or bench is None or self.config is None:
             return None
-        threshold, roi = alignment_settings(getattr(self.config, "console", None))
+        threshold, roi = alignment_settings(self.config.console if self.config else None)
         ledger, campaign_dir = session.ledger, Path(session.campaign_dir)
         refs: dict[str, Path] = {}
         if reference_attempt(ledger, trial.evaluation_id) is not None:
@@ -427,7 +434,7 @@ class TerminalOperator(Operator):
         events, self._events = self._events, []
         return events
 
-    def _reference_images(self, trial: Any, scene: Any) -> list[Path]:
+    def _reference_images(self, trial: TrialRow, scene: SceneSpec) -> list[Path]:
         """Shows the scene's rendered reference (drawn on its first placement in the campaign) and
         returns the images "v" opens: the rendered sheet, then the real reference once it exists."""
         session = self.session
@@ -451,17 +458,21 @@ class TerminalOperator(Operator):
         if ledger is not None:
             cfg = self.config
             real = reference_image(ledger, session.campaign_dir, trial.evaluation_id,
-                                   getattr(cfg, "reference_camera", "overhead"), getattr(cfg, "reference_fallback", "middle"))
+                                   cfg.reference_camera if cfg else "overhead", cfg.reference_fallback if cfg else "middle")
             if real is not None:
                 images.append(real)
         return images
 
     @contextmanager
-    def _keys(self, controls: Any, keys: dict[str, str]) -> Iterator[None]:
+    def _keys(self, controls: StopControl, keys: dict[str, str]) -> Iterator[None]:
         """Single keys (from `keys`) become stop requests while inside."""
         reader = None
         if self.use_keys:
-            reader = KeyReader(self.inp, lambda key: keys.get(key) and controls.request(keys[key], f"key {key!r}"))
+            def pressed(key: str) -> None:
+                if key in keys:
+                    controls.request(keys[key], f"key {key!r}")
+
+            reader = KeyReader(self.inp, pressed)
             if not reader.start():
                 reader = None
         try:
@@ -471,7 +482,7 @@ class TerminalOperator(Operator):
                 reader.stop()
 
     @contextmanager
-    def during_homing(self, controls: Any) -> Iterator[None]:
+    def during_homing(self, controls: StopControl) -> Iterator[None]:
         # said once the keys are read: entering cbreak mode discards what was typed before it
         with self._keys(controls, ESTOP_KEYS):
             if self.use_keys and KeyReader.available(self.inp):
@@ -479,7 +490,7 @@ class TerminalOperator(Operator):
             yield
 
     @contextmanager
-    def during_rollout(self, controls: Any) -> Iterator[None]:
+    def during_rollout(self, controls: StopControl) -> Iterator[None]:
         with self._keys(controls, KEYS), self._status_line():
             yield
 
@@ -540,7 +551,7 @@ class TerminalOperator(Operator):
             else:
                 return choice["name"]
 
-    def score(self, trial: Any, result: Any, prefill: Score | None = None) -> Score | None:
+    def score(self, trial: TrialRow, result: EpisodeResult | None, prefill: Score | None = None) -> Score | None:
         """None: left unscored (end of input, l, or an e-stop key, which ends the session)."""
         if not self.ask_rater_once():
             return None
@@ -549,10 +560,10 @@ class TerminalOperator(Operator):
         except EStopAtPrompt:
             return None
 
-    def _score(self, trial: Any, result: Any, prefill: Score | None) -> Score | None:
-        task, condition = getattr(trial, "task", ""), getattr(trial, "condition", "")
-        self.show(f"\nScore attempt of trial {getattr(trial, 'trial_id', '?')}: task {task}, condition {condition}")
-        self.show(f"Instruction: \"{getattr(trial, 'instruction', '')}\"")
+    def _score(self, trial: TrialRow, result: EpisodeResult | None, prefill: Score | None) -> Score | None:
+        task, condition = trial.task, trial.condition
+        self.show(f"\nScore attempt of trial {trial.trial_id}: task {task}, condition {condition}")
+        self.show(f"Instruction: \"{trial.instruction}\"")
         if result is not None:
             self.show(f"Stopped by {result.stop_reason} after {result.duration_s:.1f} s ({result.n_steps} steps).")
         default = None

@@ -22,7 +22,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -33,6 +33,13 @@ from spabench.rollout.faults import classify, describe
 from spabench.rollout.priority import loop_priority
 from spabench.rollout.types import EpisodeMeta, EpisodeResult, Event, StepRecord
 from spabench.suite.vocabulary import CAMERAS
+
+if TYPE_CHECKING:
+    from spabench.bench.bench import Bench
+    from spabench.bench.health import HealthMonitor, HealthTrip
+    from spabench.policy.broker import ActionBroker
+    from spabench.policy.card import PolicyCard
+    from spabench.rollout.ema import EmaFilter
 
 log = logging.getLogger(__name__)
 
@@ -92,15 +99,16 @@ class Rollout:
     trial's); observers: objects with on_episode_start/on_step/on_event/on_episode_end.
     """
 
-    def __init__(self, bench, broker, card, ema=None, timer_s: float | None = None,
+    def __init__(self, bench: Bench, broker: ActionBroker, card: PolicyCard, ema: EmaFilter | None = None,
+                 timer_s: float | None = None,
                  observers: Sequence[Any] = (), controls: StopControl | None = None,
                  go_home_after: bool = True, clock: Callable[[], float] = time.perf_counter,
-                 lockstep: bool = False, health=None, realtime_priority: int = 0):
+                 lockstep: bool = False, health: HealthMonitor | None = None, realtime_priority: int = 0):
         self.bench, self.broker, self.card = bench, broker, card
         if ema is None:
             from spabench.rollout.ema import EmaFilter
 
-            ema = EmaFilter(getattr(card, "ema_alpha", None))
+            ema = EmaFilter(card.ema_alpha)
         self.ema = ema
         self.timer_s = float(timer_s if timer_s is not None else card.timer_s)
         self.observers = list(observers)
@@ -115,8 +123,9 @@ class Rollout:
         self._t0: float | None = None
         self._record_fault: BaseException | None = None   # first failure of a recording observer
         self.health = health          # spabench.bench.health.HealthMonitor, or None (no telemetry)
-        self._trip = None             # the HealthTrip that ended the attempt
+        self._trip: HealthTrip | None = None   # the HealthTrip that ended the attempt
         self._chunks: Any = {}        # the broker's chunks by id (their timing goes into each step)
+        self.timing = TickTiming(self.period)
         # SCHED_FIFO for the loop's thread during the rollout (rollout.priority); lockstep has no deadlines
         self.realtime_priority = 0 if lockstep else realtime_priority
         self.scheduling = "normal"
@@ -170,7 +179,7 @@ class Rollout:
             first = self.bench.observe()
         except Exception as exc:  # no episode without a first observation
             return self._fail_before_start(meta, exc)
-        images = getattr(first, "images", {}) or {}
+        images = first.images
         if not meta.cameras:
             meta.cameras = tuple(c for c in CAMERAS if c in images) + tuple(c for c in images if c not in CAMERAS)
         if not meta.camera_shapes:
@@ -187,12 +196,12 @@ class Rollout:
         try:
             pending = self.controls.pending()
             if pending is None:
-                run_assist(self.bench, getattr(self.card, "pre_rollout_assist", None) or {},
+                run_assist(self.bench, self.card.pre_rollout_assist or {},
                            float(self.card.control_hz), self.emit)
             # EMA state = measured joints at rollout start (after any assist), reset every rollout.
             measured = np.asarray(self.bench.observe().state, dtype=float)
             self.ema.reset(measured)
-            self.emit("ema_reset", {"alpha": getattr(self.ema, "alpha", None), "state": measured.tolist()})
+            self.emit("ema_reset", {"alpha": self.ema.alpha, "state": measured.tolist()})
             self.broker.start_episode(instruction)
             with loop_priority(self.realtime_priority) as self.scheduling:
                 stop, reason, detail, steps = self._loop()
@@ -225,7 +234,7 @@ class Rollout:
         executed = 0   # ticks actually run (slots skipped after an overrun are not steps)
         timing = self.timing
         last_start = t0
-        self._chunks = getattr(broker, "chunks", {})
+        self._chunks = broker.chunks
         while True:
             tick_start = clock()
             elapsed = tick_start - t0
@@ -262,7 +271,7 @@ class Rollout:
                 latency, server_ms = self._chunk_timing(chunk_id)
             now = clock()
             t_tick = tick_start - t0
-            image_t = ({c: float(v) - t0 for c, v in (getattr(obs, "image_times", None) or {}).items()}
+            image_t = ({c: float(v) - t0 for c, v in obs.image_times.items()}
                        if not self.lockstep else {})
             step = StepRecord(index=executed, t=t_tick, state=np.asarray(obs.state, dtype=float),
                               images=obs.images, raw_action=raw, executed_action=sent,
@@ -275,7 +284,7 @@ class Rollout:
             k += 1
             executed += 1
             if self.health is not None:
-                ended = self._guard(executed, t_tick, obs.state, sent if na is not None else None)
+                ended = self._guard(self.health, executed, t_tick, obs.state, sent if na is not None else None)
                 if ended is not None:
                     return ended
             if not self.lockstep:
@@ -295,8 +304,8 @@ class Rollout:
             return _NAN6, None
         if result is None:
             return _NAN6, None
-        sent = np.asarray(getattr(result, "sent", filtered), dtype=float)
-        for clamp in getattr(result, "clamps", ()) or ():
+        sent = np.asarray(result.sent, dtype=float)
+        for clamp in result.clamps:
             self.emit("clamp", _clamp_dict(clamp))
         return sent, None
 
@@ -304,7 +313,7 @@ class Rollout:
         """(round trip s, server ms) of the chunk the action came from; NaN when the broker has none."""
         chunk = self._chunks.get(chunk_id) if isinstance(self._chunks, dict) else None
         if chunk is None:
-            self._chunks = getattr(self.broker, "chunks", {})
+            self._chunks = self.broker.chunks
             chunk = self._chunks.get(chunk_id) if isinstance(self._chunks, dict) else None
         if chunk is None:
             return float("nan"), float("nan")
@@ -329,9 +338,9 @@ class Rollout:
             pass
         return k
 
-    def _guard(self, executed: int, t_tick: float, state, sent) -> tuple[str, str, str, int] | None:
+    def _guard(self, health: HealthMonitor, executed: int, t_tick: float, state, sent) -> tuple[str, str, str, int] | None:
         """Telemetry when due (in this tick's slack) and the motor guards; a trip ends the attempt."""
-        health, fresh = self.health, False
+        fresh = False
         if health.sample_due(executed - 1):
             try:
                 sample = health.take(self.clock() - (self._t0 or 0.0))   # _t0 is set when the timer starts
@@ -349,8 +358,8 @@ class Rollout:
     def _await_chunk(self):
         """Lockstep only: wait (wall clock, up to the card's timeout) for the chunk in flight."""
         broker = self.broker
-        deadline = time.monotonic() + float(getattr(self.card, "timeout_s", 10.0))
-        while getattr(broker, "in_flight", False) and time.monotonic() < deadline:
+        deadline = time.monotonic() + float(self.card.timeout_s)
+        while broker.in_flight and time.monotonic() < deadline:
             time.sleep(0.0005)
             na = broker.next_action()
             if na is not None:
@@ -369,9 +378,9 @@ class Rollout:
         # 1. the arm holds where it is (never leave it moving); after a health trip a pressing
         #    gripper also backs off
         try:
-            if self._trip is not None:
+            if self._trip is not None and self.health is not None:   # a trip comes from the monitor
                 for sent in self.health.protect(self.bench):
-                    for clamp in getattr(sent, "clamps", ()) or ():
+                    for clamp in sent.clamps:
                         self.emit("clamp", _clamp_dict(clamp))
                 self.emit("hold", {"after": self._trip.reason, "at_monotonic": time.monotonic()})
             else:
@@ -408,7 +417,7 @@ class Rollout:
             reason = _STOP_INVALID.get(stop, "harness_error")
         self.emit("episode_end", {"stop_reason": stop, "valid": valid, "invalid_reason": reason,
                                   "steps": steps, "detail": detail})
-        timing = self.timing.summary(steps) if getattr(self, "timing", None) is not None else {}
+        timing = self.timing.summary(steps)
         if timing:
             self.emit("timing", timing)
         health = self.health.summary.as_dict() if self.health is not None else {}

@@ -75,6 +75,9 @@ from spabench.suite.rules import (
 )
 
 if TYPE_CHECKING:
+    from spabench.ledger.schema import TrialRow
+    from spabench.operator.render_ahead import RenderAhead
+    from spabench.policy.card import PolicyCard
     from spabench.rollout.commands import RunConfig
 
 log = logging.getLogger(__name__)
@@ -136,7 +139,7 @@ class Session:
         self.running_reason = "operator_abort"   # how close() ends an attempt left running
         self.resume_note: str | None = None      # unscored attempts found at start, for the bench page too
         self.identity_error: Exception | None = None   # a policy server changed its checkpoint mid-session
-        self.render_ahead: Any = None            # the background process drawing the scenes' references
+        self.render_ahead: RenderAhead | None = None   # the background process drawing the scenes' references
         self.stopping: ComparisonStop | None = None   # a comparison campaign's stopping rule
 
     @property
@@ -300,7 +303,7 @@ class Session:
 
         if not self.operator.confirms_scene or self.suite is None:
             return
-        home = getattr(getattr(self.bench, "cfg", None), "home_pose", None)   # as the operators pass it
+        home = self.bench.cfg.home_pose if self.bench is not None else None   # as the operators pass it
         self.render_ahead = RenderAhead(self.campaign_dir, self.suite, scenes_in_order(pending, self.suite),
                                         home=home).start()
 
@@ -417,12 +420,11 @@ class Session:
         person sets up the scene on a real bench)."""
         return "twin" if scene is not None and self.bench.load_scene(scene) else None
 
-    def _trial_card(self, trial: Any) -> Any:
+    def _trial_card(self, trial: TrialRow) -> PolicyCard:
         """The trial's card at the plan's control rate (a campaign may override the card's)."""
         card = self.open_policies.cards[trial.card]
-        planned_hz = getattr(trial, "control_hz", None)
-        if planned_hz and float(planned_hz) != float(card.control_hz):  # the plan's rate (campaign override)
-            card = dataclasses.replace(card, control_hz=float(planned_hz))
+        if float(trial.control_hz) != float(card.control_hz):  # the plan's rate (campaign override)
+            card = dataclasses.replace(card, control_hz=float(trial.control_hz))
         return card
 
     def _checklist_text(self, trial: Any, scene: Any) -> str:
@@ -658,12 +660,12 @@ class Session:
             self.estop_cause = self.operator.estop_cause(ended_rollout, self.controls.estop() or {})
         return self.estop_cause
 
-    def _log_estop(self, trial: Any = None, attempt_id: str | None = None) -> None:
+    def _log_estop(self, trial: TrialRow | None = None, attempt_id: str | None = None) -> None:
         """The ledger's 'estop' event (with the cause the operator gave), or 'console_lost' for the
         console's dead-man (source, during, wall time, trial; the dead-man's silence), once per session."""
         info = self.controls.estop() or {"source": "?", "during": self.controls.stage, "wall_time": time.time()}
         kind = info.get("kind", "estop")
-        payload = {**info, "trial_id": getattr(trial, "trial_id", None)}
+        payload = {**info, "trial_id": trial.trial_id if trial is not None else None}
         if kind == "estop":
             cause, text = self.estop_cause or (ESTOP_CAUSE_NOT_RECORDED, "")
             payload |= {"cause": cause, "cause_text": text}
