@@ -1,6 +1,6 @@
 """The command table names the functions it dispatches to (issue 35: "the CLI dispatches to command
 functions it imports, not by strings, so a reader (and a tool) can follow argv to the command"), and
-loading it stays cheap: no LeRobot, torch, MuJoCo, matplotlib, scipy or statsmodels until a command runs.
+loading it stays cheap: no LeRobot, torch, MuJoCo, matplotlib, scipy, statsmodels or pandas until a command runs.
 
 Failed before: every target was a "module:function" string resolved with importlib at dispatch."""
 
@@ -13,7 +13,7 @@ import sys
 from spabench.cli.commands import COMMANDS
 from spabench.cli.main import main
 
-HEAVY = ("torch", "lerobot", "mujoco", "matplotlib", "scipy", "statsmodels", "h5py", "av", "uvicorn", "psycopg")
+HEAVY = ("torch", "lerobot", "mujoco", "matplotlib", "scipy", "statsmodels", "pandas", "h5py", "av", "uvicorn", "psycopg")
 
 
 def test_every_command_is_a_function_of_spabench_taking_one_config():

@@ -13,23 +13,17 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, TextIO
+from typing import TYPE_CHECKING, Any, ClassVar, TextIO
 
-import pandas as pd
-
-from spabench.analysis.figures import FigureSettings
-from spabench.analysis.sequential import (
-    LAB,
-    PAIR_KEY,
-    SequentialResult,
-    alpha_split,
-    paired_evalue_path,
-    paired_outcomes,
-    sequential_decision,
-)
 from spabench.config import CampaignInput, FigureKeys, LedgerKeys, opt
 from spabench.errors import ConfigError, DataError
 from spabench.paths import campaign_folder
+
+if TYPE_CHECKING:   # pandas loads when a comparison runs, not when the CLI lists its commands
+    import pandas as pd
+
+    from spabench.analysis.figures import FigureSettings
+    from spabench.analysis.sequential import SequentialResult
 
 EVIDENCE_CSV = "evidence.csv"
 EVIDENCE_FIGURE = "evidence"
@@ -96,6 +90,7 @@ def ledger_comparison(ledger, a: str, b: str, alpha: float, max_pairs: int | Non
     """The sequential test on an open ledger's pairs of a and b so far, in the order their attempts
     ended (dry runs and invalid attempts are no evidence); None while they share no valid pair."""
     from spabench.analysis.outcomes import outcomes_from_frame
+    from spabench.analysis.sequential import paired_outcomes, sequential_decision
 
     frame = ledger.outcomes()
     frame = frame[~frame["dry_run"]].reset_index(drop=True)
@@ -121,6 +116,7 @@ def load_pairs(cfg: CompareConfig, say: Callable[[str], None]) -> pd.DataFrame:
     """a's and b's valid rollouts paired by evaluation, in recorded order (see `paired_outcomes`)."""
     from spabench.analysis.commands import load_campaign, one_bench_kind
     from spabench.analysis.outcomes import load_outcomes
+    from spabench.analysis.sequential import paired_outcomes
 
     if cfg.outcomes is not None:
         unpaired = cfg.unpaired or "error"
@@ -142,6 +138,8 @@ def load_pairs(cfg: CompareConfig, say: Callable[[str], None]) -> pd.DataFrame:
 
 def look_line(row, pair: pd.Series, threshold: float, decided_here: bool, winner: str | None) -> str:
     """One look: the pair, the discordant counts so far and the e-value against its threshold."""
+    from spabench.analysis.sequential import LAB
+
     where = "/".join(str(pair[k]) for k in ([LAB] if LAB in pair.index else []) + ["task", "condition",
                                                                                   "evaluation_id"])
     verdict = f"decided: {winner}" if decided_here else "keep going"
@@ -156,8 +154,12 @@ def _number(value: float) -> str:
 
 def compare(cfg: CompareConfig, out: TextIO | None = None) -> int:
     """Pair, decide, print (the final line: the decision) and, with out=, write the evidence."""
+    from spabench.analysis.sequential import sequential_decision
+
     stream = out or sys.stdout
     say = lambda line: print(line, file=stream)  # noqa: E731
+    from spabench.analysis.figures import FigureSettings
+
     settings = FigureSettings.from_mapping(cfg.figures)
     check_request(cfg)
     if cfg.out is not None:
@@ -208,9 +210,13 @@ def pending_lines(result: SequentialResult, available: int) -> list[str]:
 def evidence(pairs: pd.DataFrame, alpha: float, max_pairs: int | None) -> pd.DataFrame:
     """The running evidence per pair (`paired_evalue_path`) beside each pair's evaluation and the
     e-process's threshold."""
+    from spabench.analysis.sequential import LAB, PAIR_KEY, alpha_split, paired_evalue_path
+
     path = paired_evalue_path(pairs["a"], pairs["b"], alpha=alpha, max_pairs=max_pairs)
     split = alpha_split(alpha, max_pairs)
     key = [c for c in ([LAB, *PAIR_KEY]) if c in pairs.columns]
+    import pandas as pd
+
     frame = pd.concat([path[["n"]], pairs[key].iloc[: len(path)].reset_index(drop=True),
                        path.drop(columns="n")], axis=1)
     frame["threshold"] = 1.0 / split.alpha_seq

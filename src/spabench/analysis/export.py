@@ -15,16 +15,16 @@ import csv
 import io
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
-import pandas as pd
-
-from spabench.analysis.outcomes import LAB, _as_text
 from spabench.atomic import write_text_durably
 from spabench.config import CampaignInput, LedgerKeys, opt
 from spabench.errors import ConfigError, DataError
 from spabench.escaping import csv_cell
 from spabench.paths import campaign_folder
+
+if TYPE_CHECKING:   # pandas loads when an export runs, not when the CLI lists its commands
+    import pandas as pd
 
 
 @dataclass
@@ -41,6 +41,10 @@ def outcome_rows(outcomes: pd.DataFrame, lab: str | None) -> tuple[list[str], li
     """(header, rows) of a validated outcomes frame as CSV text: its columns without the source's row
     numbers, `lab` after the protocol's columns, cells as the reader takes them (a cell that would
     start a spreadsheet formula gets a leading apostrophe, as in every CSV spabench writes)."""
+    import pandas as pd
+
+    from spabench.analysis.outcomes import LAB, _as_text
+
     columns = [c for c in outcomes.columns if c not in ("row", LAB)]
     at = columns.index("failure_mode") + 1 if "failure_mode" in columns else len(columns)
     header = columns[:at] + [LAB] + columns[at:]
