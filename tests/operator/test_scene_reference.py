@@ -138,6 +138,19 @@ def test_terminal_without_a_display_prints_the_path(tmp_path, suite, monkeypatch
     assert os.fspath(next((tmp_path / "references" / "rendered").glob("*.sheet.png"))) in text
 
 
+def test_the_worker_draws_without_importing_lerobot_or_torch():
+    """The background worker runs at low priority and starts in a fresh process: before the home pose
+    had a module of its own, what it imports to draw (sim.reference) imported LeRobot's robot classes
+    and torch, about 2 s of CPU, more than drawing two scenes, and ten times that on a loaded machine."""
+    import subprocess
+
+    code = ("import sys; import spabench.operator.render_ahead, spabench.operator.scene_reference, "
+            "spabench.sim.reference; print(sorted({m.split('.')[0] for m in sys.modules} & {'lerobot', 'torch'}))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["[]"], done.stdout
+
+
 def _cached(campaign_dir: Path, scene_id: str) -> dict[str, Path]:
     """The cached files of a scene's rendered reference (sheet last: it is written after the rest)."""
     folder = campaign_dir / "references" / "rendered"
