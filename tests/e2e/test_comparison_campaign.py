@@ -33,6 +33,9 @@ CAMPAIGN = [
     "campaign.policies.0.timer_s=5", "campaign.policies.1.timer_s=5",
     "campaign.stopping.kind=sequential", "campaign.stopping.a=scripted_compositional",
     "campaign.stopping.b=scripted_state_blind", "campaign.stopping.alpha=0.45",
+    # the plan's order: with seed 4 the fourth discordant pair comes at pair 6 (12 rollouts); with the
+    # default seed 7 at pair 9 (18 rollouts, 58 s instead of about 40 s unloaded). Seeds 1-9 decided after 6-10 pairs
+    "campaign.seed=4",
 ]
 
 

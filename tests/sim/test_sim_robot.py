@@ -10,7 +10,8 @@ from lerobot.robots.utils import make_robot_from_config
 from lerobot.utils.errors import DeviceNotConnectedError
 
 from spabench.errors import ConfigError
-from spabench.sim.config_sim_robot import DEFAULT_SIM_HOME, SimCameraConfig, SimRobotConfig
+from spabench.sim.config_sim_robot import SimCameraConfig, SimRobotConfig
+from spabench.sim.home import DEFAULT_SIM_HOME
 from spabench.suite.vocabulary import CAMERAS, JOINTS
 
 

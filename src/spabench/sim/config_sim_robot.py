@@ -17,17 +17,6 @@ from spabench.errors import ConfigError
 from spabench.sim.bench_config import SimRenderOptions
 from spabench.suite.vocabulary import CAMERAS, JOINTS
 
-DEFAULT_SIM_HOME: dict[str, float] = {
-    # upper arm leaning back, forearm up, gripper level above the base: every joint-space path
-    # from here to a grasp stays high over the table, and no camera's view of the workspace is hidden
-    "shoulder_pan": 0.0,
-    "shoulder_lift": -45.0,
-    "elbow_flex": -45.0,
-    "wrist_flex": 90.0,
-    "wrist_roll": 0.0,
-    "gripper": 10.0,
-}
-
 
 @dataclass
 class SimCameraConfig:
@@ -61,7 +50,7 @@ class SimRobotConfig(RobotConfig, SimRenderOptions):
     shadows / offsamples: rendering quality (off by default: ~10x cheaper under llvmpipe).
     tasks_root / hardware_root: where the inventory and bench geometry are read (spabench.suite).
     robot_xml: the arm's MJCF (None: hardware/sim/so101.xml).
-    initial_joints: arm pose at connect (None: DEFAULT_SIM_HOME).
+    initial_joints: arm pose at connect (None: spabench.sim.home.DEFAULT_SIM_HOME).
     scene_id: a suite scene to load at connect (None: the empty bench).
     settle_s: seconds of physics after a scene loads, arm held, before anything is observed.
     max_timestep_s: the longest physics step; a control period is split into as many equal steps as

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from spabench.sim.config_sim_robot import DEFAULT_SIM_HOME
+from spabench.sim.home import DEFAULT_SIM_HOME
 from spabench.sim.render import CameraRig
 from spabench.sim.scene_builder import SceneOptions
 from spabench.sim.world import SimWorld

@@ -20,8 +20,9 @@ from lerobot.robots.robot import Robot
 from lerobot.utils.errors import DeviceAlreadyConnectedError, DeviceNotConnectedError
 
 from spabench.errors import ConfigError
-from spabench.sim.config_sim_robot import DEFAULT_SIM_HOME, SimRobotConfig
+from spabench.sim.config_sim_robot import SimRobotConfig
 from spabench.sim.evaluator import EpisodeTrace, Evaluation, evaluate
+from spabench.sim.home import DEFAULT_SIM_HOME
 from spabench.sim.privileged import Snapshot, privileged_state, snapshot
 from spabench.sim.render import CameraRig
 from spabench.sim.scene_builder import SceneOptions
