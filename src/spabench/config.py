@@ -11,7 +11,8 @@ The pattern (CONTRIBUTING.md "Adding a command"):
   error, reworded once (`reword`) into one line naming the command and what it accepts.
 - `__post_init__` does what OmegaConf cannot: the declared ranges and choices, finite floats, paths
   from the working directory, and each group's mapping into its typed object (BenchConfig, PolicyCard,
-  CampaignConfig, OperatorConfig, SuiteConfig), whose own `__post_init__` checks its ranges.
+  CampaignConfig, OperatorConfig, SuiteConfig) by the one group loader, `typed_node` (OmegaConf's
+  structured merge), whose object's own `__post_init__` checks finiteness (`finite_floats`) and ranges.
 - Library callers and tests build the same object with `<Command>Config.from_mapping({...})`.
 
 No LeRobot, torch or Hydra imports here: configs validate on machines without the bench extra.
