@@ -11,7 +11,8 @@ The pattern (CONTRIBUTING.md "Adding a command"):
   error, reworded once (`reword`) into one line naming the command and what it accepts.
 - `__post_init__` does what OmegaConf cannot: the declared ranges and choices, finite floats, paths
   from the working directory, and each group's mapping into its typed object (BenchConfig, PolicyCard,
-  CampaignConfig, OperatorConfig, SuiteConfig), whose own `__post_init__` checks its ranges.
+  CampaignConfig, OperatorConfig, SuiteConfig) by the one group loader, `typed_node` (OmegaConf's
+  structured merge), whose object's own `__post_init__` checks finiteness (`finite_floats`) and ranges.
 - Library callers and tests build the same object with `<Command>Config.from_mapping({...})`.
 
 No LeRobot, torch or Hydra imports here: configs validate on machines without the bench extra.
@@ -32,7 +33,7 @@ from spabench.errors import ConfigError
 GROUP_NAMES = ("bench", "policy", "campaign", "operator", "suite")   # conf/<group>/
 
 __all__ = ["CommandConfig", "LabConfig", "opt", "group", "GROUP_NAMES", "reword", "accepts", "CampaignInput", "LedgerKeys",
-           "CardKeys", "ServeKeys", "FigureKeys", "ReportKeys"]
+           "CardKeys", "ServeKeys", "FigureKeys", "ReportKeys", "typed_node", "finite_floats"]
 
 def _import(target: str) -> Any:
     module, _, attr = target.partition(":")
@@ -74,7 +75,67 @@ def section_class(f: Field, key: str) -> Any:
 
 
 KINDS = {"int": "an integer", "float": "a number", "bool": "true | false", "str": "a string", "Path": "a path",
-         "dict": "a mapping", "list": "a list"}
+         "dict": "a mapping", "list": "a list", "Any": "any value"}
+
+
+def typed_node[T](cls: type[T], data: Any, where: str, prefix: str = "") -> T:
+    """The one loader of a group's file or mapping (a bench, a card, a campaign, the operator, the suite):
+    OmegaConf merges `data` into `cls`'s structured schema (an unknown key, a wrong type, a `???` left
+    unset are its errors, reworded once by `node_error`), then builds `cls`, whose `__post_init__`
+    checks the ranges. An object already of `cls` is kept as it is. `prefix`: where the node sits in its
+    file (OmegaConf loses the path of a list item: "policies[0].")."""
+    from omegaconf import DictConfig, OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    if isinstance(data, cls):
+        return data
+    if not isinstance(data, (Mapping, DictConfig)):
+        raise ConfigError(f"{where}: expected a mapping of its fields, got {type(data).__name__} {data!r:.80}")
+    try:
+        built = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(cls), data))
+    except OmegaConfBaseException as exc:
+        raise node_error(exc, where, prefix) from None
+    assert isinstance(built, cls)
+    return built
+
+
+def node_error(exc: BaseException, where: str, prefix: str = "") -> ConfigError:
+    """OmegaConf's error about a group's node as one line: where (file or group), the field, the value
+    and what the field takes (its declaring dataclass's annotation)."""
+    from dataclasses import is_dataclass
+
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError, MissingMandatoryValue, ValidationError
+
+    key = prefix + str(getattr(exc, "full_key", "") or getattr(exc, "key", "") or "")
+    first = (str(exc).splitlines() or [type(exc).__name__])[0]
+    owner = getattr(exc, "object_type", None)
+    declared = {f.name: f for f in fields(owner)} if isinstance(owner, type) and is_dataclass(owner) else {}
+    if isinstance(exc, MissingMandatoryValue):
+        return ConfigError(f"{where}: field '{key}' is required (???) and was not given (set it, e.g. {key}=...)")
+    if isinstance(exc, (ConfigKeyError, ConfigAttributeError)):
+        return ConfigError(f"{where}: field '{key}': unknown field (allowed: {', '.join(declared)})")
+    if isinstance(exc, ValidationError) and key:
+        f = declared.get(key.split(".")[-1])
+        allowed = allowed_text(f) if f is not None else first
+        return ConfigError(f"{where}: field '{key}': {shown_value(getattr(exc, 'value', None))} (allowed: {allowed})")
+    return ConfigError(f"{where}: {first}")
+
+
+def finite_floats(obj: Any, where: str, prefix: str = "") -> None:
+    """Refuse a non-finite number anywhere in a group's object (OmegaConf takes "inf" and "nan" for a
+    float field): each group's `__post_init__` calls this once, before its range checks."""
+    items = ((f.name, getattr(obj, f.name)) for f in fields(obj)) if hasattr(obj, "__dataclass_fields__") \
+        else obj.items() if isinstance(obj, Mapping) else enumerate(obj) if isinstance(obj, list) else ()
+    for name, value in items:
+        key = f"{prefix}{name}"
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{where}: field '{key}': {value!r} (allowed: a finite number)")
+        if isinstance(value, (Mapping, list)) or hasattr(value, "__dataclass_fields__"):
+            finite_floats(value, where, f"{key}.")
+
+
+def shown_value(value: Any) -> str:
+    return repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
 
 
 def allowed_text(f: Field) -> str:
@@ -85,7 +146,7 @@ def allowed_text(f: Field) -> str:
     if meta.get("choices"):
         text = " | ".join(map(str, meta["choices"]))
     else:
-        text = KINDS.get(kind, kind)
+        text = KINDS.get(kind, "a mapping of its fields")
         if lo is not None and hi is not None:
             text += f" {lo:g}..{hi:g}"
         elif lo is not None:
@@ -175,10 +236,9 @@ def accepts(cls: type[CommandConfig]) -> str:
 
 def bad_value(cls: type[CommandConfig], key: str, value: Any) -> ConfigError:
     """One line naming the command, the key, the value and what the key takes."""
-    shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
     f = next((f for f in fields(cls) if f.name == key.split(".")[0]), None)
     allowed = f" (allowed: {allowed_text(f)})" if f is not None and "." not in key else ""
-    return ConfigError(f"spabench {cls.command}: key '{key}': {shown}{allowed}")
+    return ConfigError(f"spabench {cls.command}: key '{key}': {shown_value(value)}{allowed}")
 
 
 def reword(cls: type[CommandConfig], exc: BaseException, readers: Mapping[str, list[str]] | None = None,

@@ -1,27 +1,17 @@
 """Small helpers the config loaders share (bench, campaign, operator, policy, suite, console).
 
-Loaders accept either a plain mapping or the node Hydra composed; turning the node into plain
-containers first means validation sees ordinary dicts and lists with interpolations resolved.
-`typed_fields` checks each given value against the dataclass field's annotation (the one place a
-boolean must be a boolean and `???` means "required"), so every group reads its types from its
-dataclass: a field another engineer adds is checked without a list kept here.
+Composing an option file (`load_option`, Hydra's `defaults:` lists and resolvers) and a lab's folder
+over conf/ (`overlay`); the typed loading of what was composed is `spabench.config.typed_node`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import math
 import tempfile
-import types
-import typing
-from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-__all__ = ["plain_container", "from_known_fields", "typed_fields", "field_kind", "MISSING_VALUE", "overlay",
-           "load_option", "number_in", "int_in"]
-
-MISSING_VALUE = "???"   # OmegaConf's mark of a required value
+__all__ = ["plain_container", "overlay", "load_option", "number_in", "int_in"]
 
 
 def required[T](value: T | None, key: str, command: str, what: str) -> T:
@@ -35,10 +25,9 @@ def required[T](value: T | None, key: str, command: str, what: str) -> T:
 
 
 def number_in(where: str, value: Any, lo: float, hi: float) -> float:
-    """`value` as a float when it is a finite real number in [lo, hi] (an int is accepted, a bool is
-    not); otherwise one ConfigError "<where>: <value> (allowed: a number from lo to hi)"."""
-    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
-            or not lo <= value <= hi):
+    """`value` (typed by its schema) as a float in [lo, hi]; otherwise one ConfigError
+    "<where>: <value> (allowed: a number from lo to hi)" (nan is in no range)."""
+    if not lo <= value <= hi:
         from spabench.errors import ConfigError
 
         raise ConfigError(f"{where}: {value!r} (allowed: a number from {lo:g} to {hi:g})")
@@ -46,9 +35,9 @@ def number_in(where: str, value: Any, lo: float, hi: float) -> float:
 
 
 def int_in(where: str, value: Any, lo: int, hi: int, note: str = "") -> int:
-    """`value` when it is an integer in [lo, hi] (a bool is not); otherwise one ConfigError
+    """`value` (typed by its schema) when in [lo, hi]; otherwise one ConfigError
     "<where>: <value> (allowed: an integer lo..hi<note>)"."""
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+    if not lo <= value <= hi:
         from spabench.errors import ConfigError
 
         raise ConfigError(f"{where}: {value!r} (allowed: an integer {lo}..{hi}{note})")
@@ -66,92 +55,6 @@ def plain_container(data: Any) -> Any:
     except ImportError:  # pragma: no cover - omegaconf is a core dependency
         pass
     return data
-
-
-def _hints(cls: type) -> dict[str, Any]:
-    """Each field's annotation, evaluated one by one in its module (a field named `type` must not
-    shadow the builtin, and one unresolvable annotation must not hide the others)."""
-    import sys
-
-    out: dict[str, Any] = {}
-    for klass in reversed(cls.__mro__):
-        module = sys.modules.get(klass.__module__)
-        for name, hint in vars(klass).get("__annotations__", {}).items():
-            if isinstance(hint, str):
-                try:
-                    hint = eval(hint, dict(vars(module)) if module else {}, {})  # noqa: S307 - own source
-                except Exception:  # noqa: BLE001 - not checked then
-                    continue
-            out[name] = hint
-    return out
-
-
-def field_kind(cls: type, name: str) -> tuple[Any, bool]:
-    """(the scalar type of field `name` of dataclass `cls` or None when not a scalar, optional?)."""
-    hint = _hints(cls).get(name)
-    optional = False
-    args = typing.get_args(hint)
-    if typing.get_origin(hint) in (typing.Union, types.UnionType) and type(None) in args:
-        optional = True
-        rest = [a for a in args if a is not type(None)]
-        hint = rest[0] if len(rest) == 1 else None
-    return (hint if hint in (bool, int, float, str) else None), optional
-
-
-def _allowed(kind: type, optional: bool) -> str:
-    text = {bool: "true | false", int: "an integer", float: "a number", str: "a string"}[kind]
-    return text + (", or null" if optional else "")
-
-
-def typed_fields(cls: type, data: dict[str, Any], where: str) -> dict[str, Any]:
-    """`data` with each scalar field (bool, int, float, str; optional or not) checked against `cls`'s
-    annotation: a bool is only true/false (never "no"), an int never a bool, a float finite, `???`
-    refused as a required value not given. Numbers given for a string field become strings
-    (host=10, api_key=1234 arrive as numbers from the command line)."""
-    from spabench.errors import ConfigError
-
-    out = dict(data)
-    for name, value in data.items():
-        if isinstance(value, str) and value == MISSING_VALUE:
-            raise ConfigError(f"{where}: field '{name}' is required (???) and was not given "
-                              f"(set it, e.g. {name}=...)")
-        kind, optional = field_kind(cls, name)
-        if kind is None:
-            continue
-        if value is None:
-            if optional:
-                continue
-            ok = False
-        elif kind is bool:
-            ok = isinstance(value, bool)
-        elif kind is int:
-            ok = isinstance(value, int) and not isinstance(value, bool)
-        elif kind is float:
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-            if ok:
-                out[name] = float(value)
-        else:
-            ok = isinstance(value, str) or (isinstance(value, (int, float)) and not isinstance(value, bool))
-            if ok:
-                out[name] = str(value)
-        if not ok:
-            shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
-            raise ConfigError(f"{where}: field '{name}': {shown} (allowed: {_allowed(kind, optional)})")
-    return out
-
-
-def from_known_fields(cls: type, data: Any, where: str) -> Any:
-    """`cls(**data)` for a dataclass, after refusing keys it has no field for (one error naming `where`,
-    the unknown keys and the allowed ones) and checking scalar types (`typed_fields`), so a typo or a
-    wrong type never reaches a TypeError traceback or a truthy string."""
-    from spabench.errors import ConfigError
-
-    data = dict(plain_container(data) or {})
-    allowed = [f.name for f in fields(cls)]
-    unknown = sorted(map(str, set(data) - set(allowed)))
-    if unknown:
-        raise ConfigError(f"{where}: unknown field(s) {', '.join(unknown)} (allowed: {', '.join(allowed)})")
-    return cls(**typed_fields(cls, data, where))
 
 
 OPTION_FILE = "_file_"   # the name a file given by path takes among its group's options

@@ -186,7 +186,7 @@ def test_card_overrides_as_documented(tmp_path, capsys):
     capsys.readouterr()
     assert main(["run", f"campaign={campaign}", f"cards.{alias}.hots=10.0.0.5"]) == 2
     out = capsys.readouterr().out
-    assert f"cards.{alias}" in out and "unknown field(s) hots" in out and "allowed:" in out and "host" in out
+    assert f"cards.{alias}" in out and "field 'hots': unknown field" in out and "allowed:" in out and "host" in out
     assert "conf/cards" not in out and _attempts(campaign) == 0
     assert main(["run", f"campaign={campaign}", "cards.pi05.host=10.0.0.5"]) == 2
     assert "with blind aliases on, address cards by alias" in capsys.readouterr().out

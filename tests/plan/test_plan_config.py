@@ -111,7 +111,7 @@ def test_bad_campaign_config_names_field_and_allowed(change, field, allowed):
 def test_missing_seed_is_named():
     data = _base()
     del data["seed"]
-    with pytest.raises(ConfigError, match="field 'seed': missing"):
+    with pytest.raises(ConfigError, match="field 'seed' is required"):
         campaign_from_mapping(data)
 
 

@@ -102,7 +102,7 @@ def test_defaults_and_alpha_one():
 def test_unknown_field_and_unknown_card(tmp_path: Path):
     path = tmp_path / "typo.yaml"
     path.write_text("name: typo\nprotocol: openpi\nport: 8000\nhorizon: 10\nhorizn: 5\n")
-    with pytest.raises(ConfigError, match=rf"{path}: unknown field\(s\) horizn \(allowed: name, protocol"):
+    with pytest.raises(ConfigError, match=rf"{path}: field 'horizn': unknown field \(allowed: name, protocol"):
         load_card(path)
     with pytest.raises(ConfigError, match=r"unknown policy card 'nope' in .*policy \(allowed: .*pi05"):
         load_card("nope")

@@ -96,7 +96,7 @@ def test_launch_block_is_typed_and_checked():
     assert argv[-1] == "cd '~/openpi' && env CUDA_VISIBLE_DEVICES=0 uv run scripts/serve_policy.py --port 9000"
     for bad, match in (({"argv": []}, "launch.argv"), ({"argv": ["x"], "max_restarts": -1}, "launch.max_restarts"),
                        ({"argv": ["x"], "remote_port": 5}, "unless 'ssh'"), ({"argv": ["x"], "bogus": 1}, "bogus"),
-                       ({"cwd": "/"}, "needs 'argv'"), ({"argv": ["x"], "env": {"1A": "x"}}, "launch.env")):
+                       ({"cwd": "/"}, "launch.argv' is required"), ({"argv": ["x"], "env": {"1A": "x"}}, "launch.env")):
         with pytest.raises(ConfigError, match=match):
             _card(launch=bad)
     with pytest.raises(ConfigError, match="checkpoint_digest"):

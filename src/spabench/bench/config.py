@@ -8,12 +8,12 @@ mid-range, the gripper in 0..100 (0 closed, 100 open).
 from __future__ import annotations
 
 import builtins
-import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from spabench.configtools import int_in, plain_container, typed_fields
+from spabench.config import finite_floats, typed_node
+from spabench.configtools import int_in, plain_container
 from spabench.errors import ConfigError
 from spabench.suite.vocabulary import CAMERAS, GRIPPER, JOINTS
 
@@ -44,18 +44,10 @@ def _where(name: str) -> str:
     return f"bench config, field '{name}'"
 
 
-def _finite_number(name: str, value: Any, *, positive: bool = False) -> float:
-    """A real number (int accepted and converted, bool rejected) that is finite (and > 0)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise ConfigError(f"{_where(name)}: {value!r} is not a number (allowed: a finite float"
-                          f"{' > 0' if positive else ''})")
-    out = float(value)
-    if not math.isfinite(out):
-        raise ConfigError(f"{_where(name)}: {value!r} is not finite (allowed: a finite float"
-                          f"{' > 0' if positive else ''})")
-    if positive and out <= 0:
+def _positive(name: str, value: float) -> None:
+    """A number the types and finite_floats already checked, > 0."""
+    if not value > 0:
         raise ConfigError(f"{_where(name)}: {value!r} must be > 0 (allowed: a finite float > 0)")
-    return out
 
 
 # Stall thresholds per motor (mA). The STS3215 stalls at about 2.7 A at full torque; the shoulder lift
@@ -104,22 +96,19 @@ class HealthConfig:
 
     def __post_init__(self) -> None:
         name = "health"
-        rate = _finite_number(f"{name}.rate_hz", self.rate_hz)
-        if rate < 0 or rate > 30:
+        finite_floats(self, "bench config", "health.")
+        if not 0 <= self.rate_hz <= 30:
             raise ConfigError(f"{_where(f'{name}.rate_hz')}: {self.rate_hz!r} (allowed: 0 (off) .. 30)")
-        self.rate_hz = rate
-        current = _as_mapping(f"{name}.stall_current_ma", self.stall_current_ma)
-        unknown = sorted(set(current) - set(JOINTS))
+        unknown = sorted(set(self.stall_current_ma) - set(JOINTS))
         if unknown:
             raise ConfigError(f"{_where(f'{name}.stall_current_ma')}: unknown joint(s) {unknown} "
                               f"(allowed: {', '.join(JOINTS)})")
-        self.stall_current_ma = {j: _finite_number(f"{name}.stall_current_ma.{j}",
-                                                   current.get(j, DEFAULT_STALL_CURRENT_MA[j]), positive=True)
-                                 for j in JOINTS}
-        for key in ("stall_error", "stall_persistence_s", "gripper_backoff", "cool_poll_s", "min_voltage_v"):
-            setattr(self, key, _finite_number(f"{name}.{key}", getattr(self, key), positive=True))
-        for key in ("warn_temperature_c", "resume_temperature_c", "max_temperature_c"):
-            setattr(self, key, _finite_number(f"{name}.{key}", getattr(self, key), positive=True))
+        self.stall_current_ma = {j: self.stall_current_ma.get(j, DEFAULT_STALL_CURRENT_MA[j]) for j in JOINTS}
+        for j, current in self.stall_current_ma.items():
+            _positive(f"{name}.stall_current_ma.{j}", current)
+        for key in ("stall_error", "stall_persistence_s", "gripper_backoff", "cool_poll_s", "min_voltage_v",
+                    "warn_temperature_c", "resume_temperature_c", "max_temperature_c"):
+            _positive(f"{name}.{key}", getattr(self, key))
         if not self.resume_temperature_c < self.warn_temperature_c <= self.max_temperature_c:
             raise ConfigError(f"{_where(name)}: temperatures must satisfy resume_temperature_c < "
                               f"warn_temperature_c <= max_temperature_c (got {self.resume_temperature_c}, "
@@ -156,10 +145,7 @@ class CameraSpec:
         if source is None:
             raise ConfigError(f"{_where(where + '.type')}: unknown camera type {self.type!r} "
                               f"(allowed: {', '.join(sorted(CAMERA_SOURCES))})")
-        for attr in ("width", "height", "fps"):
-            value = getattr(self, attr)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ConfigError(f"{_where(f'{where}.{attr}')}: {value!r} is not a positive integer")
+        check_sizes(where, self)
         if not source.accepts(self.index_or_path):
             raise ConfigError(f"{_where(where + '.index_or_path')}: {self.index_or_path!r} "
                               f"(allowed: {source.allowed})")
@@ -190,9 +176,9 @@ class BenchConfig:
     cameras: dict[str, CameraSpec] = field(default_factory=dict)
     fps: int = 30
     max_relative_target: float = 10.0
-    joint_limits: dict[str, list[float]] = field(default_factory=lambda: {
-        k: list(v) for k, v in DEFAULT_JOINT_LIMITS.items()})
-    home_pose: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_HOME_POSE))
+    # empty: the defaults; a file that names them names all six joints (no default merged into a safety box)
+    joint_limits: dict[str, list[float]] = field(default_factory=dict)
+    home_pose: dict[str, float] = field(default_factory=dict)
     home_speed_deg_s: float = 30.0
     home_tolerance_deg: float = 2.0
     use_degrees: bool = True
@@ -230,16 +216,14 @@ class BenchConfig:
         if self.type != self.type_name:
             raise ConfigError(f"{_where('type')}: {self.type!r} given to the {self.type_name!r} bench config "
                               f"(allowed: {', '.join(self.known_types())})")
-        if not isinstance(self.robot_id, str) or not self.robot_id.strip():
+        finite_floats(self, "bench config")
+        if not self.robot_id.strip():
             raise ConfigError(f"{_where('robot_id')}: missing (allowed: a non-empty name; the "
                               "calibration file is <calibration_dir>/<robot_id>.json)")
-        if isinstance(self.fps, bool) or not isinstance(self.fps, int) or self.fps <= 0:
+        if self.fps <= 0:
             raise ConfigError(f"{_where('fps')}: {self.fps!r} (allowed: a positive integer, e.g. 30)")
-        self.max_relative_target = _finite_number("max_relative_target", self.max_relative_target,
-                                                  positive=True)
-        self.home_speed_deg_s = _finite_number("home_speed_deg_s", self.home_speed_deg_s, positive=True)
-        self.home_tolerance_deg = _finite_number("home_tolerance_deg", self.home_tolerance_deg,
-                                                 positive=True)
+        for key in ("max_relative_target", "home_speed_deg_s", "home_tolerance_deg"):
+            _positive(key, getattr(self, key))
         _int_in("connect_retries", self.connect_retries, 0, 5)
         _int_in("realtime_priority", self.realtime_priority, 0, 99)
         self.joint_limits = self._validated_limits()
@@ -253,16 +237,15 @@ class BenchConfig:
         return BODY_RANGE_DEG if self.use_degrees else BODY_RANGE_M100
 
     def _validated_limits(self) -> dict[str, list[float]]:
-        limits = _as_mapping("joint_limits", self.joint_limits)
+        limits = self.joint_limits or {k: list(v) for k, v in DEFAULT_JOINT_LIMITS.items()}
         _same_joints("joint_limits", limits)
         out: dict[str, list[float]] = {}
         for joint in JOINTS:
             pair = limits[joint]
-            if isinstance(pair, (str, bytes)) or not hasattr(pair, "__len__") or len(pair) != 2:
+            if len(pair) != 2:
                 raise ConfigError(f"{_where(f'joint_limits.{joint}')}: {pair!r} "
                                   "(allowed: a pair [lo, hi])")
-            lo = _finite_number(f"joint_limits.{joint}", pair[0])
-            hi = _finite_number(f"joint_limits.{joint}", pair[1])
+            lo, hi = pair
             if not lo < hi:
                 raise ConfigError(f"{_where(f'joint_limits.{joint}')}: lo {lo} must be below hi {hi}")
             p_lo, p_hi = self.physical_range(joint)
@@ -273,11 +256,11 @@ class BenchConfig:
         return out
 
     def _validated_home(self) -> dict[str, float]:
-        home = _as_mapping("home_pose", self.home_pose)
+        home = self.home_pose or dict(DEFAULT_HOME_POSE)
         _same_joints("home_pose", home)
         out: dict[str, float] = {}
         for joint in JOINTS:
-            value = _finite_number(f"home_pose.{joint}", home[joint])
+            value = home[joint]
             lo, hi = self.joint_limits[joint]
             if not lo <= value <= hi:
                 raise ConfigError(f"{_where(f'home_pose.{joint}')}: {value} is outside joint_limits "
@@ -286,7 +269,7 @@ class BenchConfig:
         return out
 
     def _validated_cameras(self) -> dict[str, CameraSpec]:
-        cams = _as_mapping("cameras", self.cameras)
+        cams = self.cameras
         unknown = sorted(set(cams) - set(CAMERAS))
         if unknown:
             raise ConfigError(f"{_where('cameras')}: unknown camera name(s) {unknown} "
@@ -297,12 +280,7 @@ class BenchConfig:
                               f"all five (allowed: {', '.join(CAMERAS)})")
         out: dict[str, CameraSpec] = {}
         for name in [c for c in CAMERAS if c in cams]:
-            spec = cams[name]
-            if isinstance(spec, Mapping):
-                spec = _build(CameraSpec, spec, f"cameras.{name}")
-            if not isinstance(spec, CameraSpec):
-                raise ConfigError(f"{_where(f'cameras.{name}')}: {spec!r} is not a camera spec")
-            spec.extra = dict(spec.extra or {})
+            spec = typed_node(CameraSpec, cams[name], f"bench config, cameras.{name}")
             self.check_camera(name, spec)
             out[name] = spec
         return out
@@ -314,20 +292,17 @@ class BenchConfig:
     # ------------------------------------------------------------------ construction
     @classmethod
     def from_mapping(cls, data: Any) -> BenchConfig:
-        """Build from a plain dict or an OmegaConf DictConfig (the `bench` group), validating it.
-
-        `type:` picks the registered bench type (default so101)."""
+        """Build from a plain dict or an OmegaConf DictConfig (the `bench` group), validating it:
+        `type:` picks the registered bench type (default so101), `typed_node` loads that class."""
         data = plain_container(data)
         if isinstance(data, BenchConfig):
             return data
-        if not isinstance(data, Mapping):
-            raise ConfigError(f"bench config: expected a mapping, got {type(data).__name__}")
-        name = data.get("type") or "so101"
+        name = (data.get("type") if isinstance(data, Mapping) else None) or "so101"
         sub = cls._registry.get(name)
         if sub is None:
             raise ConfigError(f"{_where('type')}: unknown bench type {name!r} (allowed: "
                               f"{', '.join(cls.known_types())})")
-        return _build(sub, {**data, "type": name}, "")
+        return typed_node(sub, {**data, "type": name}, "bench config")
 
 
 @BenchConfig.register_subclass("so101")
@@ -348,18 +323,14 @@ class SO101BenchConfig(BenchConfig):
     required_cameras: ClassVar[tuple[str, ...]] = CAMERAS
 
     def __post_init__(self) -> None:
-        if not isinstance(self.port, str) or not self.port.strip():
+        if not self.port.strip():
             raise ConfigError(f"{_where('port')}: missing (allowed: the arm's serial port, e.g. "
                               "/dev/ttyACM0 from `lerobot-find-port`, or auto: `spabench bench check` finds it)")
         if not self.calibration_dir:
             raise ConfigError(f"{_where('calibration_dir')}: missing (allowed: a folder holding "
                               "<robot_id>.json)")
         _int_in("num_read_retries", self.num_read_retries, 0, 10)
-        if isinstance(self.health, Mapping):
-            self.health = _build(HealthConfig, self.health, "health")
-        if not isinstance(self.health, HealthConfig):
-            raise ConfigError(f"{_where('health')}: {self.health!r} is not a mapping (allowed fields: "
-                              f"{', '.join(f.name for f in fields(HealthConfig))})")
+        self.health = typed_node(HealthConfig, self.health, "bench config, health")
         super().__post_init__()
 
     def make_bench(self, **kwargs: Any):
@@ -377,20 +348,11 @@ def bench_config(data: Any) -> BenchConfig:
     return BenchConfig.from_mapping(data)
 
 
-def _build(cls, data: Mapping, prefix: str):
-    known = {f.name for f in fields(cls)}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        field_name = f"{prefix}.{unknown[0]}" if prefix else unknown[0]
-        raise ConfigError(f"{_where(field_name)}: unknown field (allowed: {', '.join(sorted(known))})")
-    return cls(**typed_fields(cls, dict(data), f"bench config{' ' + prefix if prefix else ''}"))
-
-
-def _as_mapping(name: str, value: Any) -> Mapping:
-    if not isinstance(value, Mapping):
-        raise ConfigError(f"{_where(name)}: {value!r} is not a mapping (allowed: {{joint: value}} "
-                          f"for {', '.join(JOINTS)})")
-    return value
+def check_sizes(where: str, spec: CameraSpec) -> None:
+    """A camera's width, height and fps: positive (their types are the schema's)."""
+    for attr in ("width", "height", "fps"):
+        if getattr(spec, attr) <= 0:
+            raise ConfigError(f"{_where(f'{where}.{attr}')}: {getattr(spec, attr)!r} (allowed: a positive integer)")
 
 
 def _same_joints(name: str, mapping: Mapping) -> None:

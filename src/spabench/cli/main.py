@@ -151,11 +151,9 @@ def _annotation(cls: type, name: str) -> str:
 def literal_value(command: Command, bare: str) -> bool:
     """True when `bare` names a string (free text, a URL, a name): its value is passed literally,
     never parsed by the override grammar (commas, quotes, parentheses, ?, & are characters)."""
-    from spabench.configtools import field_kind
-
     parts = bare.split(".")
     if parts[0] in command.groups and len(parts) >= 2:
-        return any(field_kind(c, parts[-1])[0] is str for c in group_classes(command, parts[0], parts[1:-1]))
+        return any(_annotation(c, parts[-1]).startswith("str") for c in group_classes(command, parts[0], parts[1:-1]))
     kind = _annotation(command.schema, parts[0])
     if len(parts) == 1:
         return kind.startswith("str") or kind.startswith("Path")
@@ -164,7 +162,7 @@ def literal_value(command: Command, bare: str) -> bool:
     if parts[0] == "cards" and len(parts) == 3:
         from spabench.policy.card import PolicyCard
 
-        return field_kind(PolicyCard, parts[2])[0] is str
+        return _annotation(PolicyCard, parts[2]).startswith("str")
     return False
 
 

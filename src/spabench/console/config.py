@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from spabench.config import group
-from spabench.configtools import from_known_fields, int_in, number_in
+from spabench.config import finite_floats, group, typed_node
+from spabench.configtools import int_in, number_in
 from spabench.errors import ConfigError
 from spabench.network import is_loopback  # one loopback rule for policy servers and the console
 from spabench.operator.alignment import DEFAULT_ROI, DEFAULT_THRESHOLD
@@ -62,7 +62,8 @@ class ConsoleConfig:
 
     def __post_init__(self) -> None:
         where = "operator.console, field"
-        if not isinstance(self.host, str) or not self.host:
+        finite_floats(self, "operator.console")
+        if not self.host:
             raise ConfigError(f"{where} 'host': {self.host!r} (allowed: an address to bind, e.g. 127.0.0.1)")
         int_in(f"{where} 'port'", self.port, 0, 65535, "; 0 = a free port")
         self.token = "" if self.token is None else str(self.token)
@@ -76,13 +77,13 @@ class ConsoleConfig:
                                ("fd_reserve", 64, 65536)):
             int_in(f"{where} '{name}'", getattr(self, name), ilo, ihi)
         roi = list(self.workspace_roi or [])
-        ok = len(roi) == 4 and all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1 for v in roi)
+        ok = len(roi) == 4 and all(0 <= v <= 1 for v in roi)
         if not ok or roi[0] >= roi[2] or roi[1] >= roi[3]:
             raise ConfigError(f"{where} 'workspace_roi': {self.workspace_roi!r} "
                               "(allowed: [x0, y0, x1, y1], fractions 0..1 with x0 < x1 and y0 < y1)")
         self.workspace_roi = [float(v) for v in roi]
         hosts = self.allowed_hosts
-        if not isinstance(hosts, (list, tuple)) or not all(isinstance(h, str) and h.strip() for h in hosts):
+        if not all(h.strip() for h in hosts):
             raise ConfigError(f"{where} 'allowed_hosts': {hosts!r} (allowed: a list of host names, e.g. [bench1.lab])")
         self.allowed_hosts = [h.strip().lower() for h in hosts]
 
@@ -92,9 +93,7 @@ class ConsoleConfig:
 
     @classmethod
     def from_mapping(cls, data: Any) -> ConsoleConfig:
-        if isinstance(data, ConsoleConfig):
-            return data
-        return from_known_fields(cls, data, "operator.console")
+        return typed_node(cls, data, "operator.console")
 
 
 def operator_group_with_console(data: Any) -> Any:

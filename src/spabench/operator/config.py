@@ -5,16 +5,14 @@ No LeRobot/torch imports: the CLI validates this before anything touches hardwar
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from spabench.config import group
-from spabench.configtools import from_known_fields, plain_container, typed_fields
+from spabench.config import finite_floats, group, typed_node
+from spabench.configtools import plain_container
 from spabench.errors import ConfigError
 
 OPERATOR_TYPES: tuple[str, ...] = ("terminal", "unattended", "auto", "web")
-RECORDER_KEYS: tuple[str, ...] = ("flush_s", "codec", "preset", "crf", "queue_frames", "video")
 CODECS: tuple[str, ...] = ("libx264", "mpeg4")
 # libx264's presets (x264 --help); mpeg4 ignores the preset
 X264_PRESETS: tuple[str, ...] = ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower",
@@ -59,6 +57,7 @@ class OperatorConfig:
 
     def __post_init__(self) -> None:
         where = "operator config, field"
+        finite_floats(self, "operator config")
         if self.type not in OPERATOR_TYPES:
             raise ConfigError(f"{where} 'type': {self.type!r} (allowed: {', '.join(OPERATOR_TYPES)})")
         if self.rater and self.type in PERSON_OPERATORS:
@@ -70,30 +69,23 @@ class OperatorConfig:
             self.rater = person_rater(self.rater) or ""
         if not self.rater:
             self.rater = DEFAULT_RATERS[self.type]
-        if self.timer_s is not None:
-            if isinstance(self.timer_s, bool) or not isinstance(self.timer_s, (int, float)) \
-                    or not math.isfinite(self.timer_s) or self.timer_s <= 0:
-                raise ConfigError(f"{where} 'timer_s': {self.timer_s!r} (allowed: null or seconds > 0)")
-            self.timer_s = float(self.timer_s)
-        if isinstance(self.server_wait_s, bool) or not isinstance(self.server_wait_s, (int, float)) \
-                or not math.isfinite(self.server_wait_s) or self.server_wait_s < 0:
+        if self.timer_s is not None and not self.timer_s > 0:
+            raise ConfigError(f"{where} 'timer_s': {self.timer_s!r} (allowed: null or seconds > 0)")
+        if not self.server_wait_s >= 0:
             raise ConfigError(f"{where} 'server_wait_s': {self.server_wait_s!r} (allowed: seconds >= 0)")
         from spabench.suite.vocabulary import CAMERAS
 
         for name in ("reference_camera", "reference_fallback"):
             if getattr(self, name) not in CAMERAS:
                 raise ConfigError(f"{where} '{name}': {getattr(self, name)!r} (allowed: {', '.join(CAMERAS)})")
-        if isinstance(self.wait_videos_s, bool) or not isinstance(self.wait_videos_s, (int, float)) \
-                or not math.isfinite(self.wait_videos_s) or self.wait_videos_s <= 0:
+        if not self.wait_videos_s > 0:
             raise ConfigError(f"{where} 'wait_videos_s': {self.wait_videos_s!r} (allowed: seconds > 0)")
-        rec = dict(plain_container(self.recorder) or {})
-        unknown = sorted(set(rec) - set(RECORDER_KEYS))
-        if unknown:
-            raise ConfigError(f"{where} 'recorder': unknown key(s) {', '.join(unknown)} "
-                              f"(allowed: {', '.join(RECORDER_KEYS)})")
         from spabench.record.recorder import RecorderConfig
 
-        rec = typed_fields(RecorderConfig, rec, "operator config, field 'recorder'")
+        given = dict(plain_container(self.recorder) or {})
+        typed = typed_node(RecorderConfig, given, "operator config, recorder")   # only the given keys are kept
+        finite_floats(typed, "operator config", "recorder.")
+        rec = {key: getattr(typed, key) for key in given}
         if "codec" in rec and rec["codec"] not in CODECS:
             raise ConfigError(f"{where} 'recorder.codec': {rec['codec']!r} (allowed: {', '.join(CODECS)})")
         if "preset" in rec and rec["preset"] not in X264_PRESETS:
@@ -111,9 +103,7 @@ class OperatorConfig:
 
     @classmethod
     def from_mapping(cls, data: Any) -> OperatorConfig:
-        if isinstance(data, OperatorConfig):
-            return data
-        return from_known_fields(cls, data, "operator config")
+        return typed_node(cls, data, "operator config")
 
     def recorder_config(self):
         from spabench.record.recorder import RecorderConfig

@@ -6,14 +6,13 @@ dataclasses are also the Hydra structured-config schema (OmegaConf.structured).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
-from spabench.config import group
+from spabench.config import finite_floats, group, typed_node
 from spabench.configtools import plain_container
-from spabench.errors import ConfigError, shown
+from spabench.errors import ConfigError
 from spabench.names import name_problem
 from spabench.suite.vocabulary import CONDITION_COUNTS, CONDITIONS, TASKS
 
@@ -74,34 +73,23 @@ def stopping_rule(campaign: str, value: Any, policies: list[str], order: str) ->
     """`stopping:` checked: kind, a and b two of the campaign's policies, alpha in (0, 0.5), max_pairs."""
     if value is None:
         return None
-    if isinstance(value, StoppingRule):
-        value = value.as_dict()
-    if not isinstance(value, Mapping):
-        raise _fail(campaign, "stopping", f"must be a mapping {{kind: sequential, a:, b:, alpha:, max_pairs:}}, got "
-                    f"{shown(value)}")
-    value = dict(plain_container(value))
-    allowed = [f.name for f in fields(StoppingRule)]
-    for key in value:
-        if key not in allowed:
-            raise _fail(campaign, f"stopping.{key}", "unknown field", allowed)
-    if value.get("kind") not in STOPPING_KINDS:
-        raise _fail(campaign, "stopping.kind", f"{value.get('kind')!r}", STOPPING_KINDS)
+    rule = typed_node(StoppingRule, value, _where(campaign), "stopping.")
+    if rule.kind not in STOPPING_KINDS:
+        raise _fail(campaign, "stopping.kind", f"{rule.kind!r}", STOPPING_KINDS)
     for key in ("a", "b"):
-        if value.get(key) not in policies:
-            raise _fail(campaign, f"stopping.{key}", f"{value.get(key)!r} is not a policy of the campaign", policies)
-    if value["a"] == value["b"]:
-        raise _fail(campaign, "stopping.b", f"a and b are the same policy {value['a']!r}; a comparison needs two")
-    alpha = value.get("alpha", 0.05)
-    if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 < alpha < 0.5:
-        raise _fail(campaign, "stopping.alpha", f"{alpha!r} must be a number in (0, 0.5): the chance of a false "
-                    "decision over all looks")
-    max_pairs = value.get("max_pairs")
-    if max_pairs is not None and (isinstance(max_pairs, bool) or not isinstance(max_pairs, int) or max_pairs < 1):
-        raise _fail(campaign, "stopping.max_pairs", f"{max_pairs!r} must be a whole number of pairs >= 1, or null")
+        if getattr(rule, key) not in policies:
+            raise _fail(campaign, f"stopping.{key}", f"{getattr(rule, key)!r} is not a policy of the campaign", policies)
+    if rule.a == rule.b:
+        raise _fail(campaign, "stopping.b", f"a and b are the same policy {rule.a!r}; a comparison needs two")
+    if not 0 < rule.alpha < 0.5:
+        raise _fail(campaign, "stopping.alpha", f"{rule.alpha:g} must be a number in (0, 0.5): the chance of a "
+                    "false decision over all looks")
+    if rule.max_pairs is not None and rule.max_pairs < 1:
+        raise _fail(campaign, "stopping.max_pairs", f"{rule.max_pairs!r} must be a whole number of pairs >= 1, or null")
     if order != "interleaved":
         raise _fail(campaign, "order", f"{order!r}: a stopping rule needs order: interleaved (scene-major), so that "
                     "each evaluation's pair runs together and a decision saves the pairs after it")
-    return StoppingRule("sequential", str(value["a"]), str(value["b"]), float(alpha), max_pairs)
+    return rule
 
 
 @dataclass
@@ -120,8 +108,9 @@ class CampaignConfig:
     stopping: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
-        name = self.name if isinstance(self.name, str) else ""
-        if not name or not name.strip():
+        name = self.name
+        finite_floats(self, _where(name))
+        if not name.strip():
             raise _fail("", "name", "must be a non-empty string")
         problem = name_problem(name)
         if problem:
@@ -130,10 +119,6 @@ class CampaignConfig:
             raise _fail(name, "order", f"unknown order {self.order!r}", ORDERS)
         if self.bench not in BENCHES:
             raise _fail(name, "bench", f"unknown bench {self.bench!r}", BENCHES)
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise _fail(name, "seed", f"must be an integer, got {self.seed!r}")
-        if not isinstance(self.blind_aliases, bool):
-            raise _fail(name, "blind_aliases", f"must be true or false, got {self.blind_aliases!r}")
         self.policies = [_policy(name, i, p) for i, p in enumerate(self.policies or [])]
         if not self.policies:
             raise _fail(name, "policies", "at least one policy is required")
@@ -154,7 +139,7 @@ class CampaignConfig:
             for condition, n in self.counts.items():
                 if condition not in CONDITIONS:
                     raise _fail(name, "counts", f"unknown condition {condition!r}", CONDITIONS)
-                if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+                if n < 0:
                     raise _fail(name, f"counts.{condition}", f"must be an integer >= 0, got {n!r}")
         protocol = self.trial_counts()
         for i, p in enumerate(self.policies):
@@ -211,20 +196,7 @@ class CampaignConfig:
 
 def _policy(campaign: str, index: int, value: Any) -> PolicyEntry:
     where = f"policies[{index}]"
-    if isinstance(value, PolicyEntry):
-        entry = value
-    elif isinstance(value, Mapping):
-        allowed = [f.name for f in fields(PolicyEntry)]
-        for key in value:
-            if key not in allowed:
-                raise _fail(campaign, f"{where}.{key}", "unknown field", allowed)
-        for key in ("name", "card"):
-            if key not in value:
-                raise _fail(campaign, f"{where}.{key}", "missing")
-        entry = PolicyEntry(**dict(value))
-    else:
-        raise _fail(campaign, where, f"must be a mapping with name, card, timer_s, control_hz, counts; "
-                                     f"got {shown(value)}")
+    entry = typed_node(PolicyEntry, value, _where(campaign), f"{where}.")
     for key in ("name", "card"):
         text = getattr(entry, key)
         problem = name_problem(text)  # it becomes the alias, trial ids and episode folders (i10)
@@ -234,7 +206,7 @@ def _policy(campaign: str, index: int, value: Any) -> PolicyEntry:
         value = getattr(entry, key)
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        if value <= 0:
             raise _fail(campaign, f"{where}.{key}", f"must be a finite number of {unit} > 0 (or null: the "
                         f"card's), got {value!r}")
     counts = None
@@ -243,7 +215,7 @@ def _policy(campaign: str, index: int, value: Any) -> PolicyEntry:
         for condition, n in counts.items():
             if condition not in CONDITIONS:
                 raise _fail(campaign, f"{where}.counts", f"unknown condition {condition!r}", CONDITIONS)
-            if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+            if n < 0:
                 raise _fail(campaign, f"{where}.counts.{condition}", f"must be an integer >= 0, got {n!r}")
     return PolicyEntry(entry.name, entry.card, None if entry.timer_s is None else float(entry.timer_s),
                        None if entry.control_hz is None else float(entry.control_hz), counts)
@@ -255,22 +227,13 @@ def campaign_from_mapping(data: Any) -> CampaignConfig:
         data = plain_container(data)
     if isinstance(data, CampaignConfig):
         return data
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"campaign config must be a mapping, got {type(data).__name__}")
-    name = str(data.get("name") or "")
-    allowed = [f.name for f in fields(CampaignConfig)]
-    for key in data:
-        if key not in allowed:
-            raise _fail(name, str(key), "unknown field", allowed)
-    for key in ("name", "policies", "seed"):
-        if key not in data or data[key] is None:
-            raise _fail(name, key, "missing")
-    values = dict(data)
-    if values.get("tasks") is None:
-        values.pop("tasks", None)
-    from spabench.configtools import typed_fields
-
-    return CampaignConfig(**typed_fields(CampaignConfig, values, _where(name)))
+    values = dict(data) if isinstance(data, Mapping) else data
+    if isinstance(values, dict) and values.get("tasks", ()) is None:
+        values.pop("tasks")
+    name = str(values.get("name") or "") if isinstance(values, dict) else ""
+    if isinstance(values, dict) and isinstance(values.get("policies"), list):   # each item named by its place
+        values["policies"] = [_policy(name, i, p) for i, p in enumerate(values["policies"])]
+    return typed_node(CampaignConfig, values, _where(name))
 
 
 def campaign_types() -> list[type]:

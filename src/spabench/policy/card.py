@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn, TypeGuard
 
-from spabench.config import group
-from spabench.configtools import load_option, plain_container, typed_fields
+from spabench.config import finite_floats, group, typed_node
+from spabench.configtools import load_option
 from spabench.errors import ConfigError
 from spabench.policy.identity import is_digest
 from spabench.policy.launch import LaunchConfig, launch_from_mapping
@@ -85,50 +85,47 @@ class PolicyCard:
         raise ConfigError(text)
 
     def _check(self) -> None:
-        if not isinstance(self.name, str) or not self.name:
+        if not self.name:
             raise ConfigError("policy card: field 'name' must be a non-empty string")
+        finite_floats(self, f"policy card '{self.name}'")
         if self.protocol not in PROTOCOLS:
             self._fail("protocol", f"is {self.protocol!r}", ", ".join(PROTOCOLS))
-        if not _is_int(self.port) or not 1 <= self.port <= 65535:
+        if not 1 <= self.port <= 65535:
             self._fail("port", f"is {self.port!r}", "an integer 1..65535")
-        if not isinstance(self.host, str) or not self.host:
+        if not self.host:
             self._fail("host", f"is {self.host!r}", "a host name or IP address")
-        if not _is_number(self.timeout_s) or self.timeout_s <= 0:
+        if not self.timeout_s > 0:
             self._fail("timeout_s", f"is {self.timeout_s!r}", "a number > 0 (seconds)")
-        if not _is_int(self.horizon) or self.horizon < 1:
+        if self.horizon < 1:
             self._fail("horizon", f"is {self.horizon!r}", "an integer >= 1")
         if self.execute_steps is None:
             self.execute_steps = self.horizon
-        if not _is_int(self.execute_steps) or not 1 <= self.execute_steps <= self.horizon:
+        if not 1 <= self.execute_steps <= self.horizon:
             self._fail("execute_steps", f"is {self.execute_steps!r}",
                        f"an integer 1..horizon ({self.horizon}), or null for the whole horizon")
-        if not _is_int(self.request_threshold) or not 0 <= self.request_threshold < self.execute_steps:
+        if not 0 <= self.request_threshold < self.execute_steps:
             self._fail("request_threshold", f"is {self.request_threshold!r}",
                        f"an integer 0..execute_steps-1 (0..{self.execute_steps - 1})")
-        if not _is_int(self.action_dim) or self.action_dim < 6:
+        if self.action_dim < 6:
             self._fail("action_dim", f"is {self.action_dim!r}",
                        "an integer >= 6 (the first six columns are the joints in order)")
-        if not _is_number(self.control_hz) or self.control_hz <= 0:
+        if not self.control_hz > 0:
             self._fail("control_hz", f"is {self.control_hz!r}", "a number > 0 (Hz)")
-        if not _is_number(self.timer_s) or self.timer_s <= 0:
+        if not self.timer_s > 0:
             self._fail("timer_s", f"is {self.timer_s!r}", "a number > 0 (seconds)")
-        if self.ema_alpha is not None and (
-            not _is_number(self.ema_alpha) or not 0.0 < self.ema_alpha <= 1.0
-        ):
+        if self.ema_alpha is not None and not 0.0 < self.ema_alpha <= 1.0:
             self._fail("ema_alpha", f"is {self.ema_alpha!r}", "null (no filter) or a number 0 < alpha <= 1")
         self._check_cameras()
         self._check_image_size()
         self._check_assist()
         for key in ("state_key", "prompt_key"):
             value = getattr(self, key)
-            if not isinstance(value, str) or not value:
+            if not value:
                 self._fail(key, f"is {value!r}", "a non-empty server key")
-        if self.api_key_env is not None and (not isinstance(self.api_key_env, str) or not self.api_key_env):
+        if self.api_key_env is not None and not self.api_key_env:
             self._fail("api_key_env", f"is {self.api_key_env!r}", "null or an environment variable name")
-        if not isinstance(self.extra, dict):
-            self._fail("extra", f"is {type(self.extra).__name__}", "a mapping")
         self.extra = dict(self.extra)
-        if self.checkpoint is not None and (not isinstance(self.checkpoint, str) or not self.checkpoint):
+        if self.checkpoint is not None and not self.checkpoint:
             self._fail("checkpoint", f"is {self.checkpoint!r}", "null, a local path or a hub id")
         if self.checkpoint_digest is not None and not is_digest(self.checkpoint_digest):
             self._fail("checkpoint_digest", f"is {self.checkpoint_digest!r}", "null or sha256:<64 hex digits>")
@@ -143,16 +140,11 @@ class PolicyCard:
         return path if path.exists() else None
 
     def _check_cameras(self) -> None:
-        if not isinstance(self.cameras, dict):
-            self._fail("cameras", f"is {type(self.cameras).__name__}", "a mapping server_key -> camera name")
         for server_key, camera in self.cameras.items():
             if camera not in CAMERAS:
                 self._fail(f"cameras.{server_key}", f"is {camera!r}",
                            f"{', '.join(CAMERAS)}; policies normally get {', '.join(POLICY_CAMERAS)}")
         self.cameras = dict(self.cameras)
-        if not isinstance(self.extra_keys, dict):
-            self._fail("extra_keys", f"is {type(self.extra_keys).__name__}",
-                       "a mapping server_key -> observation extra")
         for server_key, source in self.extra_keys.items():
             if source not in OBSERVATION_EXTRAS:
                 self._fail(f"extra_keys.{server_key}", f"is {source!r}", ", ".join(OBSERVATION_EXTRAS))
@@ -161,8 +153,8 @@ class PolicyCard:
     def _check_image_size(self) -> None:
         if self.image_size is None:
             return
-        size = list(self.image_size) if isinstance(self.image_size, (list, tuple)) else None
-        if size is None or len(size) != 2 or not all(_is_int(v) and v > 0 for v in size):
+        size = list(self.image_size)
+        if len(size) != 2 or not all(v > 0 for v in size):
             self._fail("image_size", f"is {self.image_size!r}", "null (native resolution) or [height, width]")
         self.image_size = [int(size[0]), int(size[1])]
 
@@ -201,37 +193,17 @@ class PolicyCard:
         return value
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _is_number(value: Any) -> TypeGuard[float]:
     return (isinstance(value, (int, float)) and not isinstance(value, bool)
             and math.isfinite(float(value)))
 
 
-_FIELD_NAMES = tuple(f.name for f in fields(PolicyCard))
-
-
 def card_from_mapping(data: Any, source: str = "policy card") -> PolicyCard:
     """A card from a dict or DictConfig (e.g. the composed `cfg.policy`); unknown keys are an error."""
-    if isinstance(data, PolicyCard):
-        return data
-    data = plain_container(data)
-    if not isinstance(data, dict):
-        raise ConfigError(f"{source}: expected a mapping of card fields, got {type(data).__name__}")
-    unknown = sorted(set(data) - set(_FIELD_NAMES))
-    if unknown:
-        raise ConfigError(f"{source}: unknown field(s) {', '.join(map(str, unknown))} "
-                          f"(allowed: {', '.join(_FIELD_NAMES)})")
-    missing = [f for f in ("name", "protocol", "port", "horizon") if data.get(f) is None]
-    if missing:
-        raise ConfigError(f"{source}: missing required field(s) {', '.join(missing)}")
-    values = typed_fields(PolicyCard, data, source)   # its errors name the source already
     try:
-        return PolicyCard(**values)
+        return typed_node(PolicyCard, data, source)
     except ConfigError as exc:
-        raise ConfigError(f"{source}: {exc}") from None
+        raise exc if str(exc).startswith(source) else ConfigError(f"{source}: {exc}") from None
 
 
 def _policy_conf_dir() -> Path:

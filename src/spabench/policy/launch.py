@@ -8,11 +8,11 @@ forwarded to `remote_port` there (the card then says host 127.0.0.1). GPU select
 
 from __future__ import annotations
 
-import math
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
+from spabench.config import finite_floats, typed_node
 from spabench.errors import ConfigError
 
 __all__ = ["LaunchConfig", "launch_from_mapping"]
@@ -44,55 +44,29 @@ class LaunchConfig:
         def fail(name: str, value: Any, allowed: str) -> None:
             raise ConfigError(f"policy card '{card}': field 'launch.{name}' is {value!r} (allowed: {allowed})")
 
-        if (not isinstance(self.argv, (list, tuple)) or not self.argv
-                or not all(isinstance(a, (str, int, float)) and not isinstance(a, bool) for a in self.argv)):
+        finite_floats(self, f"policy card '{card}'", "launch.")
+        if not self.argv:
             fail("argv", self.argv, "a non-empty list of words, e.g. [spabench, serve, lerobot, checkpoint=DIR]")
-        self.argv = [str(a) for a in self.argv]
-        if self.cwd is not None and (not isinstance(self.cwd, str) or not self.cwd):
+        if self.cwd is not None and not self.cwd:
             fail("cwd", self.cwd, "null or a folder")
-        if not isinstance(self.env, dict) or not all(
-                isinstance(k, str) and _ENV_NAME.match(k) and isinstance(v, (str, int, float))
-                and not isinstance(v, bool) for k, v in self.env.items()):
+        if not all(_ENV_NAME.match(k) for k in self.env):
             fail("env", self.env, "a mapping NAME: value, e.g. {CUDA_VISIBLE_DEVICES: '1'}")
-        self.env = {k: str(v) for k, v in self.env.items()}
-        if self.ssh is not None and (not isinstance(self.ssh, str) or not _SSH_HOST.match(self.ssh)):
+        if self.ssh is not None and not _SSH_HOST.match(self.ssh):
             fail("ssh", self.ssh, "null (this machine) or [user@]host")
-        if self.remote_port is not None and (not _is_int(self.remote_port) or not 1 <= self.remote_port <= 65535):
+        if self.remote_port is not None and not 1 <= self.remote_port <= 65535:
             fail("remote_port", self.remote_port, "null or an integer 1..65535")
         if self.remote_port is not None and self.ssh is None:
             fail("remote_port", self.remote_port, "null unless 'ssh' names a host")
-        if (isinstance(self.startup_timeout_s, bool) or not isinstance(self.startup_timeout_s, (int, float))
-                or not math.isfinite(self.startup_timeout_s) or self.startup_timeout_s <= 0):
+        if not self.startup_timeout_s > 0:
             fail("startup_timeout_s", self.startup_timeout_s, "a number > 0 (seconds)")
-        self.startup_timeout_s = float(self.startup_timeout_s)
-        if not _is_int(self.max_restarts) or self.max_restarts < 0:
+        if self.max_restarts < 0:
             fail("max_restarts", self.max_restarts, "an integer >= 0")
-        if not _is_int(self.order):
-            fail("order", self.order, "an integer (lower starts first)")
-
-
-_FIELDS = tuple(f.name for f in fields(LaunchConfig))
 
 
 def launch_from_mapping(data: Any, card: str) -> LaunchConfig | None:
-    """The card's launch block from its YAML mapping (None stays None); unknown keys are an error."""
-    if data is None or isinstance(data, LaunchConfig):
-        if data is not None:
-            data.check(card)
-        return data
-    if not isinstance(data, dict):
-        raise ConfigError(f"policy card '{card}': field 'launch' is {type(data).__name__} "
-                          f"(allowed: null or a mapping with {', '.join(_FIELDS)})")
-    unknown = sorted(set(data) - set(_FIELDS))
-    if unknown:
-        raise ConfigError(f"policy card '{card}': field 'launch' has unknown key(s) {', '.join(map(str, unknown))} "
-                          f"(allowed: {', '.join(_FIELDS)})")
-    if "argv" not in data:
-        raise ConfigError(f"policy card '{card}': field 'launch' needs 'argv' (the server's command line)")
-    launch = LaunchConfig(**data)
+    """The card's launch block (None stays None), typed by `typed_node`, then checked."""
+    if data is None:
+        return None
+    launch = typed_node(LaunchConfig, data, f"policy card '{card}'", "launch.")
     launch.check(card)
     return launch
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)

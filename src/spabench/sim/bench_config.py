@@ -6,14 +6,11 @@ the bench package never imports the twin. Light: no MuJoCo, no LeRobot robot cla
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
-from spabench.bench.config import BenchConfig, CameraSpec
-from spabench.config import group
-from spabench.errors import ConfigError
+from spabench.bench.config import BenchConfig, CameraSpec, check_sizes
+from spabench.config import finite_floats, group, typed_node
 
 
 @dataclass
@@ -47,17 +44,7 @@ class SimOptions(SimRenderOptions):
     privileged: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("shadows", "privileged"):
-            if not isinstance(getattr(self, name), bool):
-                raise ConfigError(f"bench config, field 'sim.{name}': {getattr(self, name)!r} (allowed: true | false)")
-        for name in ("render_every", "offsamples"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ConfigError(f"bench config, field 'sim.{name}': {value!r} (allowed: an integer)")
-        for name in ("settle_s", "max_timestep_s"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise ConfigError(f"bench config, field 'sim.{name}': {value!r} (allowed: a number of seconds)")
+        finite_floats(self, "bench config", "sim.")
         if self.render_cameras is not None:
             self.render_cameras = list(self.render_cameras)
 
@@ -77,25 +64,11 @@ class SimBenchConfig(BenchConfig):
     commissioned: ClassVar[bool] = False   # rendered cameras, no servo bus: `run` asks for no bench check
 
     def __post_init__(self) -> None:
-        if isinstance(self.sim, Mapping):
-            allowed = [f.name for f in fields(SimOptions)]
-            unknown = sorted(set(self.sim) - set(allowed))
-            if unknown:
-                raise ConfigError(f"bench config, field 'sim.{unknown[0]}': unknown sim option "
-                                  f"(allowed: {', '.join(allowed)})")
-            self.sim = SimOptions(**dict(self.sim))
-        elif self.sim is None:
-            self.sim = SimOptions()
-        elif not isinstance(self.sim, SimOptions):
-            raise ConfigError(f"bench config, field 'sim': {self.sim!r} (allowed: a mapping of sim options)")
+        self.sim = typed_node(SimOptions, self.sim or {}, "bench config, sim")
         super().__post_init__()
 
     def check_camera(self, name: str, spec: CameraSpec) -> None:
-        for attr in ("width", "height", "fps"):
-            value = getattr(spec, attr)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ConfigError(f"bench config, field 'cameras.{name}.{attr}': {value!r} "
-                                  "(allowed: a positive integer)")
+        check_sizes(f"cameras.{name}", spec)
 
     def make_bench(self, **world: Any):
         from spabench.sim.bench import SimBench

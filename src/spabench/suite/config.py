@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from spabench.config import group
+from spabench.config import group, typed_node
 from spabench.errors import ConfigError
 from spabench.suite.motion import MotionOnsetRule
 from spabench.suite.success import RelationRule
@@ -24,13 +24,11 @@ class SuiteConfig:
         for name in ("root", "hardware"):
             if not str(getattr(self, name)).strip():
                 raise ConfigError(f"conf/suite: field '{name}' must name a folder")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+        if self.seed < 0:
             raise ConfigError(f"conf/suite: field 'seed': {self.seed!r} (allowed: an integer >= 0, the "
                               "generator's seed)")
-        if not isinstance(self.motion_onset, MotionOnsetRule):
-            self.motion_onset = MotionOnsetRule.from_mapping(self.motion_onset)
-        if not isinstance(self.relation, RelationRule):
-            self.relation = RelationRule.from_mapping(self.relation)
+        self.motion_onset = MotionOnsetRule.from_mapping(self.motion_onset)
+        self.relation = RelationRule.from_mapping(self.relation)
 
 
 def load_suite_of(cfg: SuiteConfig):
@@ -45,21 +43,8 @@ def load_suite_of(cfg: SuiteConfig):
 
 
 def suite_config(data) -> SuiteConfig:
-    """The `suite` group's typed object (built when a command's config names the group); unknown fields fail."""
-    from dataclasses import fields
-
-    from spabench.configtools import plain_container, typed_fields
-
-    if isinstance(data, SuiteConfig):
-        return data
-    data = plain_container(data)
-    if not isinstance(data, dict):
-        raise ConfigError(f"conf/suite: expected a mapping with root, hardware, seed; got {data!r}")
-    allowed = [f.name for f in fields(SuiteConfig)]
-    unknown = sorted(set(data) - set(allowed))
-    if unknown:
-        raise ConfigError(f"conf/suite: unknown field '{unknown[0]}' (allowed: {', '.join(allowed)})")
-    return SuiteConfig(**typed_fields(SuiteConfig, data, "conf/suite"))
+    """The `suite` group's typed object (built when a command's config names the group)."""
+    return typed_node(SuiteConfig, data, "conf/suite")
 
 
 def suite_types() -> list[type]:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spabench.configtools import from_known_fields
+from spabench.config import finite_floats, typed_node
 from spabench.errors import ConfigError, DataError
 from spabench.suite.vocabulary import (
     JOINTS,
@@ -36,16 +36,17 @@ class MotionOnsetRule:
     run_frames: int = MOTION_ONSET_RUN_FRAMES
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.threshold, (int, float)) and np.isfinite(self.threshold) and self.threshold > 0):
+        finite_floats(self, "conf/suite: motion_onset")
+        if not self.threshold > 0:
             raise ConfigError(f"conf/suite: motion_onset.threshold must be a positive number, got {self.threshold!r}")
         for name in ("baseline_frames", "run_frames"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            if value < 1:
                 raise ConfigError(f"conf/suite: motion_onset.{name} must be a whole number >= 1, got {value!r}")
 
     @classmethod
     def from_mapping(cls, data) -> MotionOnsetRule:
-        return from_known_fields(cls, data, "conf/suite: motion_onset")
+        return typed_node(cls, data, "conf/suite: motion_onset")
 
     def as_dict(self) -> dict:
         return {"threshold": float(self.threshold), "baseline_frames": self.baseline_frames,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spabench.configtools import from_known_fields
+from spabench.config import finite_floats, typed_node
 from spabench.errors import ConfigError
 from spabench.suite.vocabulary import RELATION_HALF_ANGLE_DEG, RELATION_RADIUS_CM
 
@@ -35,6 +35,7 @@ class RelationRule:
     half_angle_deg: float = RELATION_HALF_ANGLE_DEG
 
     def __post_init__(self) -> None:
+        finite_floats(self, "conf/suite: relation")
         if self.bound not in BOUNDS:
             raise ConfigError(f"conf/suite: relation.bound {self.bound!r} is not a published bound "
                               f"(allowed: {', '.join(BOUNDS)})")
@@ -46,7 +47,7 @@ class RelationRule:
 
     @classmethod
     def from_mapping(cls, data) -> RelationRule:
-        return from_known_fields(cls, data, "conf/suite: relation")
+        return typed_node(cls, data, "conf/suite: relation")
 
     def holds(self, distance_cm: float, angle_deg: float, edge_gap_cm: float | None = None) -> bool:
         """Whether a target at (centre distance, angle off the direction[, edge gap]) satisfies the rule."""
