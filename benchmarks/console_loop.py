@@ -103,6 +103,7 @@ class Rig:
     def rollout(self, seconds, extra_observers=(), controls=None):
         from spabench.operator.status import LoopStats
         from spabench.rollout.ema import EmaFilter
+        from spabench.rollout.heap import heap_frozen_for_motion
         from spabench.rollout.loop import Rollout
         from spabench.rollout.types import EpisodeMeta
 
@@ -110,7 +111,8 @@ class Rig:
         r = Rollout(self.bench, self.broker, self.card, EmaFilter(self.card.ema_alpha), seconds,
                     [self.recorder, LoopStats(), *extra_observers], controls=controls, go_home_after=False,
                     realtime_priority=self.bench.cfg.realtime_priority)
-        result = r.run(EpisodeMeta(attempt_id=f"b{self.n}", control_hz=30.0), "benchmark")
+        with heap_frozen_for_motion():   # as the session runs every rollout (rollout.heap)
+            result = r.run(EpisodeMeta(attempt_id=f"b{self.n}", control_hz=30.0), "benchmark")
         self.scheduling = r.scheduling
         self.recorder.wait_idle(300)
         return result, self.recorder.episodes_dir / f"b{self.n}"
