@@ -167,8 +167,9 @@ class BenchConfig:
     connect_retries: whole-connect retries after a driver error (a transient serial glitch); a
         calibration mismatch is never retried.
     realtime_priority: SCHED_FIFO priority of the control loop's thread during a rollout (1..99), when
-        the OS allows it (spabench.rollout.priority); 0: normal scheduling. The twin runs in lockstep
-        and never uses it.
+        the OS allows it (spabench.rollout.priority); 0 (a bench file that leaves it out): normal
+        scheduling. The shipped conf/bench/so101.yaml asks for 10. The twin runs in lockstep and never
+        uses it.
     """
 
     type: str = ""
@@ -183,7 +184,7 @@ class BenchConfig:
     home_tolerance_deg: float = 2.0
     use_degrees: bool = True
     connect_retries: int = 1
-    realtime_priority: int = 10
+    realtime_priority: int = 0
 
     # builtins.type: inside this class body `type` is the field below
     _registry: ClassVar[dict[str, builtins.type[BenchConfig]]] = {}
