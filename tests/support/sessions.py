@@ -9,9 +9,11 @@ from typing import Any
 
 
 def session_view(campaign_dir: Path | str = ".", **fields: Any) -> SimpleNamespace:
-    """Every SessionView member (no ledger, suite, bench, controls or stopping rule unless given)."""
+    """Every SessionView member (no ledger, suite, bench, controls, stopping rule or render-ahead worker
+    unless given)."""
     view: dict[str, Any] = {"campaign_dir": Path(campaign_dir), "ledger": None, "suite": None, "bench": None,
-                            "controls": None, "said": [], "resume_note": None, "stopping": None}
+                            "controls": None, "said": [], "resume_note": None, "stopping": None,
+                            "render_ahead": None}
     unknown = set(fields) - set(view)
     if unknown:
         raise TypeError(f"SessionView has no {sorted(unknown)}")
