@@ -6,13 +6,15 @@ The pattern (CONTRIBUTING.md "Adding a command"):
 - A command declares the dataclass of exactly what it reads, next to its function, e.g.
   `ReportConfig(CampaignInput, FigureKeys)` in analysis/commands.py. A key is a field declared with
   `opt(default, help, lo=, hi=, choices=)`; a config group is a field declared with `group(...)`.
-- The CLI registers that dataclass in Hydra's ConfigStore as the command's schema and composes conf/
-  into it in struct mode: an unknown key, a wrong type or a `???` left unset is OmegaConf's own
-  error, reworded once (`reword`) into one line naming the command and what it accepts.
+- The CLI registers that dataclass in Hydra's ConfigStore as the command's schema, each group field typed
+  by its chosen option's dataclass (`schema_node`), and composes conf/ into it in struct mode: an
+  unknown key, a wrong type or a `???` left unset, of the command or a group, is OmegaConf's own error,
+  reworded once (`reword`) into one line naming the command, the key and what it accepts.
 - `__post_init__` does what OmegaConf cannot: the declared ranges and choices, finite floats, paths
-  from the working directory, and each group's mapping into its typed object (BenchConfig, PolicyCard,
-  CampaignConfig, OperatorConfig, SuiteConfig) by the one group loader, `typed_node` (OmegaConf's
-  structured merge), whose object's own `__post_init__` checks finiteness (`finite_floats`) and ranges.
+  from the working directory, and a group given as a mapping (a library caller's) into its typed object
+  (BenchConfig, PolicyCard, CampaignConfig, OperatorConfig, SuiteConfig) by the one group loader,
+  `typed_node` (OmegaConf's structured merge); each group object's own `__post_init__` checks
+  finiteness (`finite_floats`) and ranges.
 - Library callers and tests build the same object with `<Command>Config.from_mapping({...})`.
 
 No LeRobot, torch or Hydra imports here: configs validate on machines without the bench extra.
@@ -49,12 +51,13 @@ def opt(default: Any, help: str, *, lo: float | None = None, hi: float | None = 
     return field(default=default, metadata=meta)
 
 
-def group(help: str, build: str, types: str, sections: dict[str, str] | None = None) -> Any:
+def group(help: str, build: str, schema: str, sections: dict[str, str] | None = None) -> Any:
     """A config group the command reads: `group=option` picks conf/<group>/<option>.yaml. `build`
-    ("module:function") turns its mapping into the typed object; `types` ("module:function") lists its
-    dataclasses (every registered bench type), for hints; `sections` names the dataclass another package
-    types a section with (operator.console). Named by string: the owning packages import this module."""
-    return field(default=None, metadata={"help": help, "group": True, "build": build, "types": types,
+    ("module:function") turns a mapping into the typed object; `schema` ("module:Class") is the dataclass
+    Hydra composes the option into (a class with `schema_for(kind)` picks by the option's `type:`);
+    `sections` names the dataclass another package types a section with (operator.console). Named by
+    string: the owning packages import this module."""
+    return field(default=None, metadata={"help": help, "group": True, "build": build, "schema": schema,
                                          "sections": sections or {}})
 
 
@@ -63,9 +66,39 @@ def build_group(f: Field, node: Any) -> Any:
     return _import(f.metadata["build"])(node)
 
 
-def group_types(f: Field) -> list[type]:
-    """The dataclass(es) of a config group, for key look-ups."""
-    return list(_import(f.metadata["types"])())
+def group_schema(f: Field, kind: str | None = None) -> type:
+    """The dataclass a group's option composes into (`kind`: the option's `type:`, for a polymorphic group)."""
+    cls = _import(f.metadata["schema"])
+    return cls.schema_for(kind) if hasattr(cls, "schema_for") else cls
+
+
+def schema_node(cls: type[CommandConfig], kinds: Mapping[str, str | None]) -> Any:
+    """The command's schema as Hydra composes into it: each group it reads (`kinds`: group -> its option's
+    `type:`) typed by the option's dataclass, so an unknown or ill-typed group key is OmegaConf's error at
+    Hydra's merge; a mapping's entries are the user's to name (`cards.pi05.host=...` needs no `+`)."""
+    from omegaconf import OmegaConf
+
+    node = OmegaConf.structured(cls)
+    for f in cls.group_fields():
+        if f.name in kinds:
+            node[f.name] = OmegaConf.structured(group_schema(f, kinds[f.name]))
+    _open_mappings(node)
+    return node
+
+
+def _open_mappings(node: Any) -> None:
+    from dataclasses import is_dataclass
+
+    from omegaconf import DictConfig, OmegaConf
+
+    for key in node:
+        child = node._get_node(key)
+        if not isinstance(child, DictConfig) or child._is_none() or child._is_missing():
+            continue
+        if is_dataclass(child._metadata.object_type):
+            _open_mappings(child)
+        else:
+            OmegaConf.set_struct(child, False)
 
 
 def section_class(f: Field, key: str) -> Any:
@@ -242,18 +275,31 @@ def bad_value(cls: type[CommandConfig], key: str, value: Any) -> ConfigError:
 
 
 def reword(cls: type[CommandConfig], exc: BaseException, readers: Mapping[str, list[str]] | None = None,
-           key: str = "", value: Any = None) -> ConfigError:
+           key: str = "", value: Any = None, node: Any = None) -> ConfigError:
     """OmegaConf's (or Hydra's) error about a command's config as one line naming the command, the key
-    and what the command accepts; `readers` (key -> the commands that read it) says where a key lives;
-    `key` and `value`: the override that failed, when known (OmegaConf names only the innermost key)."""
-    from omegaconf.errors import ConfigAttributeError, ConfigKeyError, MissingMandatoryValue, ValidationError
+    and what the command (or the group holding the key) accepts; `readers` (key -> the commands that read
+    it) says where a key lives; `key` and `value`: the override that failed, when known (OmegaConf names
+    only the innermost key); `node`: the schema node (`schema_node`), for where a key lives instead."""
+    from omegaconf.errors import (
+        ConfigAttributeError,
+        ConfigKeyError,
+        MissingMandatoryValue,
+        OmegaConfBaseException,
+        ValidationError,
+    )
 
     cause = exc.__cause__ if exc.__cause__ is not None and not str(exc).startswith("In ") else exc
+    if str(exc).startswith("In ") and isinstance(exc.__context__, OmegaConfBaseException):
+        cause = exc.__context__   # Hydra's merge of an option file into the group's typed node
     if cause.__cause__ is not None:
         cause = cause.__cause__
     full = str(getattr(cause, "full_key", "") or "")
     first = (str(cause).splitlines() or [type(cause).__name__])[0]
     where = f"spabench {cls.command}"
+    owner = getattr(cause, "object_type", None)
+    if isinstance(cause, (ConfigAttributeError, ConfigKeyError, ValidationError)) and owner not in (None, cls) \
+            and full.split(".")[0] in cls.group_names():   # a group's field: its dataclass says what it takes
+        return node_error(cause, where)
     if isinstance(cause, MissingMandatoryValue):
         return ConfigError(f"{where}: '{full}' is required (??? in its config file) and was not given; set it "
                            f"on the command line, e.g. {full}=...")
@@ -265,11 +311,11 @@ def reword(cls: type[CommandConfig], exc: BaseException, readers: Mapping[str, l
         elif "." in key and root in {f.name for f in fields(cls)}:
             what = f"unknown key '{key}' ({first})"
         elif readers and root in readers:   # where it lives: a group this command reads, else other commands
-            where_else = hint(cls, root) or (f" ('{root}' is read by: "
+            where_else = hint(cls, root, node) or (f" ('{root}' is read by: "
                                              f"{', '.join(f'spabench {c}' for c in readers[root])})")
             what = f"key '{key}' is not read by this command{where_else}"
         else:
-            what = f"unknown key '{key}'{hint(cls, root)}"
+            what = f"unknown key '{key}'{hint(cls, root, node)}"
         return ConfigError(f"{where}: {what}. It accepts: {accepts(cls)}")
     if isinstance(cause, ValidationError) and (key or full):
         error = bad_value(cls, key or full, getattr(cause, "value", None) if value is None else value)
@@ -277,10 +323,11 @@ def reword(cls: type[CommandConfig], exc: BaseException, readers: Mapping[str, l
     return ConfigError(f"{where}: {first}")
 
 
-def hint(cls: type[CommandConfig], root: str) -> str:
+def hint(cls: type[CommandConfig], root: str, node: Any) -> str:
     """Where a key the command does not read lives instead: a field of a group it reads."""
     for g in cls.group_fields():
-        if any(root in {f.name for f in fields(c)} for c in group_types(g)):
+        group_node = node.get(g.name) if node is not None else None
+        if group_node is not None and root in list(group_node):
             return f" (did you mean {g.name}.{root}=...?)"
         for section in g.metadata["sections"]:
             if root in {f.name for f in fields(section_class(g, section))}:

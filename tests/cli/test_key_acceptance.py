@@ -110,7 +110,7 @@ def test_the_measured_cases_are_refused_with_where_the_key_lives(tmp_path, capsy
         ("report", "bench.nonexistent_field=1"): "it reads no 'bench' group",
         ("report", "operator.timer_s=abc"): "it reads no 'operator' group",
         ("console", "port=9000"): "did you mean operator.console.port=...?",
-        ("run", "port=/dev/ttyACM1"): "did you mean bench.port=...?",
+        ("run", "fps=15"): "did you mean bench.fps=...?",   # a field of the twin bench this campaign runs on
         ("score", "hydra.job.chdir=true"): "runs no Hydra job",
     }
     for (command, *items), expected in cases.items():
@@ -132,7 +132,8 @@ def test_booleans_are_booleans(tmp_path, item, field, capsys):
     args = ["run", f"campaign={campaign}", "bench.port=/dev/spabench-no-arm", item]
     assert main(args) == 2
     err = capsys.readouterr().err
-    assert f"field '{field}'" in err and "true | false" in err
+    assert f"{field}': 'maybe'" in err or f"{field}': 'sometimes'" in err
+    assert "true | false" in err
     assert _events(campaign) == before
     good = item.split("=")[0] + "=off"
     assert compose(COMMANDS["run"], args[1:3] + [good])

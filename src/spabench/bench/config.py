@@ -299,11 +299,16 @@ class BenchConfig:
         if isinstance(data, BenchConfig):
             return data
         name = (data.get("type") if isinstance(data, Mapping) else None) or "so101"
-        sub = cls._registry.get(name)
+        return typed_node(cls.schema_for(name), {**data, "type": name}, "bench config")
+
+    @classmethod
+    def schema_for(cls, kind: str | None) -> builtins.type[BenchConfig]:
+        """The registered bench type a bench file's `type:` names (so101 when it names none)."""
+        sub = cls._registry.get(kind or "so101")
         if sub is None:
-            raise ConfigError(f"{_where('type')}: unknown bench type {name!r} (allowed: "
+            raise ConfigError(f"{_where('type')}: unknown bench type {kind!r} (allowed: "
                               f"{', '.join(cls.known_types())})")
-        return typed_node(sub, {**data, "type": name}, "bench config")
+        return sub
 
 
 @BenchConfig.register_subclass("so101")
@@ -315,7 +320,7 @@ class SO101BenchConfig(BenchConfig):
     health: motor telemetry and the stall / thermal / voltage guards (HealthConfig).
     """
 
-    port: str = ""
+    port: str = "???"   # OmegaConf's required mark: a bench file's `port: ???` stays required when composed
     calibration_dir: str = "hardware/calibration/so101_follower"
     disable_torque_on_disconnect: bool = True
     num_read_retries: int = 2
@@ -324,7 +329,7 @@ class SO101BenchConfig(BenchConfig):
     required_cameras: ClassVar[tuple[str, ...]] = CAMERAS
 
     def __post_init__(self) -> None:
-        if not self.port.strip():
+        if self.port in ("???", "") or not self.port.strip():
             raise ConfigError(f"{_where('port')}: missing (allowed: the arm's serial port, e.g. "
                               "/dev/ttyACM0 from `lerobot-find-port`, or auto: `spabench bench check` finds it)")
         if not self.calibration_dir:

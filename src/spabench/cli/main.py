@@ -4,11 +4,12 @@ Composition rules (the README's "Configuration" section documents them for opera
 - `group=option` picks conf/<group>/<option>.yaml; with `config_dir=DIR` the lab's own
   DIR/<group>/<option>.yaml files are options too (and win over spabench's own of the same name).
 - every other `key=value` (the command's own key or dotted, e.g. `cards.pi05.host=...`, `bench.port=...`)
-  is a Hydra override of the command's schema, registered in the ConfigStore and composed in struct
-  mode: an unknown or ill-typed key is OmegaConf's error, reworded once (spabench.config.reword) to
-  name the command and what it accepts, before anything connects or is written. An entry of a mapping
-  key (cards, display_names, bench_dirs) or a group field its file leaves at the default is Hydra's
-  `+key=value`; nothing is forced past the struct check.
+  is a Hydra override of the command's schema node (spabench.config.schema_node: each group it reads
+  typed by its chosen option's dataclass), registered in the ConfigStore and composed in struct mode:
+  an unknown or ill-typed key, of the command or of a group, is OmegaConf's error at Hydra's merge,
+  reworded once (spabench.config.reword) to name the command, the key and what it accepts, before
+  anything connects or is written. Entries of a mapping (cards.<card>.host, display_names.<name>) are
+  the user's to name; nothing is forced past the struct check.
 - `campaign=`: for plan/demo a preset name or a campaign YAML file; for run/score/report/export the
   campaign folder `spabench plan` wrote.
 """
@@ -18,13 +19,21 @@ from __future__ import annotations
 import functools
 import logging
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from spabench.cli.commands import CAMPAIGN_FOLDER, CAMPAIGN_PRESET, COMMANDS, Command
 from spabench.config import GROUP_NAMES as GROUPS
-from spabench.config import CommandConfig, LabConfig, accepts, allowed_text, default_of, keys_of, reword
+from spabench.config import (
+    CommandConfig,
+    LabConfig,
+    accepts,
+    allowed_text,
+    default_of,
+    keys_of,
+    reword,
+    schema_node,
+)
 from spabench.configtools import OPTION_FILE, load_option, overlay
 from spabench.errors import ConfigError, SpabenchError
 
@@ -141,65 +150,26 @@ def refuse_unread(command: Command, bare: str) -> None:
                           f"It accepts: {accepts(command.schema)}")
 
 
-def _annotation(cls: type, name: str) -> str:
-    """A dataclass field's annotation as written (a string under `from __future__ import annotations`)."""
-    from dataclasses import fields
+def literal_value(node: Any, bare: str) -> tuple[bool, bool]:
+    """(text, path): whether `bare` names a string or a path in the schema node (free text, a URL, a
+    name: its value is passed literally, never parsed by the override grammar), and whether a path."""
+    from omegaconf import DictConfig
+    from omegaconf.nodes import PathNode, StringNode
 
-    return next((str(f.type) for f in fields(cls) if f.name == name), "")
-
-
-def literal_value(command: Command, bare: str) -> bool:
-    """True when `bare` names a string (free text, a URL, a name): its value is passed literally,
-    never parsed by the override grammar (commas, quotes, parentheses, ?, & are characters)."""
     parts = bare.split(".")
-    if parts[0] in command.groups and len(parts) >= 2:
-        return any(_annotation(c, parts[-1]).startswith("str") for c in group_classes(command, parts[0], parts[1:-1]))
-    kind = _annotation(command.schema, parts[0])
-    if len(parts) == 1:
-        return kind.startswith("str") or kind.startswith("Path")
-    if kind.startswith("dict[str, str]"):
-        return True
-    if parts[0] == "cards" and len(parts) == 3:
+    if parts[0] == "cards" and len(parts) == 3:   # a field of a card composed later, by its name
+        from omegaconf import OmegaConf
+
         from spabench.policy.card import PolicyCard
 
-        return _annotation(PolicyCard, parts[2]).startswith("str")
-    return False
-
-
-def adds_entry(command: Command, bare: str, option_of: Callable[[str], Any]) -> bool:
-    """True when `bare` adds a key the composed config does not hold yet: an entry of a mapping key
-    (`cards.pi05.host`, `display_names.x`), or a group field its option file leaves at the default
-    (`option_of(group)`: the group's chosen option as composed, None when none is chosen).
-    Hydra takes those as `+key=value`; every other key must exist (struct mode)."""
-    parts = bare.split(".")
-    node: Any = option_of(parts[0]) if parts[0] in command.groups and len(parts) >= 2 else None
-    if node is not None:
-        for part in parts[1:]:
-            if isinstance(node, list) and part.isdigit() and int(part) < len(node):   # campaign.policies.0.timer_s
-                node = node[int(part)]
-            elif isinstance(node, dict) and part in node:
-                node = node[part]
-            else:
-                return True
-        return False
-    if len(parts) < 2 or not _annotation(command.schema, parts[0]).startswith("dict["):
-        return False
-    node = default_of(next(f for f in keys_of(command.schema) if f.name == parts[0]))
-    for part in parts[1:]:   # a mapping key's own default entries (figures.width) exist already
-        if not isinstance(node, dict) or part not in node:
-            return True
-        node = node[part]
-    return False
-
-
-def group_classes(command: Command, name: str, section: list[str]) -> list[type]:
-    """The dataclass(es) holding a group's field (every registered bench type; operator.console.*)."""
-    from spabench.config import group_types, section_class
-
-    f = next(g for g in command.schema.group_fields() if g.name == name)
-    if section and section_class(f, section[0]) is not None:
-        return [section_class(f, section[0])]
-    return group_types(f)
+        node, parts = OmegaConf.structured(PolicyCard), parts[2:]
+    for part in parts:
+        child = node._get_node(part, validate_access=False) if isinstance(node, DictConfig) \
+            and not node._is_none() and not node._is_missing() else None
+        if child is None:   # an entry the user names: text when the mapping holds text
+            return isinstance(node, DictConfig) and node._metadata.element_type is str, False
+        node = child
+    return isinstance(node, (StringNode, PathNode)), isinstance(node, PathNode)
 
 
 def _literal(value: str) -> str:
@@ -220,9 +190,24 @@ def _campaign_file(value: str) -> Path | None:
     return None
 
 
-def prepare(command: Command, argv: list[str]) -> tuple[list[str], Path | None, list[Path]]:
-    """Hydra overrides, a campaign file given by path (composed as the campaign option), the config folders."""
+class Prepared(NamedTuple):
+    overrides: list[str]          # Hydra's
+    campaign_file: Path | None    # a campaign file given by path, composed as the campaign option
+    dirs: list[Path]              # the config folders, the lab's first
+    node: Any                     # the command's schema node, its groups typed (config.schema_node)
+    groups: tuple[str, ...]       # the groups this call composes
+    options: dict[str, str]       # group -> the option it composes
+    nulls: list[str]              # `mapping={...}` for a mapping its schema leaves null (campaign.stopping.kind=x):
+                                  # OmegaConf's merge cannot add into a null typed mapping, so these are set after
+
+
+def prepare(command: Command, argv: list[str]) -> Prepared:
+    """What Hydra composes for this command line (see Prepared)."""
+    from omegaconf import OmegaConf
+
+    read = argv
     argv = run_policy_items(command, argv)
+    defaults = group_defaults()
     given = {_split(o)[1] for o in argv}
     argv = [_from_cwd(item) for item in argv] + recorded_settings(command, argv, given)
     argv = [p for p in command.presets if p.partition("=")[0] not in given] + list(argv)
@@ -234,6 +219,7 @@ def prepare(command: Command, argv: list[str]) -> tuple[list[str], Path | None, 
             lab = _check_lab_dir(value) if value not in ("", *NULL_WORDS) else None
         rest.append(item)
     dirs = config_dirs(lab)
+    bench_kind = functools.cache(lambda option: _bench_type(dirs, option))   # read once: it types the bench node
     overrides: list[str] = []
     entries: list[tuple[str, str, str]] = []
     chosen: dict[str, str] = {}
@@ -274,9 +260,6 @@ def prepare(command: Command, argv: list[str]) -> tuple[list[str], Path | None, 
                                   f"{' or '.join(str(d / bare) for d in dirs)} (allowed: {', '.join(options)})")
             overrides.append(item)
             continue
-        if literal_value(command, bare):
-            value = "null" if value in NULL_WORDS and _annotation(command.schema, bare).startswith("Path") \
-                else _literal(value)
         entries.append((prefix, bare, value))
     if command.bench_from_campaign:
         kind = _planned_bench(next((_split(i)[2] for i in rest if _split(i)[1] in ("campaign", "campaign_dir")), None))
@@ -285,17 +268,23 @@ def prepare(command: Command, argv: list[str]) -> tuple[list[str], Path | None, 
             overrides.append(f"bench={kind}")
         if "operator" not in given:   # a person at the robot; the twin scores itself
             option = chosen.get("bench")
-            chosen["operator"] = "auto" if option is not None and _bench_type(dirs, option) == "sim" else "terminal"
+            chosen["operator"] = "auto" if option is not None and bench_kind(option) == "sim" else "terminal"
             overrides.append(f"operator={chosen['operator']}")
-    picked: dict[str, str | Path] = {**group_defaults(), **chosen}
-    if campaign_file is not None:
-        picked["campaign"] = campaign_file
-    option_of = functools.cache(lambda g: load_option(g, picked[g], dirs) if g in picked else None)  # once a group
-    for prefix, bare, value in entries:   # once every group's option is known
-        if not prefix and adds_entry(command, bare, option_of):
-            prefix = "+"
-        overrides.append(f"{prefix}{bare}={value}")
-    return overrides, campaign_file, dirs
+    picked = {**defaults, **chosen}
+    groups = read_groups(command, read)
+    node = schema_node(command.schema, {g: bench_kind(picked[g]) if g == "bench" else None for g in groups})
+    nulls: dict[str, list[str]] = {}   # fields of a mapping its schema leaves null (campaign.stopping.kind)
+    for prefix, bare, value in entries:   # once every group's option is known: the schema node types them
+        text, is_path = literal_value(node, bare)
+        if text:
+            value = "null" if is_path and value in NULL_WORDS else _literal(value)
+        parent, _, leaf = bare.rpartition(".")
+        if parent.split(".")[0] in groups and OmegaConf.select(node, parent, default=0) is None:
+            nulls.setdefault(parent, []).append(f"{leaf}: {value}")   # set after composing (see Prepared)
+        else:
+            overrides.append(f"{prefix}{bare}={value}")
+    return Prepared(overrides, campaign_file, dirs, node, groups, {g: picked[g] for g in groups if g in picked},
+                    [f"{parent}={{{', '.join(items)}}}" for parent, items in nulls.items()])
 
 
 SUITE_PATHS = ("suite.root", "suite.hardware")   # folders a user gives are taken from the working directory
@@ -419,20 +408,20 @@ def group_defaults() -> dict[str, str]:
     return out
 
 
-def register(command: Command, groups: tuple[str, ...]) -> str:
-    """The command's schema and its primary config (the schema, then its groups' options) in Hydra's
-    ConfigStore; returns the primary config's name."""
+def register(command: Command, prepared: Prepared) -> str:
+    """The command's schema node (its groups typed by their chosen options' dataclasses) and its primary
+    config (the schema, then its groups' options) in Hydra's ConfigStore; returns the primary config's name."""
     from hydra.core.config_store import ConfigStore
 
     name = "spabench_" + command.name.replace(" ", "_")
-    defaults = group_defaults()
     store = ConfigStore.instance()
-    store.store(name=f"{name}_schema", node=command.schema)
-    store.store(name=name, node={"defaults": [f"{name}_schema", "_self_", *({g: defaults[g]} for g in groups)]})
+    store.store(name=f"{name}_schema", node=prepared.node)
+    store.store(name=name, node={"defaults": [f"{name}_schema", "_self_",
+                                              *({g: prepared.options[g]} for g in prepared.groups)]})
     return name
 
 
-def check_keys(command: Command, overrides: list[str]) -> None:
+def check_keys(command: Command, overrides: list[str], schema: Any) -> None:
     """The command's own keys set on its schema alone, before composing the groups: an unknown key or a
     value of the wrong type is OmegaConf's struct error at once (composing every group first costs
     0.1-0.3 s, which a mistyped key should not). Group fields are judged when the groups are composed."""
@@ -448,7 +437,7 @@ def check_keys(command: Command, overrides: list[str]) -> None:
         try:
             OmegaConf.update(node, key, override.value(), merge=True, force_add=override.is_add())
         except OmegaConfBaseException as exc:
-            raise reword(command.schema, exc, key_readers(), key, override.value()) from None
+            raise reword(command.schema, exc, key_readers(), key, override.value(), schema) from None
 
 
 def composed(command: Command, argv: list[str]) -> Any:
@@ -457,27 +446,31 @@ def composed(command: Command, argv: list[str]) -> Any:
     import yaml
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
+    from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import ConfigCompositionException, MissingConfigException
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
     from spabench.suite.yamlio import refuse_aliases
 
-    overrides, campaign_file, dirs = prepare(command, argv)
-    check_keys(command, overrides)
-    groups = read_groups(command, argv)
+    prepared = prepare(command, argv)
+    overrides, campaign_file, dirs = prepared.overrides, prepared.campaign_file, prepared.dirs
+    check_keys(command, overrides, prepared.node)
     files = [p for d in dirs for p in sorted(d.rglob("*.yaml"))] + ([campaign_file] if campaign_file else [])
     for path in files:   # no YAML alias bombs in config files (i10)
         refuse_aliases(path.read_bytes(), path)
     with overlay(dirs, ("campaign", campaign_file) if campaign_file else None) as conf:
         try:
             with initialize_config_dir(config_dir=str(conf), version_base=None):
-                node = hydra_compose(config_name=register(command, groups), overrides=overrides)
+                node = hydra_compose(config_name=register(command, prepared), overrides=overrides)
             if campaign_file and OmegaConf.is_dict(node.get("campaign")) and "name" not in node.campaign:
                 # a campaign file without a name is named after the file
                 OmegaConf.update(node, "campaign.name", campaign_file.stem, force_add=True)
+            for override in OverridesParser.create().parse_overrides(prepared.nulls):
+                key = override.key_or_group
+                OmegaConf.update(node, key, override.value(), merge=OmegaConf.select(node, key) is not None)
         except (ConfigCompositionException, OmegaConfBaseException) as exc:
-            raise reword(command.schema, exc, key_readers()) from None
+            raise reword(command.schema, exc, key_readers(), node=prepared.node) from None
         except MissingConfigException as exc:
             raise ConfigError(f"spabench {command.name}: {str(exc).splitlines()[0]}") from None
         except yaml.YAMLError as exc:   # the mark names the file and line
@@ -500,6 +493,8 @@ def typed(command: Command, node: Any) -> CommandConfig:
     from omegaconf.errors import OmegaConfBaseException
 
     try:
+        for key in sorted(OmegaConf.missing_keys(node)):   # a typed group field takes its default over `???`
+            OmegaConf.select(node, key, throw_on_missing=True)
         return OmegaConf.to_object(node)   # type: ignore[return-value]
     except OmegaConfBaseException as exc:
         raise reword(command.schema, exc) from None

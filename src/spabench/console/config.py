@@ -113,4 +113,4 @@ def operator_group_with_console(data: Any) -> Any:
 def operator_group() -> Any:
     """The `operator` group field of a command that may run the browser console (operator=web)."""
     return group("who resets scenes and scores (conf/operator/)", "spabench.console.config:operator_group_with_console",
-                 "spabench.operator.config:operator_types", {"console": "spabench.console.config:ConsoleConfig"})
+                 "spabench.operator.config:OperatorConfig", {"console": "spabench.console.config:ConsoleConfig"})

@@ -116,11 +116,7 @@ def operator_config(data: Any) -> OperatorConfig:
     return OperatorConfig.from_mapping(data)
 
 
-def operator_types() -> list[type]:
-    return [OperatorConfig]
-
-
 def operator_group() -> Any:
     """The `operator` group field of a command that never opens the console (its section is kept as given)."""
     return group("who scores (conf/operator/)", "spabench.operator.config:operator_config",
-                 "spabench.operator.config:operator_types")
+                 "spabench.operator.config:OperatorConfig")

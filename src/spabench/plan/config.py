@@ -236,11 +236,7 @@ def campaign_from_mapping(data: Any) -> CampaignConfig:
     return typed_node(CampaignConfig, values, _where(name))
 
 
-def campaign_types() -> list[type]:
-    return [CampaignConfig]
-
-
 def campaign_group() -> Any:
     """The `campaign` group field of a command's config (what `plan` plans)."""
     return group("what is planned (conf/campaign/)", "spabench.plan.config:campaign_from_mapping",
-                 "spabench.plan.config:campaign_types")
+                 "spabench.plan.config:CampaignConfig")

@@ -238,11 +238,7 @@ def load_card(name_or_path: str | os.PathLike, search: list[Path] | None = None)
     return card_from_mapping(data, source=str(path))
 
 
-def card_types() -> list[type]:
-    return [PolicyCard]
-
-
 def policy_group() -> Any:
     """The `policy` group field of a command's config (one policy card)."""
     return group("a policy card (conf/policy/)", "spabench.policy.card:card_from_mapping",
-                 "spabench.policy.card:card_types")
+                 "spabench.policy.card:PolicyCard")

@@ -76,12 +76,7 @@ class SimBenchConfig(BenchConfig):
         return SimBench(self, **world)
 
 
-def bench_types() -> list[type]:
-    """Every bench type this install knows (importing this module registered the twin's)."""
-    return [BenchConfig._registry[name] for name in BenchConfig.known_types()]
-
-
 def bench_group() -> Any:
     """The `bench` group field of a command's config: any registered bench type (so101, sim)."""
     return group("the robot and its cameras (conf/bench/)", "spabench.bench.config:bench_config",
-                 "spabench.sim.bench_config:bench_types")
+                 "spabench.sim.bench_config:BenchConfig")   # importing this module registered the twin

@@ -47,11 +47,7 @@ def suite_config(data) -> SuiteConfig:
     return typed_node(SuiteConfig, data, "conf/suite")
 
 
-def suite_types() -> list[type]:
-    return [SuiteConfig]
-
-
 def suite_group() -> Any:
     """The `suite` group field of a command's config."""
     return group("where the benchmark data lives (conf/suite/)", "spabench.suite.config:suite_config",
-                 "spabench.suite.config:suite_types")
+                 "spabench.suite.config:SuiteConfig")

@@ -1,0 +1,45 @@
+"""Issue 35 step A: each group field of a command's schema is typed by its chosen option's dataclass when
+Hydra composes, so a bad group key or value is Hydra's/OmegaConf's own error at the merge (reworded once,
+naming the command, the key and what the group takes), and a group field the option file leaves at its
+default needs no `+`.
+
+Measured before: `composed()` returned the untyped group and the error came only after composing, from
+the group's loader, naming "bench config" instead of the command."""
+
+from __future__ import annotations
+
+import pytest
+
+from spabench.cli.commands import COMMANDS
+from spabench.cli.main import compose, composed, main
+from spabench.errors import ConfigError
+
+
+@pytest.mark.parametrize("item,expected", [
+    ("bench.fsp=30", "spabench demo: field 'bench.fsp': unknown field (allowed: type, robot_id, cameras, fps"),
+    ("bench.fps=abc", "spabench demo: field 'bench.fps': 'abc' (allowed: an integer)"),
+    ("operator.timer_s=abc", "spabench demo: field 'operator.timer_s': 'abc' (allowed: a number"),
+    ("suite.seed=abc", "spabench demo: field 'suite.seed': 'abc' (allowed: an integer"),
+])
+def test_a_bad_group_key_fails_at_hydras_merge_naming_the_command(item, expected, capsys):
+    with pytest.raises(ConfigError) as raised:
+        composed(COMMANDS["demo"], [item])
+    assert str(raised.value).startswith(expected), raised.value
+    assert main(["demo", item]) == 2
+    err = capsys.readouterr().err
+    assert err.count("spabench: error:") == 1 and expected in err
+
+
+def test_the_bench_node_is_the_class_its_type_names():
+    """so101's `port` exists on an so101 bench and not on the twin."""
+    assert compose(COMMANDS["demo"], ["bench=so101", "bench.port=/dev/spabench-x"]).bench.port == "/dev/spabench-x"
+    with pytest.raises(ConfigError, match="field 'bench.port': unknown field"):
+        composed(COMMANDS["demo"], ["bench=sim", "bench.port=/dev/spabench-x"])
+
+
+def test_a_group_field_left_at_its_default_and_a_null_mapping_need_no_plus():
+    cfg = compose(COMMANDS["plan"], ["campaign=demo_twin", "out=x", "suite.seed=7", "campaign.stopping.kind=sequential",
+                                     "campaign.stopping.a=scripted_compositional",
+                                     "campaign.stopping.b=scripted_memorising"])
+    assert cfg.suite.seed == 7
+    assert cfg.campaign.stopping["kind"] == "sequential" and cfg.campaign.stopping["b"] == "scripted_memorising"
