@@ -227,6 +227,31 @@ def finish_estopped_session(proc: subprocess.Popen, tmp_path: Path, campaign: Pa
     return log, event
 
 
+LOADED = "(sel) => Array.from(document.querySelectorAll(sel)).length > 0 && " \
+         "Array.from(document.querySelectorAll(sel)).every(i => i.complete && i.naturalWidth > 0)"
+
+
+def _placement(page, images: str, shot_dir: Path | None) -> dict:
+    """What a scene reset shows of its placement references (tests/console/test_rendered_reference.py),
+    once `images` are loaded; with `shot_dir`, its screenshot at 1366x768 (bench_first_placement.png)."""
+    page.wait_for_function(LOADED, arg=images, timeout=60_000)
+    seen = {
+        "banner": page.is_visible("#first-attempt"),
+        "overlays": page.eval_on_selector_all("img.ref", "els => els.map(e => [e.id, e.className])"),
+        "names": page.eval_on_selector_all("#overlays .name", "els => els.map(e => e.textContent)"),
+        "figures": page.eval_on_selector_all("#rendered-grid figcaption", "els => els.map(e => e.textContent)"),
+        "placement_px": page.eval_on_selector_all("#rendered-placement", "els => els.map(e => e.naturalWidth)"),
+        "note": page.text_content("#rendered-note"),
+        "overlay_tools": page.is_visible("#overlay-tools"),
+    }
+    if shot_dir is not None:
+        size = page.viewport_size
+        page.set_viewport_size({"width": 1366, "height": 768})
+        seen["screenshot"] = screenshot(page, "bench_first_placement.png", shot_dir)
+        page.set_viewport_size(size)
+    return seen
+
+
 @pytest.fixture(scope="session")
 def bench_session(tmp_path_factory, browser, policy_servers):
     """A two-trial twin campaign run end to end from the bench page; returns what the page showed."""
@@ -265,6 +290,9 @@ def bench_session(tmp_path_factory, browser, policy_servers):
             if k == 0:   # the twin's views come from the session's background worker (only bounds a hang)
                 page.wait_for_function("() => document.querySelectorAll('img.ref.rendered').length === 2",
                                        timeout=300_000)
+                shown["first_placement"] = _placement(page, "img.ref.rendered, #rendered-grid img", campaign.parent)
+            else:        # the same evaluation's second scene reset: the real reference of attempt 1 as well
+                shown["second_placement"] = _placement(page, "#rendered-grid img, img.ref", None)
             card["reference_images"] = page.locator("img.ref:not(.rendered)").count()
             card["rendered_overlays"] = page.locator("img.ref.rendered").count()
             card["checklist"] = page.eval_on_selector_all("#card-checklist li", "els => els.map(e => e.textContent)")
