@@ -187,7 +187,7 @@ def shutdown_rig(rig: Rig, workdir: Path) -> None:
 
 
 def medians(runs: list[dict]) -> dict:
-    return {k: median([r[k] for r in runs]) for k in runs[0]}
+    return {k: median([r[k] for r in runs]) for k, v in runs[0].items() if isinstance(v, (int, float))}
 
 
 def period_stats(folder: Path) -> dict:
@@ -195,10 +195,17 @@ def period_stats(folder: Path) -> dict:
 
     with EpisodeReader(folder) as ep:
         ts, period, work = ep.timestamps, ep.array("timing/period_s")[1:], ep.array("timing/work_s")
+        events = ep.events()
     err = np.abs(period - 1 / 30) * 1e3
+    worst = int(np.argmax(err)) + 1   # the tick that started late (row index)
+    # what the worst tick and the one before it did, and the episode's stall/overrun events: the
+    # recording is deleted with the workdir, so a stall is described here or not at all
+    worst_tick = {"t_s": float(ts[worst]), "period_ms": float(period[worst - 1] * 1e3),
+                  "work_before_ms": float(work[worst - 1] * 1e3), "work_ms": float(work[worst] * 1e3),
+                  "events": [e for e in events if e.get("kind") in ("stall", "timing", "camera_gap", "fault")]}
     return {"rate_hz": (len(ts) - 1) / (ts[-1] - ts[0]), "period_err_p50_ms": pct(err, 50),
             "period_err_p99_ms": pct(err, 99), "period_err_max_ms": float(np.max(err)),
-            "work_p50_ms": pct(work, 50) * 1e3, "work_p99_ms": pct(work, 99) * 1e3}
+            "work_p50_ms": pct(work, 50) * 1e3, "work_p99_ms": pct(work, 99) * 1e3, "worst_tick": worst_tick}
 
 
 def main() -> None:
@@ -251,6 +258,9 @@ def main() -> None:
                 results[name].append(measured() if name == "without console" else with_streaming(name))
             print(f"run {run + 1}/{runs}: p99 period error " + ", ".join(
                 f"{name} {results[name][-1]['period_err_p99_ms']:.2f} ms" for name in names), flush=True)
+            for name in names:
+                if results[name][-1]["period_err_max_ms"] > 10.0:
+                    print(f"  {name}: worst tick {results[name][-1]['worst_tick']}", flush=True)
         for name, (server, channel, publisher, card) in consoles.items():   # e-stops: Space in Chromium
             page = browser(f"http://127.0.0.1:{server.port}/bench", "estop", estops)
             for i in range(estops):
