@@ -6,7 +6,9 @@ operator's browser. Under the default scheduler a loop thread whose tick is due 
 process's other threads (camera readers, recorder, policy broker, the console's link and frame
 copier) hold the GIL the loop needs, and a busy machine preempts them while they hold it (priority
 inversion). So during a rollout the loop's thread runs at `priority` and the process's other threads
-just below it; afterwards every thread gets its own scheduling back. The console process, the
+just below it; afterwards every thread gets its own scheduling back. The threads and processes started
+meanwhile start at normal scheduling (SCHED_RESET_ON_FORK): an encoder or a console process restarted
+during a rollout must not run at FIFO. The console process, the
 encoders and the browser keep normal scheduling, and the kernel's RT throttling (95% of each second)
 still leaves them their share if the process ever ran away.
 
@@ -28,33 +30,57 @@ log = logging.getLogger(__name__)
 _warned = False
 
 
+_lock = threading.Lock()
+_active = 0                                  # rollouts inside loop_priority in this process
+_saved: dict[int, tuple[int, int]] = {}      # every thread's scheduling before the first of them
+
+
 @contextmanager
 def loop_priority(priority: int) -> Iterator[str]:
     """Run the block with the calling thread at SCHED_FIFO `priority` and the process's other threads at
     `priority - 1` (0: leave them alone); yields what the loop runs under ("fifo:10", or "normal" with the
-    reason) and gives every thread its scheduling back after."""
+    reason). When the last such block of the process ends, every thread gets back the scheduling it had
+    before the first began (overlapping blocks, e.g. two sessions of one process, restore once).
+    SCHED_RESET_ON_FORK: a thread or process started meanwhile starts at normal scheduling."""
+    global _active, _saved
     if priority <= 0 or not hasattr(os, "sched_setscheduler"):
         yield "normal" if priority <= 0 else "normal (no SCHED_FIFO on this platform)"
         return
     me = threading.get_native_id()
-    before = _scheduling_of_threads()
-    try:
-        os.sched_setscheduler(me, os.SCHED_FIFO, os.sched_param(priority))
-    except OSError as exc:
-        _say_once(exc)
-        yield f"normal ({exc.strerror or exc}: see bench.realtime_priority)"
+    fifo = os.SCHED_FIFO | getattr(os, "SCHED_RESET_ON_FORK", 0)
+    with _lock:
+        before = _scheduling_of_threads() if _active == 0 else _saved
+        try:
+            os.sched_setscheduler(me, fifo, os.sched_param(priority))
+        except OSError as exc:
+            refused: OSError | None = exc
+        else:
+            refused = None
+            if _active == 0:
+                _saved = before
+                for tid in before:
+                    if tid != me:
+                        with contextlib.suppress(OSError):   # a thread that ended meanwhile
+                            os.sched_setscheduler(tid, fifo, os.sched_param(max(1, priority - 1)))
+            _active += 1
+    if refused is not None:
+        _say_once(refused)
+        yield f"normal ({refused.strerror or refused}: see bench.realtime_priority)"
         return
     try:
-        for tid in before:
-            if tid != me:
-                with contextlib.suppress(OSError):   # a thread that ended meanwhile
-                    os.sched_setscheduler(tid, os.SCHED_FIFO, os.sched_param(max(1, priority - 1)))
         yield f"fifo:{priority}"
     finally:
-        for tid in _scheduling_of_threads():   # threads started meanwhile inherited FIFO: normal again
-            policy, prio = before.get(tid, (os.SCHED_OTHER, 0))
-            with contextlib.suppress(OSError):
-                os.sched_setscheduler(tid, policy, os.sched_param(prio))
+        with _lock:
+            _active -= 1
+            if _active == 0:
+                for tid in _scheduling_of_threads():
+                    policy, prio = _saved.get(tid, (os.SCHED_OTHER, 0))
+                    with contextlib.suppress(OSError):
+                        os.sched_setscheduler(tid, policy, os.sched_param(prio))
+                _saved = {}
+            else:   # another rollout still runs: this thread is one of its process's other threads
+                with contextlib.suppress(OSError):
+                    os.sched_setscheduler(me, fifo, os.sched_param(max(1, priority - 1)))
 
 
 def _scheduling_of_threads() -> dict[int, tuple[int, int]]:
