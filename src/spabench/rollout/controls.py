@@ -52,7 +52,7 @@ class StopControl:
                 self._estop = {**(detail or {}), "kind": kind, "source": source, "during": self.stage,
                                "wall_time": time.time()}
                 self._estop_at = time.monotonic()
-        self._arrived.set()
+            self._arrived.set()   # under the lock: a clear() racing it must not leave it set with nothing pending
 
     def wait(self, seconds: float) -> bool:
         """Sleep up to `seconds`, less if a stop is requested meanwhile; True when one is pending."""
