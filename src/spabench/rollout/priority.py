@@ -8,9 +8,9 @@ copier) hold the GIL the loop needs, and a busy machine preempts them while they
 inversion). So during a rollout the loop's thread runs at `priority` and the process's other threads
 just below it; afterwards every thread gets its own scheduling back. The threads and processes started
 meanwhile start at normal scheduling (SCHED_RESET_ON_FORK): an encoder or a console process restarted
-during a rollout must not run at FIFO. The console process, the
-encoders and the browser keep normal scheduling, and the kernel's RT throttling (95% of each second)
-still leaves them their share if the process ever ran away.
+during a rollout must not run at FIFO. The console process, the encoders and the browser keep normal
+scheduling, and the kernel's RT throttling (95% of each second) still leaves them their share if the
+process ever ran away.
 
 SCHED_FIFO needs root, CAP_SYS_NICE or an rtprio limit (`ulimit -r`, /etc/security/limits.conf:
 `@<group> - rtprio 99`). Where it is refused the loop runs as before; the episode's `timer_started`
@@ -49,7 +49,7 @@ def loop_priority(priority: int) -> Iterator[str]:
     me = threading.get_native_id()
     fifo = os.SCHED_FIFO | getattr(os, "SCHED_RESET_ON_FORK", 0)
     with _lock:
-        before = _scheduling_of_threads() if _active == 0 else _saved
+        before = _scheduling_of_threads() if _active == 0 else {}   # taken before anything is raised
         try:
             os.sched_setscheduler(me, fifo, os.sched_param(priority))
         except OSError as exc:
