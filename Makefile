@@ -82,7 +82,7 @@ lint: install
 # once here, so none of them compiles ~100 modules again where PYTHONDONTWRITEBYTECODE is set.
 test: install lint egl postgresql chromium
 	$(PY) -m compileall -q -j 2 src tests
-	$(PY) -m pytest -q --durations=25
+	$(PY) -m pytest -q -n 2 --dist worksteal --durations=25
 
 # The quick subset (markers in pyproject.toml): no subprocess sessions, reports or servers, no
 # browser, no PostgreSQL. The twin's unit tests stay in, so it needs EGL.
