@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn, TypeGuard
 
-from spabench.config import finite_floats, group, typed_node
+from spabench.config import check_fields, group, typed_node
 from spabench.configtools import load_option
 from spabench.errors import ConfigError
 from spabench.policy.identity import is_digest
@@ -87,7 +87,7 @@ class PolicyCard:
     def _check(self) -> None:
         if not self.name:
             raise ConfigError("policy card: field 'name' must be a non-empty string")
-        finite_floats(self, f"policy card '{self.name}'")
+        check_fields(self, f"policy card '{self.name}'")
         if self.protocol not in PROTOCOLS:
             self._fail("protocol", f"is {self.protocol!r}", ", ".join(PROTOCOLS))
         if not 1 <= self.port <= 65535:

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from spabench.config import finite_floats, typed_node
+from spabench.config import check_fields, typed_node
 from spabench.errors import ConfigError
 
 __all__ = ["LaunchConfig", "launch_from_mapping"]
@@ -44,7 +44,7 @@ class LaunchConfig:
         def fail(name: str, value: Any, allowed: str) -> None:
             raise ConfigError(f"policy card '{card}': field 'launch.{name}' is {value!r} (allowed: {allowed})")
 
-        finite_floats(self, f"policy card '{card}'", "launch.")
+        check_fields(self, f"policy card '{card}'", "launch.")
         if not self.argv:
             fail("argv", self.argv, "a non-empty list of words, e.g. [spabench, serve, lerobot, checkpoint=DIR]")
         if self.cwd is not None and not self.cwd:
