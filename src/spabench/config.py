@@ -27,6 +27,7 @@ from __future__ import annotations
 import copy
 import importlib
 import math
+import operator
 from collections.abc import Mapping
 from dataclasses import MISSING, Field, dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
@@ -160,7 +161,7 @@ def check_fields(obj: Any, where: str, prefix: str = "") -> None:
     range or choices (`opt(lo=, hi=, gt=, lt=, choices=)`), nested objects included. One error:
     "<where>: field '<prefix><key>': <value> (allowed: ...)". `prefix`: where the object sits in its group."""
     for key, value in _members(obj, prefix):
-        if isinstance(value, float) and not math.isfinite(value):
+        if non_finite(value):
             raise field_error(where, key, f"{value!r} (allowed: a finite number)")
         if isinstance(value, (Mapping, list)) or is_dataclass(value):
             check_fields(value, where, f"{key}.")
@@ -190,8 +191,12 @@ def _members(obj: Any, prefix: str) -> list[tuple[str, Any]]:
     return []
 
 
+def non_finite(value: Any) -> bool:
+    return isinstance(value, float) and not math.isfinite(value)
+
+
 def declares_range(f: Field) -> bool:
-    return any(f.metadata.get(k) is not None for k in ("lo", "hi", "gt", "lt", "choices"))
+    return any(f.metadata.get(key) is not None for key in ("choices", *(b[0] for b in BOUNDS)))
 
 
 def in_range(f: Field, value: Any) -> bool:
@@ -200,11 +205,12 @@ def in_range(f: Field, value: Any) -> bool:
     if value is None:
         return "None" in str(f.type)
     meta = f.metadata
-    if isinstance(value, float) and not math.isfinite(value):
-        return False
-    return ((not meta.get("choices") or value in meta["choices"])
-            and (meta.get("lo") is None or value >= meta["lo"]) and (meta.get("hi") is None or value <= meta["hi"])
-            and (meta.get("gt") is None or value > meta["gt"]) and (meta.get("lt") is None or value < meta["lt"]))
+    return (not non_finite(value) and (not meta.get("choices") or value in meta["choices"])
+            and all(meta.get(key) is None or holds(value, meta[key]) for key, _, holds in BOUNDS))
+
+
+# a declared bound: its `opt` keyword, how `allowed_text` writes it, what `in_range` tests
+BOUNDS = (("lo", ">=", operator.ge), ("gt", ">", operator.gt), ("hi", "<=", operator.le), ("lt", "<", operator.lt))
 
 
 def shown_value(value: Any) -> str:
@@ -223,8 +229,7 @@ def allowed_text(f: Field) -> str:
     elif meta.get("lo") is not None and meta.get("hi") is not None and meta.get("gt") is meta.get("lt") is None:
         text = f"{KINDS.get(kind, 'a number')} {meta['lo']:g}..{meta['hi']:g}"
     else:
-        bounds = [f"{op} {meta[k]:g}" for k, op in (("lo", ">="), ("gt", ">"), ("hi", "<="), ("lt", "<"))
-                  if meta.get(k) is not None]
+        bounds = [f"{sign} {meta[key]:g}" for key, sign, _ in BOUNDS if meta.get(key) is not None]
         text = " ".join([KINDS.get(kind, "a mapping of its fields"), " and ".join(bounds)]).strip()
     return text + (", or null" if "None" in str(f.type) else "")
 
