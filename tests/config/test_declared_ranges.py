@@ -17,11 +17,13 @@ from spabench.console.config import ConsoleConfig
 from spabench.errors import ConfigError
 from spabench.operator.config import OperatorConfig
 from spabench.plan.config import campaign_from_mapping
+from spabench.policy.card import card_from_mapping
 from spabench.record.recorder import RecorderConfig
 from spabench.suite.config import suite_config
 
 CAMPAIGN = {"name": "t", "seed": 3, "policies": [{"name": "a", "card": "pi05"}, {"name": "b", "card": "pi05"}]}
 SIM = {"type": "sim"}
+CARD = {"name": "c", "protocol": "openpi", "port": 8000, "horizon": 10}
 
 # (loader, data, the whole error line)
 CASES = {
@@ -59,6 +61,11 @@ CASES = {
                                                                          "alpha": 0.5}},
                           "campaign 't': field 'stopping.alpha': 0.5 (allowed: a number > 0 and < 0.5)"),
     "suite": (suite_config, {"seed": -1}, "conf/suite: field 'seed': -1 (allowed: an integer >= 0)"),
+    "suite motion onset": (suite_config, {"motion_onset": {"run_frames": 0}},
+                           "conf/suite: field 'motion_onset.run_frames': 0 (allowed: an integer >= 1)"),
+    "card": (card_from_mapping, {**CARD, "timeout_s": 0}, "policy card 'c': field 'timeout_s': 0.0 (allowed: a number > 0)"),
+    "card launch": (card_from_mapping, {**CARD, "launch": {"argv": ["x"], "max_restarts": -1}},
+                    "policy card 'c': field 'launch.max_restarts': -1 (allowed: an integer >= 0)"),
 }
 
 
