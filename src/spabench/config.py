@@ -5,7 +5,8 @@ The pattern (CONTRIBUTING.md "Adding a command"):
 
 - A command declares the dataclass of exactly what it reads, next to its function, e.g.
   `ReportConfig(CampaignInput, FigureKeys)` in analysis/commands.py. A key is a field declared with
-  `opt(default, help, lo=, hi=, choices=)`; a config group is a field declared with `group(...)`.
+  `opt(default, help, lo=, hi=, gt=, lt=, choices=)`; a config group is a field declared with `group(...)`.
+  A group's dataclass declares its fields' ranges the same way (`opt(default, lo=...)`).
 - The CLI registers that dataclass in Hydra's ConfigStore as the command's schema, each group field typed
   by its chosen option's dataclass (`schema_node`), and composes conf/ into it in struct mode: an
   unknown key, a wrong type or a `???` left unset, of the command or a group, is OmegaConf's own error,
@@ -13,8 +14,9 @@ The pattern (CONTRIBUTING.md "Adding a command"):
 - `__post_init__` does what OmegaConf cannot: the declared ranges and choices, finite floats, paths
   from the working directory, and a group given as a mapping (a library caller's) into its typed object
   (BenchConfig, PolicyCard, CampaignConfig, OperatorConfig, SuiteConfig) by the one group loader,
-  `typed_node` (OmegaConf's structured merge); each group object's own `__post_init__` checks
-  finiteness (`finite_floats`) and ranges.
+  `typed_node` (OmegaConf's structured merge); each group object's own `__post_init__` calls
+  `check_fields` (finite numbers, the declared ranges and choices) and keeps only the rules between
+  fields as code.
 - Library callers and tests build the same object with `<Command>Config.from_mapping({...})`.
 
 No LeRobot, torch or Hydra imports here: configs validate on machines without the bench extra.
@@ -25,8 +27,9 @@ from __future__ import annotations
 import copy
 import importlib
 import math
+import operator
 from collections.abc import Mapping
-from dataclasses import MISSING, Field, dataclass, field, fields, replace
+from dataclasses import MISSING, Field, dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar, Self
 
@@ -35,17 +38,19 @@ from spabench.errors import ConfigError
 GROUP_NAMES = ("bench", "policy", "campaign", "operator", "suite")   # conf/<group>/
 
 __all__ = ["CommandConfig", "LabConfig", "opt", "group", "GROUP_NAMES", "reword", "accepts", "CampaignInput", "LedgerKeys",
-           "CardKeys", "ServeKeys", "FigureKeys", "ReportKeys", "typed_node", "finite_floats"]
+           "CardKeys", "ServeKeys", "FigureKeys", "ReportKeys", "typed_node", "check_fields", "field_error"]
 
 def _import(target: str) -> Any:
     module, _, attr = target.partition(":")
     return getattr(importlib.import_module(module), attr)
 
 
-def opt(default: Any, help: str, *, lo: float | None = None, hi: float | None = None,
-        choices: tuple[Any, ...] | None = None) -> Any:
-    """A key of a command: its default, one line of help (`--help` prints it), its range or choices."""
-    meta = {"help": help, "lo": lo, "hi": hi, "choices": choices}
+def opt(default: Any, help: str = "", *, lo: float | None = None, hi: float | None = None,
+        gt: float | None = None, lt: float | None = None, choices: tuple[Any, ...] | None = None) -> Any:
+    """A key of a command or a field of a group: its default, one line of help (every command key gives
+    it: `--help` prints it), its range (lo/hi inclusive, gt/lt exclusive) or choices. A range on a
+    mapping or a list bounds each of its values. `check_fields` and `CommandConfig` check it."""
+    meta = {"help": help, "lo": lo, "hi": hi, "gt": gt, "lt": lt, "choices": choices}
     if isinstance(default, (dict, list)):
         return field(default_factory=lambda: copy.deepcopy(default), metadata=meta)
     return field(default=default, metadata=meta)
@@ -87,8 +92,6 @@ def schema_node(cls: type[CommandConfig], kinds: Mapping[str, str | None]) -> An
 
 
 def _open_mappings(node: Any) -> None:
-    from dataclasses import is_dataclass
-
     from omegaconf import DictConfig, OmegaConf
 
     for key in node:
@@ -135,8 +138,6 @@ def typed_node[T](cls: type[T], data: Any, where: str, prefix: str = "") -> T:
 def node_error(exc: BaseException, where: str, prefix: str = "") -> ConfigError:
     """OmegaConf's error about a group's node as one line: where (file or group), the field, the value
     and what the field takes (its declaring dataclass's annotation)."""
-    from dataclasses import is_dataclass
-
     from omegaconf.errors import ConfigAttributeError, ConfigKeyError, MissingMandatoryValue, ValidationError
 
     key = prefix + str(getattr(exc, "full_key", "") or getattr(exc, "key", "") or "")
@@ -146,25 +147,70 @@ def node_error(exc: BaseException, where: str, prefix: str = "") -> ConfigError:
     if isinstance(exc, MissingMandatoryValue):
         return ConfigError(f"{where}: field '{key}' is required (???) and was not given (set it, e.g. {key}=...)")
     if isinstance(exc, (ConfigKeyError, ConfigAttributeError)):
-        return ConfigError(f"{where}: field '{key}': unknown field (allowed: {', '.join(declared)})")
+        return field_error(where, key, f"unknown field (allowed: {', '.join(declared)})")
     if isinstance(exc, ValidationError) and key:
         f = declared.get(key.split(".")[-1])
         allowed = allowed_text(f) if f is not None else first
-        return ConfigError(f"{where}: field '{key}': {shown_value(getattr(exc, 'value', None))} (allowed: {allowed})")
+        return field_error(where, key, f"{shown_value(getattr(exc, 'value', None))} (allowed: {allowed})")
     return ConfigError(f"{where}: {first}")
 
 
-def finite_floats(obj: Any, where: str, prefix: str = "") -> None:
-    """Refuse a non-finite number anywhere in a group's object (OmegaConf takes "inf" and "nan" for a
-    float field): each group's `__post_init__` calls this once, before its range checks."""
-    items = ((f.name, getattr(obj, f.name)) for f in fields(obj)) if hasattr(obj, "__dataclass_fields__") \
-        else obj.items() if isinstance(obj, Mapping) else enumerate(obj) if isinstance(obj, list) else ()
-    for name, value in items:
-        key = f"{prefix}{name}"
-        if isinstance(value, float) and not math.isfinite(value):
-            raise ConfigError(f"{where}: field '{key}': {value!r} (allowed: a finite number)")
-        if isinstance(value, (Mapping, list)) or hasattr(value, "__dataclass_fields__"):
-            finite_floats(value, where, f"{key}.")
+def check_fields(obj: Any, where: str, prefix: str = "") -> None:
+    """The one check of a group's object, called by its `__post_init__`: no non-finite number anywhere
+    in it (OmegaConf takes "inf" and "nan" for a float field), then every field within its declared
+    range or choices (`opt(lo=, hi=, gt=, lt=, choices=)`), nested objects included. One error:
+    "<where>: field '<prefix><key>': <value> (allowed: ...)". `prefix`: where the object sits in its group."""
+    for key, value in _members(obj, prefix):
+        if non_finite(value):
+            raise field_error(where, key, f"{value!r} (allowed: a finite number)")
+        if isinstance(value, (Mapping, list)) or is_dataclass(value):
+            check_fields(value, where, f"{key}.")
+    for f in fields(obj) if is_dataclass(obj) else ():
+        if declares_range(f):
+            value = getattr(obj, f.name)
+            each = _members(value, f"{prefix}{f.name}.") if isinstance(value, (Mapping, list)) \
+                else [(f"{prefix}{f.name}", value)]
+            for key, item in each:
+                if not in_range(f, item):
+                    raise field_error(where, key, f"{shown_value(item)} (allowed: {allowed_text(f)})")
+
+
+def field_error(where: str, key: str, text: str) -> ConfigError:
+    """The one shape of a group's error: "<where>: field '<key>': <text>" (a rule between fields too)."""
+    return ConfigError(f"{where}: field '{key}': {text}")
+
+
+def _members(obj: Any, prefix: str) -> list[tuple[str, Any]]:
+    """(key, value) of a dataclass's fields, a mapping's entries ("prefix.key") or a list's items ("prefix[i]")."""
+    if is_dataclass(obj):
+        return [(f"{prefix}{f.name}", getattr(obj, f.name)) for f in fields(obj)]
+    if isinstance(obj, Mapping):
+        return [(f"{prefix}{k}", v) for k, v in obj.items()]
+    if isinstance(obj, list):
+        return [(f"{prefix.removesuffix('.')}[{i}]", v) for i, v in enumerate(obj)]
+    return []
+
+
+def non_finite(value: Any) -> bool:
+    return isinstance(value, float) and not math.isfinite(value)
+
+
+def declares_range(f: Field) -> bool:
+    return any(f.metadata.get(key) is not None for key in ("choices", *(b[0] for b in BOUNDS)))
+
+
+def in_range(f: Field, value: Any) -> bool:
+    """Whether one value keeps its field's declaration: a finite number within lo/hi/gt/lt, one of the
+    choices; None only where the annotation allows it (its type is OmegaConf's to check)."""
+    if value is None:
+        return "None" in str(f.type)
+    meta = f.metadata
+    return (not non_finite(value) and (not meta.get("choices") or value in meta["choices"])
+            and all(meta.get(key) is None or holds(value, meta[key]) for key, _, holds in BOUNDS))
+
+
+# a declared bound: its `opt` keyword, how `allowed_text` writes it, what `in_range` tests
+BOUNDS = (("lo", ">=", operator.ge), ("gt", ">", operator.gt), ("hi", "<=", operator.le), ("lt", "<", operator.lt))
 
 
 def shown_value(value: Any) -> str:
@@ -172,18 +218,19 @@ def shown_value(value: Any) -> str:
 
 
 def allowed_text(f: Field) -> str:
-    """What a key takes, from its annotation and declared range: "an integer 0..65535, or null"."""
+    """What a key takes, from its annotation and its declaration: "an integer 0..65535, or null",
+    "a number > 0", "blocked | interleaved" (a range on a mapping or a list: what each value takes)."""
     kind = str(f.type).split("[")[0].split(" ")[0]
     meta = f.metadata
-    lo, hi = meta.get("lo"), meta.get("hi")
+    if kind in ("dict", "list") and declares_range(f):   # the values' type: dict[str, float] -> float
+        kind = str(f.type).split("[", 1)[1].split("]")[0].split(",")[-1].strip()
     if meta.get("choices"):
         text = " | ".join(map(str, meta["choices"]))
+    elif meta.get("lo") is not None and meta.get("hi") is not None and meta.get("gt") is meta.get("lt") is None:
+        text = f"{KINDS.get(kind, 'a number')} {meta['lo']:g}..{meta['hi']:g}"
     else:
-        text = KINDS.get(kind, "a mapping of its fields")
-        if lo is not None and hi is not None:
-            text += f" {lo:g}..{hi:g}"
-        elif lo is not None:
-            text += f" >= {lo:g}"
+        bounds = [f"{sign} {meta[key]:g}" for key, sign, _ in BOUNDS if meta.get(key) is not None]
+        text = " ".join([KINDS.get(kind, "a mapping of its fields"), " and ".join(bounds)]).strip()
     return text + (", or null" if "None" in str(f.type) else "")
 
 
@@ -206,10 +253,7 @@ class CommandConfig:
                 if not str(value).strip():
                     raise ConfigError(f"spabench {self.command}: {f.name} is empty (allowed: a path, or null)")
                 setattr(self, f.name, value := Path(value).expanduser().resolve())
-            if isinstance(value, float) and not math.isfinite(value):
-                raise bad_value(type(self), f.name, value)
-            choices, lo, hi = f.metadata.get("choices"), f.metadata.get("lo"), f.metadata.get("hi")
-            if (choices and value not in choices) or (lo is not None and value < lo) or (hi is not None and value > hi):
+            if not in_range(f, value):   # the groups' rule (check_fields), in the command's words
                 raise bad_value(type(self), f.name, value)
 
     @classmethod

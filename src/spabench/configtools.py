@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["plain_container", "overlay", "load_option", "number_in", "int_in"]
+__all__ = ["plain_container", "overlay", "load_option", "required"]
 
 
 def required[T](value: T | None, key: str, command: str, what: str) -> T:
@@ -21,26 +21,6 @@ def required[T](value: T | None, key: str, command: str, what: str) -> T:
         from spabench.errors import ConfigError
 
         raise ConfigError(f"{command}: {key} is missing ({what})")
-    return value
-
-
-def number_in(where: str, value: Any, lo: float, hi: float) -> float:
-    """`value` (typed by its schema) as a float in [lo, hi]; otherwise one ConfigError
-    "<where>: <value> (allowed: a number from lo to hi)" (nan is in no range)."""
-    if not lo <= value <= hi:
-        from spabench.errors import ConfigError
-
-        raise ConfigError(f"{where}: {value!r} (allowed: a number from {lo:g} to {hi:g})")
-    return float(value)
-
-
-def int_in(where: str, value: Any, lo: int, hi: int, note: str = "") -> int:
-    """`value` (typed by its schema) when in [lo, hi]; otherwise one ConfigError
-    "<where>: <value> (allowed: an integer lo..hi<note>)"."""
-    if not lo <= value <= hi:
-        from spabench.errors import ConfigError
-
-        raise ConfigError(f"{where}: {value!r} (allowed: an integer {lo}..{hi}{note})")
     return value
 
 

@@ -17,7 +17,7 @@ from spabench.errors import ConfigError
 
 @pytest.mark.parametrize("item,expected", [
     ("bench.fsp=30", "spabench demo: field 'bench.fsp': unknown field (allowed: type, robot_id, cameras, fps"),
-    ("bench.fps=abc", "spabench demo: field 'bench.fps': 'abc' (allowed: an integer)"),
+    ("bench.fps=abc", "spabench demo: field 'bench.fps': 'abc' (allowed: an integer > 0)"),
     ("operator.timer_s=abc", "spabench demo: field 'operator.timer_s': 'abc' (allowed: a number"),
     ("suite.seed=abc", "spabench demo: field 'suite.seed': 'abc' (allowed: an integer"),
 ])

@@ -53,7 +53,7 @@ def test_a_bad_value_names_the_command_the_key_and_what_is_allowed(schema, key, 
 def test_the_operator_groups_console_section_is_checked_when_the_group_is_built():
     """The console types operator.console (spabench.console.config); the operator package does not
     import it, so the command's config checks the section: a bad or unknown field fails before any run."""
-    with pytest.raises(ConfigError, match=r"operator.console, field 'stream_hz': 0"):
+    with pytest.raises(ConfigError, match=r"operator.console: field 'stream_hz': 0"):
         RunConfig.from_mapping({"operator": {"type": "web", "console": {"stream_hz": 0}}})
     with pytest.raises(ConfigError, match=r"operator.console.*strem_hz"):
         RunConfig.from_mapping({"operator": {"console": {"strem_hz": 8}}})

@@ -194,7 +194,7 @@ def test_motion_prefill_and_enter_accepts_it():
 
 
 def test_operator_config_validation_and_factory():
-    with pytest.raises(ConfigError, match="allowed: terminal, unattended, auto, web"):
+    with pytest.raises(ConfigError, match=r"allowed: terminal \| unattended \| auto \| web"):
         OperatorConfig(type="robot")
     with pytest.raises(ConfigError, match="recorder"):
         OperatorConfig(recorder={"codec": "h265"})

@@ -81,8 +81,8 @@ def test_default_tasks_are_all_six():
 @pytest.mark.parametrize(
     "change, field, allowed",
     [
-        ({"order": "zigzag"}, "order", "blocked, interleaved"),
-        ({"bench": "ur5"}, "bench", "so101, sim"),
+        ({"order": "zigzag"}, "order", "blocked | interleaved"),
+        ({"bench": "ur5"}, "bench", "so101 | sim"),
         ({"policies": [{"name": "a", "card": "pi05", "timr_s": 60}]}, "policies[0].timr_s", "name, card, timer_s"),
         ({"policies": [{"name": "a"}]}, "policies[0].card", None),
         ({"policies": [{"name": "a", "card": "pi05", "timer_s": -1}]}, "policies[0].timer_s", None),
@@ -92,7 +92,7 @@ def test_default_tasks_are_all_six():
         ({"counts": {"idd": 1}}, "counts", "id, ood, direct"),
         ({"counts": {"ood": 1, "direct": 2}}, "counts.direct", None),
         ({"counts": {"direct": 2, "paraphrase_direct": 3}}, "counts.paraphrase_ood", None),
-        ({"tasks": ["counting", "juggling"]}, "tasks", "object_state"),
+        ({"tasks": ["counting", "juggling"]}, "tasks[1]", "object_state"),
         ({"tasks": []}, "tasks", None),
         ({"colour": "red"}, "colour", "name, policies, seed"),
         ({"seed": "abc"}, "seed", None),

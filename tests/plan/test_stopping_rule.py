@@ -32,8 +32,8 @@ def test_a_rule_is_typed_and_recorded_only_when_set():
 @pytest.mark.parametrize(("stopping", "order", "message"), [
     ({"a": "nobody"}, "interleaved", r"field 'stopping.a': 'nobody' is not a policy of the campaign \(allowed: p, q\)"),
     ({"b": "p"}, "interleaved", "a and b are the same policy"),
-    ({"alpha": 0.5}, "interleaved", r"field 'stopping.alpha': 0.5 must be a number in \(0, 0.5\)"),
-    ({"alpha": 0}, "interleaved", r"field 'stopping.alpha': 0 must be"),
+    ({"alpha": 0.5}, "interleaved", r"field 'stopping.alpha': 0.5 \(allowed: a number > 0 and < 0.5\)"),
+    ({"alpha": 0}, "interleaved", r"field 'stopping.alpha': 0.0 \(allowed: a number > 0 and < 0.5\)"),
     ({"max_pairs": 0}, "interleaved", "field 'stopping.max_pairs': 0"),
     ({"kind": "bayes"}, "interleaved", r"field 'stopping.kind': 'bayes' \(allowed: sequential\)"),
     ({"patience": 3}, "interleaved", "field 'stopping.patience': unknown field"),

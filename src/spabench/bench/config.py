@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from spabench.config import finite_floats, typed_node
-from spabench.configtools import int_in, plain_container
+from spabench.config import check_fields, field_error, opt, typed_node
+from spabench.configtools import plain_container
 from spabench.errors import ConfigError
 from spabench.suite.vocabulary import CAMERAS, GRIPPER, JOINTS
 
@@ -40,14 +40,8 @@ DEFAULT_HOME_POSE: dict[str, float] = {
 }
 
 
-def _where(name: str) -> str:
-    return f"bench config, field '{name}'"
-
-
-def _positive(name: str, value: float) -> None:
-    """A number the types and finite_floats already checked, > 0."""
-    if not value > 0:
-        raise ConfigError(f"{_where(name)}: {value!r} must be > 0 (allowed: a finite float > 0)")
+def _error(key: str, text: str) -> ConfigError:
+    return field_error("bench config", key, text)
 
 
 # Stall thresholds per motor (mA). The STS3215 stalls at about 2.7 A at full torque; the shoulder lift
@@ -82,39 +76,28 @@ class HealthConfig:
     cool_poll_s: how often the temperatures are read (and shown) while the session waits for them.
     """
 
-    rate_hz: float = 6.0
-    stall_current_ma: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_STALL_CURRENT_MA))
-    stall_error: float = 3.0
-    stall_persistence_s: float = 0.5
-    gripper_backoff: float = 5.0
-    warn_temperature_c: float = 55.0
-    resume_temperature_c: float = 45.0
-    max_temperature_c: float = 65.0
-    min_voltage_v: float = 4.5
-    gripper_max_torque_limit: int | None = None
-    cool_poll_s: float = 2.0
+    rate_hz: float = opt(6.0, lo=0, hi=30)
+    stall_current_ma: dict[str, float] = opt(DEFAULT_STALL_CURRENT_MA, gt=0)
+    stall_error: float = opt(3.0, gt=0)
+    stall_persistence_s: float = opt(0.5, gt=0)
+    gripper_backoff: float = opt(5.0, gt=0)
+    warn_temperature_c: float = opt(55.0, gt=0)
+    resume_temperature_c: float = opt(45.0, gt=0)
+    max_temperature_c: float = opt(65.0, gt=0)
+    min_voltage_v: float = opt(4.5, gt=0)
+    gripper_max_torque_limit: int | None = opt(None, lo=1, hi=1000)
+    cool_poll_s: float = opt(2.0, gt=0)
 
     def __post_init__(self) -> None:
-        name = "health"
-        finite_floats(self, "bench config", "health.")
-        if not 0 <= self.rate_hz <= 30:
-            raise ConfigError(f"{_where(f'{name}.rate_hz')}: {self.rate_hz!r} (allowed: 0 (off) .. 30)")
+        check_fields(self, "bench config", "health.")
         unknown = sorted(set(self.stall_current_ma) - set(JOINTS))
         if unknown:
-            raise ConfigError(f"{_where(f'{name}.stall_current_ma')}: unknown joint(s) {unknown} "
-                              f"(allowed: {', '.join(JOINTS)})")
+            raise _error("health.stall_current_ma", f"unknown joint(s) {unknown} (allowed: {', '.join(JOINTS)})")
         self.stall_current_ma = {j: self.stall_current_ma.get(j, DEFAULT_STALL_CURRENT_MA[j]) for j in JOINTS}
-        for j, current in self.stall_current_ma.items():
-            _positive(f"{name}.stall_current_ma.{j}", current)
-        for key in ("stall_error", "stall_persistence_s", "gripper_backoff", "cool_poll_s", "min_voltage_v",
-                    "warn_temperature_c", "resume_temperature_c", "max_temperature_c"):
-            _positive(f"{name}.{key}", getattr(self, key))
         if not self.resume_temperature_c < self.warn_temperature_c <= self.max_temperature_c:
-            raise ConfigError(f"{_where(name)}: temperatures must satisfy resume_temperature_c < "
-                              f"warn_temperature_c <= max_temperature_c (got {self.resume_temperature_c}, "
-                              f"{self.warn_temperature_c}, {self.max_temperature_c})")
-        if self.gripper_max_torque_limit is not None:
-            _int_in(f"{name}.gripper_max_torque_limit", self.gripper_max_torque_limit, 1, 1000)
+            raise _error("health", f"temperatures must satisfy resume_temperature_c < warn_temperature_c <= "
+                         f"max_temperature_c (got {self.resume_temperature_c}, {self.warn_temperature_c}, "
+                         f"{self.max_temperature_c})")
 
 
 @dataclass
@@ -132,23 +115,20 @@ class CameraSpec:
 
     type: str = "opencv"
     index_or_path: Any = 0
-    width: int = 640
-    height: int = 480
-    fps: int = 30
+    width: int = opt(640, gt=0)   # the sizes: checked with the bench (check_fields), for every bench type
+    height: int = opt(480, gt=0)
+    fps: int = opt(30, gt=0)
     extra: dict[str, Any] = field(default_factory=dict)
 
     def validate(self, name: str) -> None:
         from spabench.bench.camera_sources import CAMERA_SOURCES
 
-        where = f"cameras.{name}"
         source = CAMERA_SOURCES.get(self.type)
         if source is None:
-            raise ConfigError(f"{_where(where + '.type')}: unknown camera type {self.type!r} "
-                              f"(allowed: {', '.join(sorted(CAMERA_SOURCES))})")
-        check_sizes(where, self)
+            raise _error(f"cameras.{name}.type", f"unknown camera type {self.type!r} "
+                         f"(allowed: {', '.join(sorted(CAMERA_SOURCES))})")
         if not source.accepts(self.index_or_path):
-            raise ConfigError(f"{_where(where + '.index_or_path')}: {self.index_or_path!r} "
-                              f"(allowed: {source.allowed})")
+            raise _error(f"cameras.{name}.index_or_path", f"{self.index_or_path!r} (allowed: {source.allowed})")
 
 
 @dataclass
@@ -175,16 +155,16 @@ class BenchConfig:
     type: str = ""
     robot_id: str = "spabench_follower"
     cameras: dict[str, CameraSpec] = field(default_factory=dict)
-    fps: int = 30
-    max_relative_target: float = 10.0
+    fps: int = opt(30, gt=0)
+    max_relative_target: float = opt(10.0, gt=0)
     # empty: the defaults; a file that names them names all six joints (no default merged into a safety box)
     joint_limits: dict[str, list[float]] = field(default_factory=dict)
     home_pose: dict[str, float] = field(default_factory=dict)
-    home_speed_deg_s: float = 30.0
-    home_tolerance_deg: float = 2.0
+    home_speed_deg_s: float = opt(30.0, gt=0)
+    home_tolerance_deg: float = opt(2.0, gt=0)
     use_degrees: bool = True
-    connect_retries: int = 1
-    realtime_priority: int = 0
+    connect_retries: int = opt(1, lo=0, hi=5)
+    realtime_priority: int = opt(0, lo=0, hi=99)
 
     # builtins.type: inside this class body `type` is the field below
     _registry: ClassVar[dict[str, builtins.type[BenchConfig]]] = {}
@@ -215,21 +195,17 @@ class BenchConfig:
         if not self.type:
             self.type = self.type_name
         if self.type != self.type_name:
-            raise ConfigError(f"{_where('type')}: {self.type!r} given to the {self.type_name!r} bench config "
-                              f"(allowed: {', '.join(self.known_types())})")
-        finite_floats(self, "bench config")
+            raise _error("type", f"{self.type!r} given to the {self.type_name!r} bench config "
+                         f"(allowed: {', '.join(self.known_types())})")
+        self.cameras = self._known_cameras()
+        check_fields(self, "bench config")   # the cameras' sizes too
         if not self.robot_id.strip():
-            raise ConfigError(f"{_where('robot_id')}: missing (allowed: a non-empty name; the "
-                              "calibration file is <calibration_dir>/<robot_id>.json)")
-        if self.fps <= 0:
-            raise ConfigError(f"{_where('fps')}: {self.fps!r} (allowed: a positive integer, e.g. 30)")
-        for key in ("max_relative_target", "home_speed_deg_s", "home_tolerance_deg"):
-            _positive(key, getattr(self, key))
-        _int_in("connect_retries", self.connect_retries, 0, 5)
-        _int_in("realtime_priority", self.realtime_priority, 0, 99)
+            raise _error("robot_id", "missing (allowed: a non-empty name; the calibration file is "
+                         "<calibration_dir>/<robot_id>.json)")
+        for name, spec in self.cameras.items():
+            self.check_camera(name, spec)
         self.joint_limits = self._validated_limits()
         self.home_pose = self._validated_home()
-        self.cameras = self._validated_cameras()
 
     # ------------------------------------------------------------------ parts
     def physical_range(self, joint: str) -> tuple[float, float]:
@@ -244,15 +220,14 @@ class BenchConfig:
         for joint in JOINTS:
             pair = limits[joint]
             if len(pair) != 2:
-                raise ConfigError(f"{_where(f'joint_limits.{joint}')}: {pair!r} "
-                                  "(allowed: a pair [lo, hi])")
+                raise _error(f"joint_limits.{joint}", f"{pair!r} (allowed: a pair [lo, hi])")
             lo, hi = pair
             if not lo < hi:
-                raise ConfigError(f"{_where(f'joint_limits.{joint}')}: lo {lo} must be below hi {hi}")
+                raise _error(f"joint_limits.{joint}", f"lo {lo} must be below hi {hi}")
             p_lo, p_hi = self.physical_range(joint)
             if lo < p_lo or hi > p_hi:
-                raise ConfigError(f"{_where(f'joint_limits.{joint}')}: [{lo}, {hi}] leaves the physical "
-                                  f"range (allowed: within [{p_lo}, {p_hi}])")
+                raise _error(f"joint_limits.{joint}", f"[{lo}, {hi}] leaves the physical range "
+                             f"(allowed: within [{p_lo}, {p_hi}])")
             out[joint] = [lo, hi]
         return out
 
@@ -264,27 +239,21 @@ class BenchConfig:
             value = home[joint]
             lo, hi = self.joint_limits[joint]
             if not lo <= value <= hi:
-                raise ConfigError(f"{_where(f'home_pose.{joint}')}: {value} is outside joint_limits "
-                                  f"(allowed: within [{lo}, {hi}])")
+                raise _error(f"home_pose.{joint}", f"{value} is outside joint_limits (allowed: within [{lo}, {hi}])")
             out[joint] = value
         return out
 
-    def _validated_cameras(self) -> dict[str, CameraSpec]:
+    def _known_cameras(self) -> dict[str, CameraSpec]:
         cams = self.cameras
         unknown = sorted(set(cams) - set(CAMERAS))
         if unknown:
-            raise ConfigError(f"{_where('cameras')}: unknown camera name(s) {unknown} "
-                              f"(allowed: {', '.join(CAMERAS)})")
+            raise _error("cameras", f"unknown camera name(s) {unknown} (allowed: {', '.join(CAMERAS)})")
         missing = [c for c in self.required_cameras if c not in cams]
         if missing:
-            raise ConfigError(f"{_where('cameras')}: missing camera(s) {missing}; the protocol records "
-                              f"all five (allowed: {', '.join(CAMERAS)})")
-        out: dict[str, CameraSpec] = {}
-        for name in [c for c in CAMERAS if c in cams]:
-            spec = typed_node(CameraSpec, cams[name], f"bench config, cameras.{name}")
-            self.check_camera(name, spec)
-            out[name] = spec
-        return out
+            raise _error("cameras", f"missing camera(s) {missing}; the protocol records all five "
+                         f"(allowed: {', '.join(CAMERAS)})")
+        return {name: typed_node(CameraSpec, cams[name], "bench config", f"cameras.{name}.")
+                for name in CAMERAS if name in cams}
 
     def check_camera(self, name: str, spec: CameraSpec) -> None:
         """Bench types whose cameras are real devices check them against the camera registry."""
@@ -306,8 +275,7 @@ class BenchConfig:
         """The registered bench type a bench file's `type:` names (so101 when it names none)."""
         sub = cls._registry.get(kind or "so101")
         if sub is None:
-            raise ConfigError(f"{_where('type')}: unknown bench type {kind!r} (allowed: "
-                              f"{', '.join(cls.known_types())})")
+            raise _error("type", f"unknown bench type {kind!r} (allowed: {', '.join(cls.known_types())})")
         return sub
 
 
@@ -323,20 +291,18 @@ class SO101BenchConfig(BenchConfig):
     port: str = "???"   # OmegaConf's required mark: a bench file's `port: ???` stays required when composed
     calibration_dir: str = "hardware/calibration/so101_follower"
     disable_torque_on_disconnect: bool = True
-    num_read_retries: int = 2
+    num_read_retries: int = opt(2, lo=0, hi=10)
     health: HealthConfig = field(default_factory=HealthConfig)
 
     required_cameras: ClassVar[tuple[str, ...]] = CAMERAS
 
     def __post_init__(self) -> None:
         if self.port in ("???", "") or not self.port.strip():
-            raise ConfigError(f"{_where('port')}: missing (allowed: the arm's serial port, e.g. "
-                              "/dev/ttyACM0 from `lerobot-find-port`, or auto: `spabench bench check` finds it)")
+            raise _error("port", "missing (allowed: the arm's serial port, e.g. /dev/ttyACM0 from "
+                         "`lerobot-find-port`, or auto: `spabench bench check` finds it)")
         if not self.calibration_dir:
-            raise ConfigError(f"{_where('calibration_dir')}: missing (allowed: a folder holding "
-                              "<robot_id>.json)")
-        _int_in("num_read_retries", self.num_read_retries, 0, 10)
-        self.health = typed_node(HealthConfig, self.health, "bench config, health")
+            raise _error("calibration_dir", "missing (allowed: a folder holding <robot_id>.json)")
+        self.health = typed_node(HealthConfig, self.health, "bench config", "health.")
         super().__post_init__()
 
     def make_bench(self, **kwargs: Any):
@@ -345,20 +311,9 @@ class SO101BenchConfig(BenchConfig):
         return SO101Bench(self, **kwargs)
 
 
-def _int_in(name: str, value: Any, lo: int, hi: int) -> None:
-    int_in(_where(name), value, lo, hi)
-
-
 def bench_config(data: Any) -> BenchConfig:
     """The `bench` group's typed object (built when a command's config names the group)."""
     return BenchConfig.from_mapping(data)
-
-
-def check_sizes(where: str, spec: CameraSpec) -> None:
-    """A camera's width, height and fps: positive (their types are the schema's)."""
-    for attr in ("width", "height", "fps"):
-        if getattr(spec, attr) <= 0:
-            raise ConfigError(f"{_where(f'{where}.{attr}')}: {getattr(spec, attr)!r} (allowed: a positive integer)")
 
 
 def _same_joints(name: str, mapping: Mapping) -> None:
@@ -370,4 +325,4 @@ def _same_joints(name: str, mapping: Mapping) -> None:
             parts.append(f"missing joint(s) {missing}")
         if unknown:
             parts.append(f"unknown joint(s) {unknown}")
-        raise ConfigError(f"{_where(name)}: {'; '.join(parts)} (allowed: {', '.join(JOINTS)})")
+        raise _error(name, f"{'; '.join(parts)} (allowed: {', '.join(JOINTS)})")

@@ -8,9 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from spabench.config import finite_floats, group, typed_node
-from spabench.configtools import int_in, number_in
-from spabench.errors import ConfigError
+from spabench.config import check_fields, field_error, group, opt, typed_node
 from spabench.network import is_loopback  # one loopback rule for policy servers and the console
 from spabench.operator.alignment import DEFAULT_ROI, DEFAULT_THRESHOLD
 
@@ -42,50 +40,37 @@ class ConsoleConfig:
     """
 
     host: str = "127.0.0.1"
-    port: int = 8765
+    port: int = opt(8765, lo=0, hi=65535)   # 0: a free port
     token: str = ""
-    stream_hz: float = 8.0
-    jpeg_quality: int = 70
-    stream_width: int = 320
-    alignment_threshold: float = DEFAULT_THRESHOLD
-    workspace_roi: list[float] = field(default_factory=lambda: list(DEFAULT_ROI))
-    camera_check_s: float = 1.0
-    deadman_s: float = 1.0
+    stream_hz: float = opt(8.0, lo=0.5, hi=30)
+    jpeg_quality: int = opt(70, lo=10, hi=95)
+    stream_width: int = opt(320, lo=64, hi=1920)
+    alignment_threshold: float = opt(DEFAULT_THRESHOLD, lo=0, hi=1)
+    workspace_roi: list[float] = opt(list(DEFAULT_ROI), lo=0, hi=1)
+    camera_check_s: float = opt(1.0, lo=0.1, hi=30)
+    deadman_s: float = opt(1.0, lo=0.5, hi=30)
     allowed_hosts: list[str] = field(default_factory=list)
-    max_body_bytes: int = 1_048_576
-    max_note_chars: int = 4000
-    max_connections: int = 64
-    idle_timeout_s: float = 10.0
-    request_timeout_s: float = 30.0
-    max_stream_clients: int = 4
-    fd_reserve: int = 512
+    max_body_bytes: int = opt(1_048_576, lo=1024, hi=64 * 2**20)
+    max_note_chars: int = opt(4000, lo=100, hi=100_000)
+    max_connections: int = opt(64, lo=8, hi=1024)
+    idle_timeout_s: float = opt(10.0, lo=0.5, hi=600)
+    request_timeout_s: float = opt(30.0, lo=1, hi=3600)
+    max_stream_clients: int = opt(4, lo=1, hi=64)
+    fd_reserve: int = opt(512, lo=64, hi=65536)
 
     def __post_init__(self) -> None:
-        where = "operator.console, field"
-        finite_floats(self, "operator.console")
+        check_fields(self, "operator.console")
         if not self.host:
-            raise ConfigError(f"{where} 'host': {self.host!r} (allowed: an address to bind, e.g. 127.0.0.1)")
-        int_in(f"{where} 'port'", self.port, 0, 65535, "; 0 = a free port")
+            raise field_error("operator.console", "host", f"{self.host!r} (allowed: an address to bind, e.g. 127.0.0.1)")
         self.token = "" if self.token is None else str(self.token)
-        for name, lo, hi in (("stream_hz", 0.5, 30.0), ("alignment_threshold", 0.0, 1.0),
-                             ("camera_check_s", 0.1, 30.0), ("deadman_s", 0.5, 30.0),
-                             ("idle_timeout_s", 0.5, 600.0), ("request_timeout_s", 1.0, 3600.0)):
-            setattr(self, name, number_in(f"{where} '{name}'", getattr(self, name), lo, hi))
-        for name, ilo, ihi in (("jpeg_quality", 10, 95), ("stream_width", 64, 1920),
-                               ("max_body_bytes", 1024, 64 * 2**20), ("max_note_chars", 100, 100_000),
-                               ("max_connections", 8, 1024), ("max_stream_clients", 1, 64),
-                               ("fd_reserve", 64, 65536)):
-            int_in(f"{where} '{name}'", getattr(self, name), ilo, ihi)
-        roi = list(self.workspace_roi or [])
-        ok = len(roi) == 4 and all(0 <= v <= 1 for v in roi)
-        if not ok or roi[0] >= roi[2] or roi[1] >= roi[3]:
-            raise ConfigError(f"{where} 'workspace_roi': {self.workspace_roi!r} "
-                              "(allowed: [x0, y0, x1, y1], fractions 0..1 with x0 < x1 and y0 < y1)")
-        self.workspace_roi = [float(v) for v in roi]
-        hosts = self.allowed_hosts
-        if not all(h.strip() for h in hosts):
-            raise ConfigError(f"{where} 'allowed_hosts': {hosts!r} (allowed: a list of host names, e.g. [bench1.lab])")
-        self.allowed_hosts = [h.strip().lower() for h in hosts]
+        roi = self.workspace_roi = [float(v) for v in self.workspace_roi or []]
+        if len(roi) != 4 or roi[0] >= roi[2] or roi[1] >= roi[3]:
+            raise field_error("operator.console", "workspace_roi", f"{roi!r} (allowed: [x0, y0, x1, y1], fractions "
+                              "0..1 with x0 < x1 and y0 < y1)")
+        if not all(h.strip() for h in self.allowed_hosts):
+            raise field_error("operator.console", "allowed_hosts", f"{self.allowed_hosts!r} (allowed: a list of host "
+                              "names, e.g. [bench1.lab])")
+        self.allowed_hosts = [h.strip().lower() for h in self.allowed_hosts]
 
     @property
     def needs_token(self) -> bool:

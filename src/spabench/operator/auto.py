@@ -111,8 +111,8 @@ def make_operator(config: OperatorConfig | None, bench: Bench | None = None, std
     kind = config.type if config else "terminal"
     factory = OPERATORS.get(kind)
     if factory is None:
-        from spabench.errors import ConfigError
+        from spabench.config import field_error
 
-        raise ConfigError(f"operator config, field 'type': {kind!r} (allowed: {', '.join(sorted(OPERATORS))}; "
-                          "an operator type registers itself when its module is imported)")
+        raise field_error("operator config", "type", f"{kind!r} (allowed: {' | '.join(sorted(OPERATORS))}; an "
+                          "operator type registers itself when its module is imported)")
     return factory(config, bench=bench, stdin=stdin, stdout=stdout)

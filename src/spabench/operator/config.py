@@ -8,15 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from spabench.config import finite_floats, group, typed_node
+from spabench.config import check_fields, field_error, group, opt, typed_node
 from spabench.configtools import plain_container
-from spabench.errors import ConfigError
+from spabench.suite.vocabulary import CAMERAS
 
 OPERATOR_TYPES: tuple[str, ...] = ("terminal", "unattended", "auto", "web")
-CODECS: tuple[str, ...] = ("libx264", "mpeg4")
-# libx264's presets (x264 --help); mpeg4 ignores the preset
-X264_PRESETS: tuple[str, ...] = ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower",
-                                 "veryslow", "placebo")
 # A machine scorer's label; a person operator (terminal, web) is asked for their name at session start
 # unless operator.rater gives it. Unattended sessions never score.
 DEFAULT_RATERS = {"terminal": "", "unattended": "", "auto": "sim_evaluator", "web": ""}
@@ -41,62 +37,36 @@ class OperatorConfig:
     before stopping (0: stop at once). No attempt is recorded while it is down.
     """
 
-    type: str = "terminal"
+    type: str = opt("terminal", choices=OPERATOR_TYPES)
     rater: str = ""
-    timer_s: float | None = None
+    timer_s: float | None = opt(None, gt=0)
     go_home_after: bool = True
     keys: bool = True
     status_line: bool = True
-    reference_camera: str = "overhead"
-    reference_fallback: str = "middle"
+    reference_camera: str = opt("overhead", choices=CAMERAS)
+    reference_fallback: str = opt("middle", choices=CAMERAS)
     prefill_from_motion: bool = True
-    wait_videos_s: float = 300.0
-    server_wait_s: float = 0.0
+    wait_videos_s: float = opt(300.0, gt=0)
+    server_wait_s: float = opt(0.0, lo=0)
     recorder: dict[str, Any] = field(default_factory=dict)
     console: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        where = "operator config, field"
-        finite_floats(self, "operator config")
-        if self.type not in OPERATOR_TYPES:
-            raise ConfigError(f"{where} 'type': {self.type!r} (allowed: {', '.join(OPERATOR_TYPES)})")
+        check_fields(self, "operator config")
         if self.rater and self.type in PERSON_OPERATORS:
             from spabench.operator.base import RATER_RULE, person_rater
 
             if person_rater(self.rater) is None:
-                raise ConfigError(f"{where} 'rater': {self.rater!r} names no person (allowed: {RATER_RULE}; "
-                                  "leave it out to be asked at the start of the session)")
+                raise field_error("operator config", "rater", f"{self.rater!r} names no person (allowed: "
+                                  f"{RATER_RULE}; leave it out to be asked at the start of the session)")
             self.rater = person_rater(self.rater) or ""
         if not self.rater:
             self.rater = DEFAULT_RATERS[self.type]
-        if self.timer_s is not None and not self.timer_s > 0:
-            raise ConfigError(f"{where} 'timer_s': {self.timer_s!r} (allowed: null or seconds > 0)")
-        if not self.server_wait_s >= 0:
-            raise ConfigError(f"{where} 'server_wait_s': {self.server_wait_s!r} (allowed: seconds >= 0)")
-        from spabench.suite.vocabulary import CAMERAS
-
-        for name in ("reference_camera", "reference_fallback"):
-            if getattr(self, name) not in CAMERAS:
-                raise ConfigError(f"{where} '{name}': {getattr(self, name)!r} (allowed: {', '.join(CAMERAS)})")
-        if not self.wait_videos_s > 0:
-            raise ConfigError(f"{where} 'wait_videos_s': {self.wait_videos_s!r} (allowed: seconds > 0)")
         from spabench.record.recorder import RecorderConfig
 
-        given = dict(plain_container(self.recorder) or {})
-        typed = typed_node(RecorderConfig, given, "operator config, recorder")   # only the given keys are kept
-        finite_floats(typed, "operator config", "recorder.")
-        rec = {key: getattr(typed, key) for key in given}
-        if "codec" in rec and rec["codec"] not in CODECS:
-            raise ConfigError(f"{where} 'recorder.codec': {rec['codec']!r} (allowed: {', '.join(CODECS)})")
-        if "preset" in rec and rec["preset"] not in X264_PRESETS:
-            raise ConfigError(f"{where} 'recorder.preset': {rec['preset']!r} (allowed: {', '.join(X264_PRESETS)})")
-        if "crf" in rec and not 0 <= rec["crf"] <= 51:
-            raise ConfigError(f"{where} 'recorder.crf': {rec['crf']!r} (allowed: an integer 0..51)")
-        if "flush_s" in rec and rec["flush_s"] <= 0:
-            raise ConfigError(f"{where} 'recorder.flush_s': {rec['flush_s']!r} (allowed: seconds > 0)")
-        if "queue_frames" in rec and rec["queue_frames"] < 2:
-            raise ConfigError(f"{where} 'recorder.queue_frames': {rec['queue_frames']!r} (allowed: an integer >= 2)")
-        self.recorder = rec
+        given = dict(plain_container(self.recorder) or {})   # RecorderConfig checks its own ranges
+        typed = typed_node(RecorderConfig, given, "operator config", "recorder.")
+        self.recorder = {key: getattr(typed, key) for key in given}   # only the given keys are kept
         # typed by the console package (spabench.console.config.ConsoleConfig); the root config checks
         # it when it builds this group (spabench.config.GROUP_SECTIONS), before anything connects
         self.console = dict(plain_container(self.console) or {})

@@ -7,10 +7,10 @@ dataclasses are also the Hydra structured-config schema (OmegaConf.structured).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from spabench.config import finite_floats, group, typed_node
+from spabench.config import check_fields, field_error, group, opt, typed_node
 from spabench.configtools import plain_container
 from spabench.errors import ConfigError
 from spabench.names import name_problem
@@ -26,10 +26,8 @@ def _where(campaign: str) -> str:
 
 
 def _fail(campaign: str, name: str, message: str, allowed=None) -> ConfigError:
-    text = f"{_where(campaign)}: field '{name}': {message}"
-    if allowed is not None:
-        text += f" (allowed: {', '.join(map(str, allowed))})"
-    return ConfigError(text)
+    return field_error(_where(campaign), name, message + ("" if allowed is None else
+                                                          f" (allowed: {', '.join(map(str, allowed))})"))
 
 
 @dataclass
@@ -44,9 +42,9 @@ class PolicyEntry:
 
     name: str
     card: str
-    timer_s: float | None = None
-    control_hz: float | None = None
-    counts: dict[str, int] | None = None
+    timer_s: float | None = opt(None, gt=0)      # seconds (None: the card's)
+    control_hz: float | None = opt(None, gt=0)   # Hz (None: the card's)
+    counts: dict[str, int] | None = opt(None, lo=0)
 
 
 @dataclass(frozen=True)
@@ -55,11 +53,11 @@ class StoppingRule:
     sequential test of `spabench compare` (alpha at every look; the hybrid with max_pairs) decides,
     or once max_pairs pairs ran. Pairs are planned scene-major (order: interleaved) as always."""
 
-    kind: str
+    kind: str   # required, so a plain field: its choices are checked in stopping_rule()
     a: str
     b: str
-    alpha: float = 0.05
-    max_pairs: int | None = None
+    alpha: float = opt(0.05, gt=0, lt=0.5)   # the chance of a false decision over all looks
+    max_pairs: int | None = opt(None, lo=1)
 
     def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "a": self.a, "b": self.b, "alpha": self.alpha, "max_pairs": self.max_pairs}
@@ -74,6 +72,7 @@ def stopping_rule(campaign: str, value: Any, policies: list[str], order: str) ->
     if value is None:
         return None
     rule = typed_node(StoppingRule, value, _where(campaign), "stopping.")
+    check_fields(rule, _where(campaign), "stopping.")
     if rule.kind not in STOPPING_KINDS:
         raise _fail(campaign, "stopping.kind", f"{rule.kind!r}", STOPPING_KINDS)
     for key in ("a", "b"):
@@ -81,11 +80,6 @@ def stopping_rule(campaign: str, value: Any, policies: list[str], order: str) ->
             raise _fail(campaign, f"stopping.{key}", f"{getattr(rule, key)!r} is not a policy of the campaign", policies)
     if rule.a == rule.b:
         raise _fail(campaign, "stopping.b", f"a and b are the same policy {rule.a!r}; a comparison needs two")
-    if not 0 < rule.alpha < 0.5:
-        raise _fail(campaign, "stopping.alpha", f"{rule.alpha:g} must be a number in (0, 0.5): the chance of a "
-                    "false decision over all looks")
-    if rule.max_pairs is not None and rule.max_pairs < 1:
-        raise _fail(campaign, "stopping.max_pairs", f"{rule.max_pairs!r} must be a whole number of pairs >= 1, or null")
     if order != "interleaved":
         raise _fail(campaign, "order", f"{order!r}: a stopping rule needs order: interleaved (scene-major), so that "
                     "each evaluation's pair runs together and a decision saves the pairs after it")
@@ -97,28 +91,24 @@ class CampaignConfig:
     name: str
     policies: list[PolicyEntry]
     seed: int
-    order: str = "interleaved"
-    tasks: list[str] = field(default_factory=lambda: list(TASKS))
+    order: str = opt("interleaved", choices=ORDERS)
+    tasks: list[str] = opt(list(TASKS), choices=TASKS)
     # Per-condition trial counts overriding vocabulary.CONDITION_COUNTS for every task that has the
     # condition (small demo campaigns). None: the protocol's counts.
-    counts: dict[str, int] | None = None
+    counts: dict[str, int] | None = opt(None, lo=0)
     blind_aliases: bool = True
-    bench: str = "so101"
+    bench: str = opt("so101", choices=BENCHES)
     # A comparison campaign's stopping rule ({kind: sequential, a:, b:, alpha:, max_pairs:}); None: run all.
     stopping: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         name = self.name
-        finite_floats(self, _where(name))
         if not name.strip():
             raise _fail("", "name", "must be a non-empty string")
         problem = name_problem(name)
         if problem:
             raise _fail("", "name", problem)
-        if self.order not in ORDERS:
-            raise _fail(name, "order", f"unknown order {self.order!r}", ORDERS)
-        if self.bench not in BENCHES:
-            raise _fail(name, "bench", f"unknown bench {self.bench!r}", BENCHES)
+        check_fields(self, _where(name))
         self.policies = [_policy(name, i, p) for i, p in enumerate(self.policies or [])]
         if not self.policies:
             raise _fail(name, "policies", "at least one policy is required")
@@ -129,18 +119,13 @@ class CampaignConfig:
         self.tasks = list(self.tasks)
         if not self.tasks:
             raise _fail(name, "tasks", "at least one task is required", TASKS)
-        for task in self.tasks:
-            if task not in TASKS:
-                raise _fail(name, "tasks", f"unknown task {task!r}", TASKS)
         if len(set(self.tasks)) != len(self.tasks):
             raise _fail(name, "tasks", "a task is listed twice")
         if self.counts is not None:
             self.counts = dict(self.counts)
-            for condition, n in self.counts.items():
+            for condition in self.counts:
                 if condition not in CONDITIONS:
                     raise _fail(name, "counts", f"unknown condition {condition!r}", CONDITIONS)
-                if n < 0:
-                    raise _fail(name, f"counts.{condition}", f"must be an integer >= 0, got {n!r}")
         protocol = self.trial_counts()
         for i, p in enumerate(self.policies):
             for condition, n in (p.counts or {}).items():
@@ -197,26 +182,18 @@ class CampaignConfig:
 def _policy(campaign: str, index: int, value: Any) -> PolicyEntry:
     where = f"policies[{index}]"
     entry = typed_node(PolicyEntry, value, _where(campaign), f"{where}.")
+    check_fields(entry, _where(campaign), f"{where}.")
     for key in ("name", "card"):
         text = getattr(entry, key)
         problem = name_problem(text)  # it becomes the alias, trial ids and episode folders (i10)
         if problem:
             raise _fail(campaign, f"{where}.{key}", problem)
-    for key, unit in (("timer_s", "seconds"), ("control_hz", "Hz")):
-        value = getattr(entry, key)
-        if value is None:
-            continue
-        if value <= 0:
-            raise _fail(campaign, f"{where}.{key}", f"must be a finite number of {unit} > 0 (or null: the "
-                        f"card's), got {value!r}")
     counts = None
     if entry.counts is not None:
         counts = dict(plain_container(entry.counts))
-        for condition, n in counts.items():
+        for condition in counts:
             if condition not in CONDITIONS:
                 raise _fail(campaign, f"{where}.counts", f"unknown condition {condition!r}", CONDITIONS)
-            if n < 0:
-                raise _fail(campaign, f"{where}.counts.{condition}", f"must be an integer >= 0, got {n!r}")
     return PolicyEntry(entry.name, entry.card, None if entry.timer_s is None else float(entry.timer_s),
                        None if entry.control_hz is None else float(entry.control_hz), counts)
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn, TypeGuard
 
-from spabench.config import finite_floats, group, typed_node
+from spabench.config import check_fields, field_error, group, opt, typed_node
 from spabench.configtools import load_option
 from spabench.errors import ConfigError
 from spabench.policy.identity import is_digest
@@ -55,20 +55,20 @@ class PolicyCard:
     family: str = ""
     host: str = "127.0.0.1"
     api_key_env: str | None = None
-    timeout_s: float = 10.0
-    cameras: dict[str, str] = field(default_factory=dict)
+    timeout_s: float = opt(10.0, gt=0)   # seconds
+    cameras: dict[str, str] = opt({}, choices=CAMERAS)   # policies normally get middle and wrist
     state_key: str = "observation/state"
     prompt_key: str = "prompt"
     image_size: list[int] | None = None
-    action_dim: int = 6
+    action_dim: int = opt(6, lo=6)   # the first six columns are the joints in order
     execute_steps: int | None = None
-    control_hz: float = 30.0
-    timer_s: float = 60.0
-    ema_alpha: float | None = None
+    control_hz: float = opt(30.0, gt=0)
+    timer_s: float = opt(60.0, gt=0)   # seconds
+    ema_alpha: float | None = opt(None, gt=0, hi=1)   # null: no filter
     pre_rollout_assist: dict[str, Any] | None = None
     request_threshold: int = 0
     allow_remote_pickle: bool = False
-    extra_keys: dict[str, str] = field(default_factory=dict)
+    extra_keys: dict[str, str] = opt({}, choices=OBSERVATION_EXTRAS)
     extra: dict[str, Any] = field(default_factory=dict)
     checkpoint: str | None = None
     checkpoint_digest: str | None = None
@@ -79,56 +79,43 @@ class PolicyCard:
 
     # -- validation -------------------------------------------------------------------------
     def _fail(self, field_name: str, message: str, allowed: Any = None) -> NoReturn:
-        text = f"policy card '{self.name}': field '{field_name}' {message}"
-        if allowed is not None:
-            text += f" (allowed: {allowed})"
-        raise ConfigError(text)
+        allowed = "" if allowed is None else f" (allowed: {allowed})"
+        raise field_error(f"policy card '{self.name}'", field_name, message + allowed)
 
     def _check(self) -> None:
         if not self.name:
-            raise ConfigError("policy card: field 'name' must be a non-empty string")
-        finite_floats(self, f"policy card '{self.name}'")
+            raise field_error("policy card", "name", f"{self.name!r} (allowed: a non-empty name)")
+        check_fields(self, f"policy card '{self.name}'")
         if self.protocol not in PROTOCOLS:
-            self._fail("protocol", f"is {self.protocol!r}", ", ".join(PROTOCOLS))
+            self._fail("protocol", f"{self.protocol!r}", " | ".join(PROTOCOLS))
         if not 1 <= self.port <= 65535:
-            self._fail("port", f"is {self.port!r}", "an integer 1..65535")
+            self._fail("port", f"{self.port!r}", "an integer 1..65535")
         if not self.host:
-            self._fail("host", f"is {self.host!r}", "a host name or IP address")
-        if not self.timeout_s > 0:
-            self._fail("timeout_s", f"is {self.timeout_s!r}", "a number > 0 (seconds)")
+            self._fail("host", f"{self.host!r}", "a host name or IP address")
         if self.horizon < 1:
-            self._fail("horizon", f"is {self.horizon!r}", "an integer >= 1")
+            self._fail("horizon", f"{self.horizon!r}", "an integer >= 1")
         if self.execute_steps is None:
             self.execute_steps = self.horizon
         if not 1 <= self.execute_steps <= self.horizon:
-            self._fail("execute_steps", f"is {self.execute_steps!r}",
+            self._fail("execute_steps", f"{self.execute_steps!r}",
                        f"an integer 1..horizon ({self.horizon}), or null for the whole horizon")
         if not 0 <= self.request_threshold < self.execute_steps:
-            self._fail("request_threshold", f"is {self.request_threshold!r}",
+            self._fail("request_threshold", f"{self.request_threshold!r}",
                        f"an integer 0..execute_steps-1 (0..{self.execute_steps - 1})")
-        if self.action_dim < 6:
-            self._fail("action_dim", f"is {self.action_dim!r}",
-                       "an integer >= 6 (the first six columns are the joints in order)")
-        if not self.control_hz > 0:
-            self._fail("control_hz", f"is {self.control_hz!r}", "a number > 0 (Hz)")
-        if not self.timer_s > 0:
-            self._fail("timer_s", f"is {self.timer_s!r}", "a number > 0 (seconds)")
-        if self.ema_alpha is not None and not 0.0 < self.ema_alpha <= 1.0:
-            self._fail("ema_alpha", f"is {self.ema_alpha!r}", "null (no filter) or a number 0 < alpha <= 1")
-        self._check_cameras()
+        self.cameras, self.extra_keys = dict(self.cameras), dict(self.extra_keys)
         self._check_image_size()
         self._check_assist()
         for key in ("state_key", "prompt_key"):
             value = getattr(self, key)
             if not value:
-                self._fail(key, f"is {value!r}", "a non-empty server key")
+                self._fail(key, f"{value!r}", "a non-empty server key")
         if self.api_key_env is not None and not self.api_key_env:
-            self._fail("api_key_env", f"is {self.api_key_env!r}", "null or an environment variable name")
+            self._fail("api_key_env", f"{self.api_key_env!r}", "null or an environment variable name")
         self.extra = dict(self.extra)
         if self.checkpoint is not None and not self.checkpoint:
-            self._fail("checkpoint", f"is {self.checkpoint!r}", "null, a local path or a hub id")
+            self._fail("checkpoint", f"{self.checkpoint!r}", "null, a local path or a hub id")
         if self.checkpoint_digest is not None and not is_digest(self.checkpoint_digest):
-            self._fail("checkpoint_digest", f"is {self.checkpoint_digest!r}", "null or sha256:<64 hex digits>")
+            self._fail("checkpoint_digest", f"{self.checkpoint_digest!r}", "null or sha256:<64 hex digits>")
         self.launch = launch_from_mapping(self.launch, self.name)
 
     @property
@@ -139,23 +126,12 @@ class PolicyCard:
         path = Path(self.checkpoint).expanduser()
         return path if path.exists() else None
 
-    def _check_cameras(self) -> None:
-        for server_key, camera in self.cameras.items():
-            if camera not in CAMERAS:
-                self._fail(f"cameras.{server_key}", f"is {camera!r}",
-                           f"{', '.join(CAMERAS)}; policies normally get {', '.join(POLICY_CAMERAS)}")
-        self.cameras = dict(self.cameras)
-        for server_key, source in self.extra_keys.items():
-            if source not in OBSERVATION_EXTRAS:
-                self._fail(f"extra_keys.{server_key}", f"is {source!r}", ", ".join(OBSERVATION_EXTRAS))
-        self.extra_keys = dict(self.extra_keys)
-
     def _check_image_size(self) -> None:
         if self.image_size is None:
             return
         size = list(self.image_size)
         if len(size) != 2 or not all(v > 0 for v in size):
-            self._fail("image_size", f"is {self.image_size!r}", "null (native resolution) or [height, width]")
+            self._fail("image_size", f"{self.image_size!r}", "null (native resolution) or [height, width]")
         self.image_size = [int(size[0]), int(size[1])]
 
     def _check_assist(self) -> None:
@@ -163,15 +139,15 @@ class PolicyCard:
         if assist is None:
             return
         if not isinstance(assist, dict):
-            self._fail("pre_rollout_assist", f"is {assist!r}", "null or {type: lift, dz_mm: <mm>}")
+            self._fail("pre_rollout_assist", f"{assist!r}", "null or {type: lift, dz_mm: <mm>}")
         if assist.get("type") not in ASSIST_TYPES:
-            self._fail("pre_rollout_assist.type", f"is {assist.get('type')!r}", ", ".join(ASSIST_TYPES))
+            self._fail("pre_rollout_assist.type", f"{assist.get('type')!r}", " | ".join(ASSIST_TYPES))
         unknown = set(assist) - {"type", "dz_mm"}
         if unknown:
-            self._fail("pre_rollout_assist", f"has unknown keys {sorted(unknown)}", "type, dz_mm")
+            self._fail("pre_rollout_assist", f"unknown keys {sorted(unknown)}", "type, dz_mm")
         dz = assist.get("dz_mm")
         if not _is_number(dz) or not 0.0 < dz <= MAX_ASSIST_DZ_MM:
-            self._fail("pre_rollout_assist.dz_mm", f"is {dz!r}", f"a number 0 < dz_mm <= {MAX_ASSIST_DZ_MM:g}")
+            self._fail("pre_rollout_assist.dz_mm", f"{dz!r}", f"a number 0 < dz_mm <= {MAX_ASSIST_DZ_MM:g}")
         self.pre_rollout_assist = {"type": assist["type"], "dz_mm": float(dz)}
 
     # -- conveniences ----------------------------------------------------------------------

@@ -12,8 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from spabench.config import finite_floats, typed_node
-from spabench.errors import ConfigError
+from spabench.config import check_fields, field_error, opt, typed_node
 
 __all__ = ["LaunchConfig", "launch_from_mapping"]
 
@@ -35,16 +34,16 @@ class LaunchConfig:
     cwd: str | None = None
     env: dict[str, str] = field(default_factory=dict)
     ssh: str | None = None
-    remote_port: int | None = None
-    startup_timeout_s: float = 300.0
-    max_restarts: int = 2
+    remote_port: int | None = opt(None, lo=1, hi=65535)
+    startup_timeout_s: float = opt(300.0, gt=0)   # seconds
+    max_restarts: int = opt(2, lo=0)
     order: int = 0
 
     def check(self, card: str) -> None:
         def fail(name: str, value: Any, allowed: str) -> None:
-            raise ConfigError(f"policy card '{card}': field 'launch.{name}' is {value!r} (allowed: {allowed})")
+            raise field_error(f"policy card '{card}'", f"launch.{name}", f"{value!r} (allowed: {allowed})")
 
-        finite_floats(self, f"policy card '{card}'", "launch.")
+        check_fields(self, f"policy card '{card}'", "launch.")
         if not self.argv:
             fail("argv", self.argv, "a non-empty list of words, e.g. [spabench, serve, lerobot, checkpoint=DIR]")
         if self.cwd is not None and not self.cwd:
@@ -53,14 +52,8 @@ class LaunchConfig:
             fail("env", self.env, "a mapping NAME: value, e.g. {CUDA_VISIBLE_DEVICES: '1'}")
         if self.ssh is not None and not _SSH_HOST.match(self.ssh):
             fail("ssh", self.ssh, "null (this machine) or [user@]host")
-        if self.remote_port is not None and not 1 <= self.remote_port <= 65535:
-            fail("remote_port", self.remote_port, "null or an integer 1..65535")
         if self.remote_port is not None and self.ssh is None:
             fail("remote_port", self.remote_port, "null unless 'ssh' names a host")
-        if not self.startup_timeout_s > 0:
-            fail("startup_timeout_s", self.startup_timeout_s, "a number > 0 (seconds)")
-        if self.max_restarts < 0:
-            fail("max_restarts", self.max_restarts, "an integer >= 0")
 
 
 def launch_from_mapping(data: Any, card: str) -> LaunchConfig | None:

@@ -189,7 +189,7 @@ def positive_int(card: Any, key: str, value: Any, default: int) -> int:
     if value is None:
         return default
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"policy card '{card.name}': field 'extra.{key}' is {value!r} (allowed: an integer >= 1)")
+        raise ConfigError(f"policy card '{card.name}': field 'extra.{key}': {value!r} (allowed: an integer >= 1)")
     return value
 
 

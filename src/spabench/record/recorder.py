@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from spabench.atomic import write_text_durably
+from spabench.config import check_fields, opt
 from spabench.errors import SpabenchError
 from spabench.record.arrays import EpisodeArrays
 from spabench.record.frametimes import FrameCounter
@@ -39,14 +40,25 @@ class RecordError(SpabenchError):
     """An episode folder cannot be written or read."""
 
 
+CODECS: tuple[str, ...] = ("libx264", "mpeg4")
+# libx264's presets (x264 --help); mpeg4 ignores the preset
+X264_PRESETS: tuple[str, ...] = ("ultrafast", "superfast", "veryfast", "faster", "fast", "medium", "slow", "slower",
+                                 "veryslow", "placebo")
+
+
 @dataclass
 class RecorderConfig:
-    flush_s: float = 1.0
-    codec: str = "libx264"
-    preset: str = "ultrafast"
-    crf: int = 23
-    queue_frames: int = 30
+    """The recorder's options (`operator.recorder.*`), their ranges declared here, where they are used."""
+
+    flush_s: float = opt(1.0, gt=0)
+    codec: str = opt("libx264", choices=CODECS)
+    preset: str = opt("ultrafast", choices=X264_PRESETS)
+    crf: int = opt(23, lo=0, hi=51)
+    queue_frames: int = opt(30, lo=2)
     video: bool = True
+
+    def __post_init__(self) -> None:
+        check_fields(self, "operator config", "recorder.")
 
 
 def write_json_durably(path: Path, data) -> None:

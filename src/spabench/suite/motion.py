@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spabench.config import finite_floats, typed_node
-from spabench.errors import ConfigError, DataError
+from spabench.config import check_fields, opt, typed_node
+from spabench.errors import DataError
 from spabench.suite.vocabulary import (
     JOINTS,
     MOTION_ONSET_BASELINE_FRAMES,
@@ -31,22 +31,16 @@ __all__ = ["MotionOnsetRule", "DEFAULT_RULE", "motion_onset", "joint_displacemen
 class MotionOnsetRule:
     """The three numbers of the rule (conf/suite: `motion_onset: {threshold, baseline_frames, run_frames}`)."""
 
-    threshold: float = MOTION_ONSET_THRESHOLD
-    baseline_frames: int = MOTION_ONSET_BASELINE_FRAMES
-    run_frames: int = MOTION_ONSET_RUN_FRAMES
+    threshold: float = opt(MOTION_ONSET_THRESHOLD, gt=0)
+    baseline_frames: int = opt(MOTION_ONSET_BASELINE_FRAMES, lo=1)
+    run_frames: int = opt(MOTION_ONSET_RUN_FRAMES, lo=1)
 
     def __post_init__(self) -> None:
-        finite_floats(self, "conf/suite: motion_onset")
-        if not self.threshold > 0:
-            raise ConfigError(f"conf/suite: motion_onset.threshold must be a positive number, got {self.threshold!r}")
-        for name in ("baseline_frames", "run_frames"):
-            value = getattr(self, name)
-            if value < 1:
-                raise ConfigError(f"conf/suite: motion_onset.{name} must be a whole number >= 1, got {value!r}")
+        check_fields(self, "conf/suite", "motion_onset.")
 
     @classmethod
     def from_mapping(cls, data) -> MotionOnsetRule:
-        return typed_node(cls, data, "conf/suite: motion_onset")
+        return typed_node(cls, data, "conf/suite", "motion_onset.")
 
     def as_dict(self) -> dict:
         return {"threshold": float(self.threshold), "baseline_frames": self.baseline_frames,

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from spabench.config import finite_floats, typed_node
-from spabench.errors import ConfigError
+from spabench.config import check_fields, field_error, opt, typed_node
 from spabench.suite.vocabulary import RELATION_HALF_ANGLE_DEG, RELATION_RADIUS_CM
 
 BOUNDS = ("paper", "sheet")
@@ -28,26 +27,21 @@ __all__ = ["RelationRule", "DEFAULT_RELATION_RULE", "BOUNDS"]
 
 @dataclass  # not frozen: Hydra overrides set fields on it
 class RelationRule:
-    bound: str = "paper"                       # paper (centre distance) | sheet (edge gap)
-    max_distance_cm: float = RELATION_RADIUS_CM  # paper: centre distance bound
-    min_edge_gap_cm: float = SHEET_EDGE_GAP_CM[0]  # sheet: edge gap range
+    bound: str = opt("paper", choices=BOUNDS)        # paper (centre distance) | sheet (edge gap): the published ones
+    max_distance_cm: float = opt(RELATION_RADIUS_CM, gt=0)   # paper: centre distance bound
+    min_edge_gap_cm: float = opt(SHEET_EDGE_GAP_CM[0], lo=0)   # sheet: edge gap range
     max_edge_gap_cm: float = SHEET_EDGE_GAP_CM[1]
-    half_angle_deg: float = RELATION_HALF_ANGLE_DEG
+    half_angle_deg: float = opt(RELATION_HALF_ANGLE_DEG, gt=0, lt=90)
 
     def __post_init__(self) -> None:
-        finite_floats(self, "conf/suite: relation")
-        if self.bound not in BOUNDS:
-            raise ConfigError(f"conf/suite: relation.bound {self.bound!r} is not a published bound "
-                              f"(allowed: {', '.join(BOUNDS)})")
-        if not (0 < self.half_angle_deg < 90):
-            raise ConfigError(f"conf/suite: relation.half_angle_deg must be in (0, 90), got {self.half_angle_deg!r}")
-        if not (self.max_distance_cm > 0 and 0 <= self.min_edge_gap_cm < self.max_edge_gap_cm):
-            raise ConfigError("conf/suite: relation needs max_distance_cm > 0 and "
-                              "0 <= min_edge_gap_cm < max_edge_gap_cm")
+        check_fields(self, "conf/suite", "relation.")
+        if not self.min_edge_gap_cm < self.max_edge_gap_cm:
+            raise field_error("conf/suite", "relation", f"min_edge_gap_cm {self.min_edge_gap_cm:g} must be below "
+                              f"max_edge_gap_cm {self.max_edge_gap_cm:g}")
 
     @classmethod
     def from_mapping(cls, data) -> RelationRule:
-        return typed_node(cls, data, "conf/suite: relation")
+        return typed_node(cls, data, "conf/suite", "relation.")
 
     def holds(self, distance_cm: float, angle_deg: float, edge_gap_cm: float | None = None) -> bool:
         """Whether a target at (centre distance, angle off the direction[, edge gap]) satisfies the rule."""
