@@ -36,6 +36,7 @@ from spabench.config import (
 )
 from spabench.configtools import OPTION_FILE, load_option, overlay
 from spabench.errors import ConfigError, SpabenchError
+from spabench.paths import option_dirs
 
 log = logging.getLogger("spabench")
 
@@ -101,13 +102,6 @@ def expand_flags(command: Command, args: list[str]) -> list[str]:
 
 
 # ---------------------------------------------------------------------------- config folders
-def config_dirs(config_dir: Path | None) -> list[Path]:
-    """Where group options are looked up (spabench.paths.option_dirs): the lab's folder, then conf/."""
-    from spabench.paths import option_dirs
-
-    return option_dirs(config_dir)
-
-
 def group_options(dirs: list[Path], group: str) -> list[str]:
     return sorted({p.stem for d in dirs for p in (d / group).glob("*.yaml")})
 
@@ -218,7 +212,7 @@ def prepare(command: Command, argv: list[str]) -> Prepared:
         if bare == "config_dir" and issubclass(command.schema, LabConfig):
             lab = _check_lab_dir(value) if value not in ("", *NULL_WORDS) else None
         rest.append(item)
-    dirs = config_dirs(lab)
+    dirs = option_dirs(lab)
     bench_kind = functools.cache(lambda option: _bench_type(dirs, option))   # read once: it types the bench node
     overrides: list[str] = []
     entries: list[tuple[str, str, str]] = []
@@ -421,25 +415,6 @@ def register(command: Command, prepared: Prepared) -> str:
     return name
 
 
-def check_keys(command: Command, overrides: list[str], schema: Any) -> None:
-    """The command's own keys set on its schema alone, before composing the groups: an unknown key or a
-    value of the wrong type is OmegaConf's struct error at once (composing every group first costs
-    0.1-0.3 s, which a mistyped key should not). Group fields are judged when the groups are composed."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from omegaconf import OmegaConf
-    from omegaconf.errors import OmegaConfBaseException
-
-    node = OmegaConf.structured(command.schema)
-    for override in OverridesParser.create().parse_overrides(overrides):
-        key = override.key_or_group
-        if key.split(".")[0] in GROUPS or override.is_delete():
-            continue
-        try:
-            OmegaConf.update(node, key, override.value(), merge=True, force_add=override.is_add())
-        except OmegaConfBaseException as exc:
-            raise reword(command.schema, exc, key_readers(), key, override.value(), schema) from None
-
-
 def composed(command: Command, argv: list[str]) -> Any:
     """The composed node of what the command reads, typed by its schema (struct mode): its keys and
     the groups it reads (groups it does not read are never composed)."""
@@ -455,7 +430,6 @@ def composed(command: Command, argv: list[str]) -> Any:
 
     prepared = prepare(command, argv)
     overrides, campaign_file, dirs = prepared.overrides, prepared.campaign_file, prepared.dirs
-    check_keys(command, overrides, prepared.node)
     files = [p for d in dirs for p in sorted(d.rglob("*.yaml"))] + ([campaign_file] if campaign_file else [])
     for path in files:   # no YAML alias bombs in config files (i10)
         refuse_aliases(path.read_bytes(), path)
