@@ -222,7 +222,10 @@ def finish_estopped_session(proc: subprocess.Popen, tmp_path: Path, campaign: Pa
     log = (tmp_path / "run.log").read_text()
     assert proc.returncode == 3, log[-3000:]   # EXIT_BENCH: the e-stop ended the session
     with Ledger.open(campaign / Ledger.FILENAME, readonly=True) as ledger:
-        (event,) = ledger.events(kind="estop")   # exactly one e-stop
+        events = ledger.events(kind="estop")
+        ended = [(a.trial_id, a.stop_reason, a.invalid_reason) for t in ledger.trials() for a in ledger.attempts_for(t.trial_id)]
+    assert len(events) == 1, (events, ended, log[-3000:])   # exactly one e-stop (else: what ended the session)
+    (event,) = events
     assert event["payload"]["source"] == "console key" and event["payload"]["during"] == during, event
     return log, event
 

@@ -101,10 +101,11 @@ def test_busy_live_view_pollers_keep_neither_the_estop_nor_the_pages_polls_out(t
                                         stdout=subprocess.PIPE, text=True, preexec_fn=lambda: os.nice(10))
             ready, _, _ = select.select([attacker.stdout], [], [], 60)
             assert ready and json.loads(attacker.stdout.readline())["ready"]
-            deadline = time.monotonic() + 60
-            while _established(port) < 64 and time.monotonic() < deadline:   # the console is full
+            deadline, most = time.monotonic() + 60, 0
+            while most < 64 and time.monotonic() < deadline:   # the console is full (once: it closes idle ones)
+                most = max(most, _established(port))
                 time.sleep(0.05)
-            facts["established"] = _established(port)
+            facts["established"] = most
             polls = page.polls
             assert page.command("ready").status_code == 200
             page.wait("rollout", lambda s: (s.get("live") or {}).get("steps", 0) > 30, timeout=90)
@@ -139,7 +140,7 @@ def test_busy_live_view_pollers_keep_neither_the_estop_nor_the_pages_polls_out(t
         done.set()
         page.http.close()
     print(out.getvalue(), facts)   # in "Captured stdout" when an assertion fails
-    # the flood was there: the console held at least its max_connections when the rollout started
+    # the flood was there: the console held its max_connections before the rollout started
     assert facts.get("established", 0) >= 64, facts
     # the e-stop from a new connection was answered and reached the loop
     assert facts.get("estop") == 200, (facts, page.errors, out.getvalue()[-3000:])
