@@ -87,18 +87,20 @@ def schema_node(cls: type[CommandConfig], kinds: Mapping[str, str | None]) -> An
     for f in cls.group_fields():
         if f.name in kinds:
             node[f.name] = OmegaConf.structured(group_schema(f, kinds[f.name]))
+            for section in f.metadata["sections"]:   # typed by its own package (operator.console)
+                node[f.name][section] = OmegaConf.structured(section_class(f, section))
     _open_mappings(node)
     return node
 
 
 def _open_mappings(node: Any) -> None:
-    from omegaconf import DictConfig, OmegaConf
+    """Mappings (not dataclasses) take the keys the user names: `cards.<card>`, `display_names.<name>`."""
+    from omegaconf import OmegaConf
 
     for key in node:
-        child = node._get_node(key)
-        if not isinstance(child, DictConfig) or child._is_none() or child._is_missing():
+        if OmegaConf.is_missing(node, key) or not OmegaConf.is_dict(child := node[key]):
             continue
-        if is_dataclass(child._metadata.object_type):
+        if is_dataclass(OmegaConf.get_type(child)):
             _open_mappings(child)
         else:
             OmegaConf.set_struct(child, False)
@@ -319,11 +321,10 @@ def bad_value(cls: type[CommandConfig], key: str, value: Any) -> ConfigError:
 
 
 def reword(cls: type[CommandConfig], exc: BaseException, readers: Mapping[str, list[str]] | None = None,
-           key: str = "", value: Any = None, node: Any = None) -> ConfigError:
+           node: Any = None) -> ConfigError:
     """OmegaConf's (or Hydra's) error about a command's config as one line naming the command, the key
     and what the command (or the group holding the key) accepts; `readers` (key -> the commands that read
-    it) says where a key lives; `key` and `value`: the override that failed, when known (OmegaConf names
-    only the innermost key); `node`: the schema node (`schema_node`), for where a key lives instead."""
+    it) says where a key lives; `node`: the schema node (`schema_node`), for where a key lives instead."""
     from omegaconf.errors import (
         ConfigAttributeError,
         ConfigKeyError,
@@ -348,7 +349,7 @@ def reword(cls: type[CommandConfig], exc: BaseException, readers: Mapping[str, l
         return ConfigError(f"{where}: '{full}' is required (??? in its config file) and was not given; set it "
                            f"on the command line, e.g. {full}=...")
     if isinstance(cause, (ConfigAttributeError, ConfigKeyError)):
-        key = full or key or first
+        key = full or first
         root = key.split(".")[0]
         if root in GROUP_NAMES and root not in cls.group_names():
             what = f"'{key}' is not accepted: it reads no '{root}' group"
@@ -361,8 +362,8 @@ def reword(cls: type[CommandConfig], exc: BaseException, readers: Mapping[str, l
         else:
             what = f"unknown key '{key}'{hint(cls, root, node)}"
         return ConfigError(f"{where}: {what}. It accepts: {accepts(cls)}")
-    if isinstance(cause, ValidationError) and (key or full):
-        error = bad_value(cls, key or full, getattr(cause, "value", None) if value is None else value)
+    if isinstance(cause, ValidationError) and full:
+        error = bad_value(cls, full, getattr(cause, "value", None))
         return error if "(allowed:" in str(error) else ConfigError(f"{error} ({first})")
     return ConfigError(f"{where}: {first}")
 

@@ -30,6 +30,18 @@ def test_a_bad_group_key_fails_at_hydras_merge_naming_the_command(item, expected
     assert err.count("spabench: error:") == 1 and expected in err
 
 
+@pytest.mark.parametrize("item,expected", [
+    ("operator.console.prot=1", "spabench console: field 'operator.console.prot': unknown field (allowed: host, port,"),
+    ("operator.console.port=abc", "spabench console: field 'operator.console.port': 'abc' (allowed: an integer 0..65535)"),
+])
+def test_a_bad_console_key_fails_at_hydras_merge(item, expected, tmp_path):
+    """The operator group's `console` section is typed by the console package's ConsoleConfig in the
+    schema node. Measured before: composing passed and the error came after, from the group's loader."""
+    with pytest.raises(ConfigError) as raised:
+        composed(COMMANDS["console"], [f"campaign={tmp_path}", item])
+    assert str(raised.value).startswith(expected), raised.value
+
+
 def test_the_bench_node_is_the_class_its_type_names():
     """so101's `port` exists on an so101 bench and not on the twin."""
     assert compose(COMMANDS["demo"], ["bench=so101", "bench.port=/dev/spabench-x"]).bench.port == "/dev/spabench-x"

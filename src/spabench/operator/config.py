@@ -5,7 +5,7 @@ No LeRobot/torch imports: the CLI validates this before anything touches hardwar
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, is_dataclass
 from typing import Any
 
 from spabench.config import check_fields, field_error, group, opt, typed_node
@@ -49,7 +49,7 @@ class OperatorConfig:
     wait_videos_s: float = opt(300.0, gt=0)
     server_wait_s: float = opt(0.0, lo=0)
     recorder: dict[str, Any] = field(default_factory=dict)
-    console: dict[str, Any] = field(default_factory=dict)
+    console: Any = field(default_factory=dict)   # a mapping of ConsoleConfig fields (see __post_init__)
 
     def __post_init__(self) -> None:
         check_fields(self, "operator config")
@@ -67,9 +67,11 @@ class OperatorConfig:
         given = dict(plain_container(self.recorder) or {})   # RecorderConfig checks its own ranges
         typed = typed_node(RecorderConfig, given, "operator config", "recorder.")
         self.recorder = {key: getattr(typed, key) for key in given}   # only the given keys are kept
-        # typed by the console package (spabench.console.config.ConsoleConfig); the root config checks
-        # it when it builds this group (spabench.config.GROUP_SECTIONS), before anything connects
-        self.console = dict(plain_container(self.console) or {})
+        # typed by the console package (spabench.console.config.ConsoleConfig): at Hydra's merge on the
+        # command line (spabench.config.schema_node), by operator_group_with_console for a library caller
+        console = self.console
+        self.console = asdict(console) if is_dataclass(console) and not isinstance(console, type) \
+            else dict(plain_container(console) or {})
 
     @classmethod
     def from_mapping(cls, data: Any) -> OperatorConfig:
