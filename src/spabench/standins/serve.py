@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 
 from spabench.config import ServeKeys, opt
 from spabench.policy.card import policy_group
+from spabench.standins.grounding import MODES
 from spabench.suite.config import suite_group
 
 log = logging.getLogger(__name__)
@@ -26,7 +27,8 @@ class ServeScriptedConfig(ServeKeys):
 
     command: ClassVar[str] = "serve scripted"
 
-    mode: str | None = opt(None, 'which stand-in policy: compositional | memorising | state_blind (null: the one the policy card names, policy=scripted_<mode>)')
+    mode: str | None = opt(None, 'which stand-in policy (null: the one the policy card names, policy=scripted_<mode>)',
+                           choices=MODES)
     grasp_noise_cm: float = opt(0.0, 'grasp position noise of the stand-in', lo=0.0)
     seed: int = opt(0, 'stand-in policy seed', lo=0)
     policy: Any = policy_group()
@@ -36,23 +38,17 @@ class ServeScriptedConfig(ServeKeys):
 def card_mode(card: Any) -> str:
     """The stand-in a card names: its `mode` extra, else its name (conf/policy/scripted_<mode>.yaml);
     compositional for any other card."""
-    from spabench.standins.grounding import MODES
-
     mode = str(card.extra.get("mode", card.name.removeprefix("scripted_")))
     return mode if mode in MODES else MODES[0]
 
 
 def build_server(cfg: ServeScriptedConfig):
     """(ScriptedPolicy, OpenPiServer) from the typed config, not yet listening."""
-    from spabench.errors import ConfigError
     from spabench.serve.openpi_server import OpenPiServer
-    from spabench.standins.grounding import MODES
     from spabench.standins.scripted import ScriptedPolicy
 
     card, suite = cfg.need("policy"), cfg.need("suite")
-    mode = cfg.mode or card_mode(card)
-    if mode not in MODES:
-        raise ConfigError(f"conf/config.yaml: key 'mode': {cfg.mode!r} (allowed: {' | '.join(MODES)})")
+    mode = cfg.mode or card_mode(card)   # a declared choice, or the card's (compositional for any other)
     from spabench.network import check_bind
 
     port = cfg.port if cfg.port is not None else (card.port or DEFAULT_PORT)
