@@ -49,45 +49,73 @@ def _holder(ledger: Ledger, eid: str) -> str | None:
     return next(c["bench_id"] for c in ledger.claims() if c["evaluation_id"] == eid)
 
 
-def _pause_until_taken_over(watch: Ledger, victim, between_trials: bool, folders) -> tuple[str, str | None]:
-    """SIGSTOP bench1 (between two trials of its set, or mid-rollout) until bench2 holds its set;
-    returns (the lost set, the attempt bench1 was in or None)."""
+def _taken_over(watch: Ledger) -> str:
+    """With bench1 SIGSTOPped: wait until bench2 holds bench1's scene set; returns that set."""
+    eid = next(c["evaluation_id"] for c in watch.claims() if c["bench_id"] == "bench1")
+    _until(lambda: _holder(watch, eid) == "bench2", f"bench2 taking scene set {eid} over")
+    return eid
+
+
+def _pause_mid_rollout(watch: Ledger, victim, folders) -> tuple[str, str | None]:
+    """SIGSTOP bench1 mid-rollout until bench2 holds its set; returns (the lost set, the attempt)."""
     for _ in range(40):
         def moment():
-            mine = [a for a in watch.attempts() if a.bench_id == "bench1"]
-            running = [a for a in mine if a.status == "running"]
-            if between_trials:
-                done = [a for a in mine if a.status == "complete"]
-                return not running and done and watch.next_trial(watch.trial(done[-1].trial_id).evaluation_id)
-            return running
+            return [a for a in watch.attempts() if a.bench_id == "bench1" and a.status == "running"]
         _until(lambda: victim.poll() is not None or moment(), "the moment to pause bench1")
         assert victim.poll() is None, _logs(folders)
         os.kill(victim.pid, signal.SIGSTOP)
-        running = [a for a in watch.attempts() if a.bench_id == "bench1" and a.status == "running"]
-        if between_trials and running:          # it began its next attempt just before the pause: again
-            os.kill(victim.pid, signal.SIGCONT)
-            began = running[0].attempt_id
-            _until(lambda began=began: watch.attempt(began).status != "running", "that attempt's end")
-            continue
-        if not between_trials and not running:  # its attempt ended just before the pause: again
+        running = moment()
+        if not running:  # its attempt ended just before the pause: again
             os.kill(victim.pid, signal.SIGCONT)
             continue
-        eid = next(c["evaluation_id"] for c in watch.claims() if c["bench_id"] == "bench1")
-        _until(lambda eid=eid: _holder(watch, eid) == "bench2", f"bench2 taking scene set {eid} over")
+        eid = _taken_over(watch)
         os.kill(victim.pid, signal.SIGCONT)
-        return eid, (running[0].attempt_id if running else None)
+        return eid, running[0].attempt_id
     raise AssertionError("bench1 was never paused at the moment asked for")
+
+
+def _pause_between_trials(watch: Ledger, victim, hold: multibench.HeldConnection,
+                          folders) -> tuple[str, str | None]:
+    """SIGSTOP bench1 between two trials of its set until bench2 holds the set; returns (the lost
+    set, None). Its stand-ins hold bench1's fresh connection before its next attempt (the held
+    connection's `when` opens only after it completed one), so it waits there until released: no
+    moment to catch."""
+    _until(lambda: victim.poll() is not None or hold.holding.is_set(), "bench1 between two trials")
+    assert victim.poll() is None, _logs(folders)
+    os.kill(victim.pid, signal.SIGSTOP)
+    mine = [a for a in watch.attempts() if a.bench_id == "bench1"]
+    assert "complete" in {a.status for a in mine} and "running" not in {a.status for a in mine}, mine
+    eid = _taken_over(watch)
+    hold.release()      # its answer waits in the socket when bench1 wakes
+    os.kill(victim.pid, signal.SIGCONT)
+    return eid, None
+
+
+def _between_trials(planned) -> bool:
+    """bench1 has completed an attempt and has none running (asked by the stand-ins' threads, each on
+    its own ledger connection)."""
+    with Ledger.open(planned, readonly=True) as ledger:
+        statuses = {a.status for a in ledger.attempts() if a.bench_id == "bench1"}
+    return "complete" in statuses and "running" not in statuses
 
 
 def _run(planned, between_trials: bool):
     folders = multibench.bench_copies(planned, 2)
-    with Ledger.open(planned, readonly=True) as watch, multibench.stand_ins() as ports:
-        procs = [multibench.start_bench(f, f"bench{i}", ports, lease_s=LEASE_S) for i, f in enumerate(folders, 1)]
+    hold = multibench.HeldConnection(lambda: _between_trials(planned))
+    with (Ledger.open(planned, readonly=True) as watch, multibench.stand_ins() as ports,
+          multibench.stand_ins(hold if between_trials else None) as own_ports):
+        # bench1 has stand-ins of its own (same policies, seed and metadata): the held connection is its
+        procs = [multibench.start_bench(f, f"bench{i}", own_ports if i == 1 else ports, lease_s=LEASE_S)
+                 for i, f in enumerate(folders, 1)]
         try:
-            lost, in_flight = _pause_until_taken_over(watch, procs[0], between_trials, folders)
+            if between_trials:
+                lost, in_flight = _pause_between_trials(watch, procs[0], hold, folders)
+            else:
+                lost, in_flight = _pause_mid_rollout(watch, procs[0], folders)
             for p in procs:
                 p.wait(timeout=420)
         finally:
+            hold.release()
             for p in procs:
                 if p.poll() is None:
                     os.kill(p.pid, signal.SIGCONT)

@@ -9,7 +9,8 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from tests.support.campaigns import by_alias, planned_timer
@@ -47,9 +48,38 @@ def bench_copies(campaign: Path, n: int) -> list[Path]:
     return out
 
 
+class HeldConnection:
+    """Holds one new connection to the stand-ins before their metadata frame until `release()`: the
+    first one that arrives while `when()` is true (`holding` is set then). A bench connects afresh
+    between trials, before the ledger begins the next attempt (the identity probe of
+    spabench.rollout.policies), so a gate that opens only once a bench has completed an attempt and
+    has none running holds that bench between two trials for as long as a test needs."""
+
+    def __init__(self, when: Callable[[], bool]):
+        self.when = when
+        self.holding = threading.Event()
+        self._released = threading.Event()
+        self._lock = threading.Lock()
+
+    def wrap(self, handle: Callable[[object], None]) -> Callable[[object], None]:
+        def held(connection: object) -> None:
+            with self._lock:   # connections are served on threads: one is held, once
+                take = not self.holding.is_set() and self.when()
+                if take:
+                    self.holding.set()
+            if take:
+                self._released.wait()
+            handle(connection)
+        return held
+
+    def release(self) -> None:
+        self._released.set()
+
+
 @contextlib.contextmanager
-def stand_ins() -> Iterator[list[str]]:
-    """The two scripted stand-in policies on free loopback ports; yields the `cards.*.port` overrides."""
+def stand_ins(hold: HeldConnection | None = None) -> Iterator[list[str]]:
+    """The two scripted stand-in policies on free loopback ports; yields the `cards.*.port` overrides.
+    `hold`: a gate on their new connections (a bench given only these servers is the one it holds)."""
     import yaml
 
     from spabench.standins.serve import ServeScriptedConfig, build_server
@@ -63,12 +93,16 @@ def stand_ins() -> Iterator[list[str]]:
         mode = "memorising" if "memoris" in name else "compositional"
         _, server = build_server(ServeScriptedConfig.from_mapping(
             {"policy": card, "mode": mode, "port": port, "host": "127.0.0.1", "seed": 0, "suite": suite}))
+        if hold is not None:   # before start(): the server serves the handler it has when it listens
+            server._handle = hold.wrap(server._handle)
         server.start()
         servers.append(server)
         overrides.append(f"cards.{name}.port={port}")
     try:
         yield overrides
     finally:
+        if hold is not None:
+            hold.release()
         for server in servers:
             server.stop()
 
