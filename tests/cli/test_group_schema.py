@@ -49,6 +49,15 @@ def test_the_bench_node_is_the_class_its_type_names():
         composed(COMMANDS["demo"], ["bench=sim", "bench.port=/dev/spabench-x"])
 
 
+def test_a_bench_type_override_points_to_the_bench_option(capsys):
+    """The bench node is typed by its option file's `type:`; `bench.type=` cannot change the class.
+    Measured before: "'so101' given to the 'sim' bench config (allowed: sim, so101)", as if so101 were
+    allowed there."""
+    assert main(["demo", "bench=sim_demo", "bench.type=so101", "--cfg", "job"]) == 2
+    err = capsys.readouterr().err
+    assert "field 'type': 'so101' (allowed: 'sim'" in err and "bench=<option>" in err, err
+
+
 def test_a_group_field_left_at_its_default_and_a_null_mapping_need_no_plus():
     cfg = compose(COMMANDS["plan"], ["campaign=demo_twin", "out=x", "suite.seed=7", "campaign.stopping.kind=sequential",
                                      "campaign.stopping.a=scripted_compositional",

@@ -195,8 +195,8 @@ class BenchConfig:
         if not self.type:
             self.type = self.type_name
         if self.type != self.type_name:
-            raise _error("type", f"{self.type!r} given to the {self.type_name!r} bench config "
-                         f"(allowed: {', '.join(self.known_types())})")
+            raise _error("type", f"{self.type!r} (allowed: {self.type_name!r}, the type of the bench option this "
+                         f"config was composed from; another bench type is another bench file: bench=<option>)")
         self.cameras = self._known_cameras()
         check_fields(self, "bench config")   # the cameras' sizes too
         if not self.robot_id.strip():
