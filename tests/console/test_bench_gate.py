@@ -69,7 +69,7 @@ def test_scene_ready_below_the_threshold_needs_a_reason_and_every_score_a_name(b
         _error(page, "below the threshold 1")
         page.fill("#override-reason", "ok")                      # too short to be a reason
         page.click("#ready")
-        _error(page, "at least 3 characters")
+        _error(page, "the reason 'ok' is too short")
         assert page.text_content("#phase") == "reset"
         with Ledger.open(campaign / Ledger.FILENAME, readonly=True) as ledger:
             assert len(ledger.attempts()) == 1

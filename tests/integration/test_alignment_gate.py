@@ -109,7 +109,7 @@ def test_below_the_threshold_the_terminal_starts_only_with_a_reason(tmp_path, mo
     assert code == EXIT_OK, said[-3000:]
     assert len(loads) == 2
     assert said.count("below the threshold 0.85") == 3, said
-    assert "A reason needs at least 3 characters; nothing started." in said
+    assert "the reason 'ok' is too short: a reason needs at least 3 characters; nothing started" in said
     # the header: trial k of N, the time left (unknown before a complete attempt), the re-run announced
     assert "trial 1 of 2 · time left: unknown (nothing timed yet)" in said
     assert f"NOTE: re-run of trial {aborted.rsplit('-', 1)[0]} after operator_abort (attempt {aborted})" in said

@@ -52,6 +52,7 @@ from spabench.operator.alignment import (
     alignment_event,
     override_needed,
     override_reason,
+    reason_too_short,
 )
 from spabench.operator.auto import register_operator
 from spabench.operator.base import RATER_RULE, Operator, Score, SessionView, person_rater
@@ -364,9 +365,10 @@ class WebOperator(Operator):
             if cmd[0] == "ready":
                 has_reference = any(p is not None for p in self.references.values())  # none on a first attempt
                 verdict = AlignmentVerdict(self.console_cfg.alignment_threshold, has_reference, self.publisher.score_now())
-                reason = override_reason(cmd[1].get("override_reason"))
+                given = cmd[1].get("override_reason")
+                reason = override_reason(given)
                 if verdict.below and reason is None:   # the gate: no rollout below the threshold without a reason
-                    self.channel.update(error=override_needed(verdict), needs_override=True,
+                    self.channel.update(error=reason_too_short(given) or override_needed(verdict), needs_override=True,
                                         alignment=dict(verdict.scores))
                     continue
                 self._events = [("scene_alignment", alignment_event(

@@ -116,6 +116,15 @@ def override_needed(verdict: AlignmentVerdict) -> str:
             f"(at least {MIN_REASON_CHARS} characters) to start anyway; it is stored with the attempt")
 
 
+def reason_too_short(text: Any) -> str | None:
+    """What the operator is told when the reason given is text but too short to be one; None otherwise
+    (no text: `override_needed` says what to do)."""
+    if not isinstance(text, str) or not text.strip() or override_reason(text) is not None:
+        return None
+    return (f"the reason {' '.join(text.split())!r} is too short: a reason needs at least {MIN_REASON_CHARS} "
+            "characters; nothing started")
+
+
 def alignment_event(verdict: AlignmentVerdict, reason: str | None, **extra: Any) -> dict[str, Any]:
     """The 'scene_alignment' event's payload, logged with the attempt that starts."""
     return {"scores": dict(verdict.scores), "threshold": verdict.threshold, "reference": verdict.reference,

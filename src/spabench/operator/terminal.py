@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 
 from spabench.operator.alignment import (
     ALIGNMENT_CAMERAS,
-    MIN_REASON_CHARS,
     AlignmentVerdict,
     alignment_event,
     alignment_score,
@@ -43,6 +42,7 @@ from spabench.operator.alignment import (
     load_rgb,
     override_needed,
     override_reason,
+    reason_too_short,
 )
 from spabench.operator.base import RATER_RULE, Operator, Score, SessionView, person_rater
 from spabench.operator.camera_check import CameraCheck, problems
@@ -396,8 +396,9 @@ class TerminalOperator(Operator):
                     return False
                 reason = override_reason(answer)
                 if reason is None:
-                    if answer.strip():
-                        self.show(f"A reason needs at least {MIN_REASON_CHARS} characters; nothing started.")
+                    short = reason_too_short(answer)
+                    if short:
+                        self.show(short)
                     continue
             self._last_ready = time.monotonic()
             _, roi = alignment_settings(self.config.console if self.config else None)

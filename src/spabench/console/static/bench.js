@@ -91,8 +91,6 @@ function renderReset(s) {
   const card = s.card || {};
   const first = !!card.first_attempt;
   const rendered = (card.rendered && card.rendered.files) || [];
-  show("override-box", false);
-  $("#override-reason").value = "";
   show("first-attempt", first);
   const box = $("#overlays");
   box.replaceChildren();
@@ -287,7 +285,12 @@ function render(s) {
     show("checklist-box", s.phase === "reset" || s.phase === "homing");
     if (s.phase !== "camera_check") $("#cc-grid").replaceChildren();
     if (s.card) renderCard(s.card);
-    if (s.phase === "reset") renderReset(s);
+    if (s.phase === "reset") {
+      // a new question: the reason typed for the last one goes (a redraw of this one keeps it)
+      show("override-box", false);
+      $("#override-reason").value = "";
+      renderReset(s);
+    }
     if (s.phase === "rollout") {
       for (const id of ["time-left", "rate", "latency", "steps", "clamps"]) $("#" + id).textContent = "—";
       renderRolloutGrid();
