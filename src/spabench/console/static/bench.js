@@ -39,7 +39,8 @@ async function stopRollout(kind, source) {
 function renderCameraCheck(s) {
   const grid = $("#cc-grid");
   if (!grid.children.length) {
-    $("#rater-name").value = s.rater || "";   // operator.rater= fills it in; otherwise the person types it
+    // operator.rater= fills it in; otherwise the person types it (a redraw never clears what they typed)
+    if (!$("#rater-name").value) $("#rater-name").value = s.rater || "";
     $("#rater-name").title = s.rater_rule || "";
     for (const c of s.cameras || []) {
       grid.append(el("div", { class: "cam", "data-camera": c.name },
