@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.campaigns import by_alias, planned_timer
+from tests.support.campaigns import LOADED_DEADMAN_S, by_alias, planned_timer
 
 CHROMIUM = os.environ.get("SPABENCH_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-background-networking",
@@ -129,7 +129,7 @@ def start_run(campaign: Path, ports: dict, console_port: int, log: Path, *extra:
     """`spabench run operator=web` of `campaign`; `rater=None`: the page asks for the name."""
     args = [sys.executable, "-m", "spabench.cli.main", "run", f"campaign={campaign}", "bench=sim_demo",
             *([f"operator.rater={rater}"] if rater else []), *extra,
-            "operator=web", f"operator.console.port={console_port}",
+            "operator=web", f"operator.console.port={console_port}", f"operator.console.deadman_s={LOADED_DEADMAN_S}",
             "operator.console.camera_check_s=0.5", *by_alias(campaign, [f"cards.{n}.port={p}" for n, p in ports.items()])]
     return subprocess.Popen(args, cwd=REPO, env=env(), stdout=log.open("w"), stderr=subprocess.STDOUT, text=True)
 

@@ -37,6 +37,7 @@ from spabench.rollout.exits import EXIT_BENCH
 from tests.console.conftest import free_port
 from tests.integration.harness import WaveServer, make_campaign
 from tests.integration.test_estop import Console, _cfg
+from tests.support.campaigns import LOADED_DEADMAN_S
 from tests.support.feetech_bus import EmulatedBus
 
 ATTACK = os.path.join(os.path.dirname(__file__), "..", "support", "console_attack.py")
@@ -127,7 +128,7 @@ def test_flood_during_a_rollout_keeps_the_loop_the_recording_and_the_estop(tmp_p
             console = FloodedConsole(port)
             sampler.start()
             driver = console.play(script)
-            code = run(_cfg(campaign, bus, server, console_port=port, timer_s=3.0), out=out)
+            code = run(_cfg(campaign, bus, server, console_port=port, timer_s=3.0, deadman_s=LOADED_DEADMAN_S), out=out)
             driver.join(120)
             console.http.close()
     finally:

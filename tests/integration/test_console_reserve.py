@@ -33,6 +33,7 @@ from spabench.rollout.exits import EXIT_BENCH
 from tests.console.conftest import free_port
 from tests.integration.harness import WaveServer, make_campaign
 from tests.integration.test_estop import Console, _cfg
+from tests.support.campaigns import LOADED_DEADMAN_S
 from tests.support.feetech_bus import EmulatedBus
 
 ATTACK = os.path.join(os.path.dirname(__file__), "..", "support", "console_attack.py")
@@ -135,7 +136,7 @@ def test_busy_live_view_pollers_keep_neither_the_estop_nor_the_pages_polls_out(t
         driver = threading.Thread(target=script, daemon=True)
         driver.start()
         out = io.StringIO()
-        code = run(_cfg(campaign, bus, server, console_port=port, timer_s=30.0), out=out)
+        code = run(_cfg(campaign, bus, server, console_port=port, timer_s=30.0, deadman_s=LOADED_DEADMAN_S), out=out)
         driver.join(120)
         done.set()
         page.http.close()

@@ -24,6 +24,7 @@ from spabench.rollout.types import ObserverBase
 from spabench.suite.vocabulary import JOINTS
 from tests.console.conftest import free_port
 from tests.integration.harness import WaveServer, cfg_data, make_campaign, run_config
+from tests.support.campaigns import LOADED_DEADMAN_S
 from tests.support.feetech_bus import EmulatedBus
 
 HOME = np.array([DEFAULT_HOME_POSE[j] for j in JOINTS])
@@ -42,9 +43,11 @@ def _at_rest(bus: EmulatedBus) -> None:
 
 
 def _cfg(campaign, bus, server, *, console_port: int | None = None, home_speed: float | None = None,
-         timer_s: float = 2.0) -> RunConfig:
-    """The harness's run config; operator=web on `console_port` when given; a slower homing speed."""
-    operator = ({"type": "web", "rater": "Ada", "console": {"port": console_port, "camera_check_s": 0.3}}
+         timer_s: float = 2.0, deadman_s: float | None = None) -> RunConfig:
+    """The harness's run config; operator=web on `console_port` when given; a slower homing speed;
+    `deadman_s`: the console's dead-man (None: the default)."""
+    console = {"port": console_port, "camera_check_s": 0.3, **({"deadman_s": deadman_s} if deadman_s else {})}
+    operator = ({"type": "web", "rater": "Ada", "console": console}
                 if console_port else None)  # the rater a person gives (operator.rater=), asked otherwise
     data = cfg_data(campaign, bus.port, server.port, timer_s=timer_s, operator=operator)
     if home_speed is not None:
@@ -192,7 +195,7 @@ def test_console_estop_at_the_scene_reset_ends_the_session(tmp_path):
     with EmulatedBus(initial_deg=DEFAULT_HOME_POSE) as bus, WaveServer() as server:
         console = Console(port)
         driver = console.play(script)
-        code = run(_cfg(campaign, bus, server, console_port=port), out=out)
+        code = run(_cfg(campaign, bus, server, console_port=port, deadman_s=LOADED_DEADMAN_S), out=out)
         driver.join(30)
         _at_rest(bus)
     assert not console.errors, console.errors
@@ -242,7 +245,8 @@ def test_console_estop_while_homing_before_the_trial_stops_the_arm(tmp_path, mon
         console = Console(port)
         driver = console.play(script)
         out = io.StringIO()
-        code = run(_cfg(campaign, bus, server, console_port=port, home_speed=speed, timer_s=1.0), out=out)
+        code = run(_cfg(campaign, bus, server, console_port=port, home_speed=speed, timer_s=1.0,
+                            deadman_s=LOADED_DEADMAN_S), out=out)
         driver.join(30)
         _at_rest(bus)
         (session,) = RecordingSession.made

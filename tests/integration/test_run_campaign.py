@@ -116,12 +116,16 @@ def test_campaign_against_served_tiny_act(tmp_path):
     server = make_lerobot_server(ServeLerobotConfig.from_mapping({"checkpoint": str(checkpoint), "port": 0}))
     campaign = make_campaign(tmp_path)
     with EmulatedBus() as bus, server:
-        cfg = make_cfg(campaign, bus.port, server.port, timer_s=1.5, width=64, height=48, ema_alpha=None,
+        cfg = make_cfg(campaign, bus.port, server.port, timer_s=3.0, width=64, height=48, ema_alpha=None,
                        policy={"horizon": CHUNK_SIZE, "execute_steps": CHUNK_SIZE})
         out = io.StringIO()
         assert run(cfg, out=out) == EXIT_OK, out.getvalue()
         assert server.requests >= 2 and server.resets >= 1, out.getvalue()
     with EpisodeReader(campaign / "episodes" / "E0000-P1-a1") as ep:
-        acted = ep.array("action/chunk_id") >= 0
-        assert acted.sum() > 10 and np.all(np.isfinite(ep.raw_actions[acted]))
+        chunks = ep.array("action/chunk_id")
+        acted = chunks >= 0
+        # the served ACT's actions reached the arm, finite, from more than one chunk (the next chunk was
+        # asked for and used); counted in chunks, not ticks: on a loaded machine torch took most of a
+        # 1.5 s rollout for the second chunk (10 ticks acted, one chunk of CHUNK_SIZE)
+        assert len(set(chunks[acted].tolist())) >= 2 and np.all(np.isfinite(ep.raw_actions[acted]))
         assert ep.attrs["server_metadata"]["policy_type"] == "act"

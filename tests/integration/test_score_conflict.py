@@ -17,6 +17,7 @@ from spabench.rollout.exits import EXIT_OK
 from tests.console.conftest import free_port
 from tests.integration.harness import WaveServer, make_campaign
 from tests.integration.test_estop import Console, _cfg
+from tests.support.campaigns import LOADED_DEADMAN_S
 from tests.support.feetech_bus import EmulatedBus
 
 
@@ -43,7 +44,7 @@ def test_a_review_tab_scoring_first_keeps_its_score_and_the_session_goes_on(tmp_
     with EmulatedBus() as bus, WaveServer() as server:
         console = Console(port)
         driver = console.play(script)
-        code = run(_cfg(campaign, bus, server, console_port=port, timer_s=1.0), out=out)
+        code = run(_cfg(campaign, bus, server, console_port=port, timer_s=1.0, deadman_s=LOADED_DEADMAN_S), out=out)
         driver.join(60)
     assert not console.errors, (console.errors, out.getvalue())
     assert seen["review"][0] == 200, seen["review"]
