@@ -10,11 +10,15 @@ views.
 
 Runs alternate without / with (A B A B ...), medians reported; with --in-process a third variant
 joins the rotation: the console inside the loop's process, as it ran before issue 39. The loop's
-process CPU (all its threads, per second of rollout) is reported beside the period error.
+process CPU (all its threads, per second of rollout) is reported beside the period error. With --aa a
+second variant without the console joins the rotation (an A/A control): its ratio to the first says
+how far two identical variants differ on this machine at this time. At tens of microseconds (p99 here)
+the loop's thread loses its core mid-spin without any context switch of its own (interrupts, or the
+host of this virtual machine): single runs' A/A ratios ranged from below 0.1 to 36 (12 runs, 2026-12-07).
 E-stop latency: Chromium presses Space at a random moment of a rollout; latency = the loop seeing the stop (its stop_requested event, wall
 clock) minus Date.now() in the page's key handler. Target: < 100 ms.
 
-    python benchmarks/console_loop.py [--quick] [--runs N] [--seconds S] [--estops N] [--in-process]
+    python benchmarks/console_loop.py [--quick] [--runs N] [--seconds S] [--estops N] [--in-process] [--aa]
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from _common import (
 )
 
 CAMS = ("wrist", "middle", "left", "right", "overhead")
+AA = "without console, again (A/A)"
 HORIZON = 30
 
 
@@ -213,6 +218,10 @@ def main() -> None:
     ap.add_argument("--estops", type=int, default=None)
     ap.add_argument("--in-process", action="store_true",
                     help="also the console inside the loop's process (the design before issue 39), alternating")
+    ap.add_argument("--aa", action="store_true",
+                    help="also a second variant without the console in the rotation (an A/A control): its ratio "
+                         "to the first is this machine's own run-to-run spread, against which the console's "
+                         "ratio is read")
     ap.add_argument("--realtime-priority", type=int, default=10,
                     help="bench.realtime_priority for the loop (10, as the shipped bench files; 0: normal scheduling)")
     args = ap.parse_args()
@@ -224,7 +233,7 @@ def main() -> None:
     consoles = {"console streaming": start_console(workdir)}
     if args.in_process:
         consoles["in-process console (before)"] = start_console(workdir, in_process=True)
-    names = ["without console", *consoles]
+    names = ["without console", *([AA] if args.aa else []), *consoles]
     results: dict[str, list[dict]] = {name: [] for name in names}
     latencies: dict[str, list[float]] = {name: [] for name in consoles}
     to_server: dict[str, list[float]] = {name: [] for name in consoles}
@@ -255,7 +264,7 @@ def main() -> None:
 
         for run in range(runs):  # side by side, rotating which goes first
             for name in names[run % len(names):] + names[:run % len(names)]:
-                results[name].append(measured() if name == "without console" else with_streaming(name))
+                results[name].append(measured() if name in ("without console", AA) else with_streaming(name))
             print(f"run {run + 1}/{runs}: p99 period error " + ", ".join(
                 f"{name} {results[name][-1]['period_err_p99_ms']:.2f} ms" for name in names), flush=True)
             for name in names:
@@ -287,11 +296,12 @@ def main() -> None:
     med = {name: medians(results[name]) for name in names}
     a = med["without console"]
     header: tuple[str, ...] = ("metric", "without console")
-    for name in consoles:
+    compared = names[1:]
+    for name in compared:
         header += (name, "ratio")
     keys = sorted({k for name in consoles for k in med[name]}, key=lambda k: list(med["console streaming"]).index(k)
                   if k in med["console streaming"] else 99)
-    rows = [(k, a.get(k, float("nan")), *[v for name in consoles for v in (
+    rows = [(k, a.get(k, float("nan")), *[v for name in compared for v in (
         med[name].get(k, float("nan")), med[name][k] / a[k] if k in a and a[k] and k in med[name] else float("nan"))])
         for k in keys]
     est = {name: {"estop_latency_p50_ms": pct(latencies[name], 50), "estop_latency_p95_ms": pct(latencies[name], 95),
@@ -309,6 +319,7 @@ def main() -> None:
                                          "runs": runs, "width": args.width, "height": args.height,
                                          "without_console": a, "with_console": med["console streaming"],
                                          "with_in_process_console": med.get("in-process console (before)"),
+                                         "without_console_aa": med.get(AA),
                                          "estop": est, "runs_by_variant": results, "estop_ms": latencies})
     print(f"\nwritten {path}")
 

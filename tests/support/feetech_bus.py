@@ -961,13 +961,19 @@ class EmulatedBus:
         return float(self.snapshot()[name]["temperature"])
 
 
+EMULATOR_PRIORITY = 50   # SCHED_FIFO: above any bench.realtime_priority a test or benchmark uses
+
+
 def raise_priority() -> None:
     """Servos answer within microseconds, whatever the host computer does; the SDK waits only ~50 ms.
-    The emulator stands in for hardware, so it runs at real-time priority 1 where allowed (it sleeps in
+    The emulator stands in for hardware, so it runs at real-time priority where allowed (it sleeps in
     select() between packets and never spins, so it takes from no one), else at nice -10 (else as is):
-    on a machine busy with two test workers a normal-priority emulator missed that window."""
+    on a machine busy with two test workers a normal-priority emulator missed that window. Its priority
+    is above the control process's during a rollout (bench.realtime_priority, 10 in the shipped bench
+    files, its other threads one below): at FIFO 1 the emulator once went unanswered for three tries
+    while those threads held both cores (benchmarks/console_loop.py, quiet machine)."""
     try:
-        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(EMULATOR_PRIORITY))
     except (OSError, AttributeError):
         with contextlib.suppress(OSError, AttributeError):
             os.setpriority(os.PRIO_PROCESS, 0, -10)
