@@ -38,13 +38,23 @@ class Spec:   # what the check reads of a bench config's CameraSpec
         self.fps, self.width, self.height = fps, 64, 48
 
 
+def _latest(cam):
+    """A camera's latest frame, or None when it is older than read_latest's 500 ms (the check's
+    observation then fails and adds nothing, CameraCheck.add(None)): the slow camera's 0.36 s stall,
+    stretched by a loaded machine, once reached 511 ms."""
+    try:
+        return cam.read_latest()
+    except TimeoutError:
+        return None
+
+
 def sample(cams: dict, min_s: float = 1.0, hz: float = 30.0, deadline_s: float = 20.0):
     """Sample every camera's latest frame at `hz` until the window is conclusive (as the check does)."""
     window = CameraWindow(cams)
     cfg = {n: Spec(30) for n in cams}
     t0 = time.monotonic()
     while True:
-        window.add({n: cam.read_latest() for n, cam in cams.items()})
+        window.add({n: _latest(cam) for n, cam in cams.items()})
         span = time.monotonic() - t0
         if span >= min_s and (window.conclusive(cfg, span) or span >= deadline_s):
             return window.rows(cfg, span)

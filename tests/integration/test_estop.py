@@ -43,15 +43,18 @@ def _at_rest(bus: EmulatedBus) -> None:
 
 
 def _cfg(campaign, bus, server, *, console_port: int | None = None, home_speed: float | None = None,
-         timer_s: float = 2.0, deadman_s: float | None = None) -> RunConfig:
+         timer_s: float = 2.0, deadman_s: float | None = None, realtime_priority: int | None = None) -> RunConfig:
     """The harness's run config; operator=web on `console_port` when given; a slower homing speed;
-    `deadman_s`: the console's dead-man (None: the default)."""
+    `deadman_s`: the console's dead-man (None: the default); `realtime_priority`: the bench's (None: the
+    test rig's 0)."""
     console = {"port": console_port, "camera_check_s": 0.3, **({"deadman_s": deadman_s} if deadman_s else {})}
     operator = ({"type": "web", "rater": "Ada", "console": console}
                 if console_port else None)  # the rater a person gives (operator.rater=), asked otherwise
     data = cfg_data(campaign, bus.port, server.port, timer_s=timer_s, operator=operator)
     if home_speed is not None:
         data["bench"]["home_speed_deg_s"] = home_speed
+    if realtime_priority is not None:
+        data["bench"]["realtime_priority"] = realtime_priority
     return run_config(data)
 
 
