@@ -83,20 +83,23 @@ def _pause_between_trials(watch: Ledger, victim, hold: multibench.HeldConnection
     _until(lambda: victim.poll() is not None or hold.holding.is_set(), "bench1 between two trials")
     assert victim.poll() is None, _logs(folders)
     os.kill(victim.pid, signal.SIGSTOP)
-    mine = [a for a in watch.attempts() if a.bench_id == "bench1"]
-    assert "complete" in {a.status for a in mine} and "running" not in {a.status for a in mine}, mine
+    assert _bench1_between_trials(watch), [a for a in watch.attempts() if a.bench_id == "bench1"]
     eid = _taken_over(watch)
     hold.release()      # its answer waits in the socket when bench1 wakes
     os.kill(victim.pid, signal.SIGCONT)
     return eid, None
 
 
-def _between_trials(planned) -> bool:
-    """bench1 has completed an attempt and has none running (asked by the stand-ins' threads, each on
-    its own ledger connection)."""
-    with Ledger.open(planned, readonly=True) as ledger:
-        statuses = {a.status for a in ledger.attempts() if a.bench_id == "bench1"}
+def _bench1_between_trials(ledger: Ledger) -> bool:
+    """bench1 has completed an attempt and has none running."""
+    statuses = {a.status for a in ledger.attempts() if a.bench_id == "bench1"}
     return "complete" in statuses and "running" not in statuses
+
+
+def _between_trials(planned) -> bool:
+    """`_bench1_between_trials`, asked by the stand-ins' threads, each on its own ledger connection."""
+    with Ledger.open(planned, readonly=True) as ledger:
+        return _bench1_between_trials(ledger)
 
 
 def _run(planned, between_trials: bool):
